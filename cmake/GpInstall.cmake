@@ -1,0 +1,32 @@
+# Install: headers, both libraries, gpupipe.pc and a CMake package (gpupipe::gpupipe).
+include(CMakePackageConfigHelpers)
+
+install(TARGETS gpupipe gpupipe_static EXPORT gpupipeTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/gpupipe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
+install(FILES ${PROJECT_BINARY_DIR}/include/gpupipe/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpupipe)
+
+# pkg-config: private libs are what a static link needs.
+set(GP_PC_LIBS_PRIVATE "-lpthread -lm")
+if(GP_HAVE_CUDA)
+  string(APPEND GP_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lcublasLt")
+  if(GP_HAVE_CUDNN)
+    string(APPEND GP_PC_LIBS_PRIVATE " -lcudnn")
+  endif()
+endif()
+configure_file(pkgconfig/gpupipe.pc.in ${PROJECT_BINARY_DIR}/gpupipe.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/gpupipe.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+set(GP_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpupipe)
+install(EXPORT gpupipeTargets NAMESPACE gpupipe:: DESTINATION ${GP_CMAKE_DIR})
+configure_package_config_file(cmake/gpupipeConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/gpupipeConfig.cmake INSTALL_DESTINATION ${GP_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/gpupipeConfigVersion.cmake
+  COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/gpupipeConfig.cmake
+              ${PROJECT_BINARY_DIR}/gpupipeConfigVersion.cmake DESTINATION ${GP_CMAKE_DIR})

@@ -1,0 +1,411 @@
+/*
+ * gpupipe — keep a GPU saturated during inference, by construction.
+ *
+ * A pipeline owns two rings of fixed-size items (input and output, pinned memory on CUDA),
+ * a batcher thread, `inflight` batch slots (each with its own stream and device buffers)
+ * and completion workers. Any number of threads submit items; every item that was accepted
+ * comes back exactly once through its callback, with a status.
+ *
+ * Read top-down: version and export macros, error codes, types and callbacks, config,
+ * lifecycle, operations, stats and diagnosis, utilities.
+ *
+ * Rules that hold for every function below:
+ *  - Fallible calls return GP_OK (0) or a negative GP_E* code.
+ *  - When a function that takes a callback returns an error, the callback is never called.
+ *  - The library never prints, exits or aborts; it reports through return codes,
+ *    gp_pipeline_last_error() and the optional log callback.
+ */
+#ifndef GPUPIPE_GPUPIPE_H
+#define GPUPIPE_GPUPIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gpupipe/version.h"
+
+#if defined(_WIN32)
+#define GP_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define GP_API __attribute__((visibility("default")))
+#else
+#define GP_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* Error codes. Values are pinned: never renumbered, only appended.                          */
+/* ---------------------------------------------------------------------------------------- */
+
+#define GP_ERRNO_MAP(X)                                                                        \
+    X(OK, 0, "success")                                                                        \
+    X(EINVAL, -1, "invalid argument")                                                          \
+    X(ENOMEM, -2, "out of memory")                                                             \
+    X(EAGAIN, -3, "ring is full")                                                              \
+    X(ETIMEDOUT, -4, "deadline or timeout expired")                                            \
+    X(ECANCELED, -5, "canceled: pipeline destroyed without drain")                             \
+    X(ESHUTDOWN, -6, "pipeline is shutting down")                                              \
+    X(ECOMPUTE, -7, "compute function failed for this batch")                                  \
+    X(EDEVICE, -8, "device error")                                                             \
+    X(ENODEV, -9, "no usable device")                                                          \
+    X(EMODEL, -10, "invalid model file or spec")                                               \
+    X(ESYS, -11, "system call failed")                                                         \
+    X(EIO, -12, "I/O error")                                                                   \
+    X(EPREP, -13, "prep function failed for this item")                                        \
+    X(ENOTSUP, -14, "not supported by this build or backend")
+
+typedef enum gp_errno {
+#define GP__ERR_ENUM(name, value, text) GP_##name = value,
+    GP_ERRNO_MAP(GP__ERR_ENUM)
+#undef GP__ERR_ENUM
+} gp_errno;
+
+/* Static string describing `code`; "unknown error" for values not in the table. Any thread. */
+GP_API const char *gp_strerror(int code);
+/* Static name of `code` ("GP_EINVAL"); "GP_UNKNOWN" for values not in the table. Any thread. */
+GP_API const char *gp_err_name(int code);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Types and callbacks                                                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gp_pipeline gp_pipeline;
+
+typedef enum gp_backend {
+    GP_BACKEND_AUTO = 0, /* cuda when a device is usable, else host (recorded, never silent) */
+    GP_BACKEND_HOST = 1, /* worker threads and memcpy; no GPU needed */
+    GP_BACKEND_CUDA = 2  /* CUDA Runtime; GP_ENODEV when no device is usable */
+} gp_backend;
+
+typedef enum gp_full_policy {
+    GP_FULL_BLOCK = 0, /* submit waits for space */
+    GP_FULL_FAIL = 1   /* submit returns GP_EAGAIN at once */
+} gp_full_policy;
+
+typedef enum gp_destroy_mode {
+    GP_DESTROY_DRAIN = 0, /* finish every accepted item, then free */
+    GP_DESTROY_CANCEL = 1 /* items not yet completed get GP_ECANCELED, then free */
+} gp_destroy_mode;
+
+/* Why a batch left the batcher. */
+typedef enum gp_close_reason {
+    GP_CLOSE_FULL = 0,      /* reached max_batch */
+    GP_CLOSE_PREFERRED = 1, /* reached a preferred size */
+    GP_CLOSE_DELAY = 2,     /* the oldest item waited max_delay_us */
+    GP_CLOSE_SLOT_FREE = 3, /* a slot was free and max_delay_us is 0: work-conserving dispatch */
+    GP_CLOSE_FLUSH = 4,     /* gp_pipeline_flush() or gp_pipeline_drain() */
+    GP_CLOSE_SHUTDOWN = 5,  /* gp_pipeline_destroy() */
+    GP_CLOSE_COUNT_ = 6
+} gp_close_reason;
+
+/*
+ * One batch, as the compute function sees it. Items [0, n) are contiguous in `in`/`out`:
+ * item k's input is at (char *)in + k * in_bytes. `in` and `out` are device pointers on the
+ * CUDA backend and host pointers on the host backend; both hold `capacity` items, so a
+ * compute may read and write up to `capacity` items (CUDA graphs pad up to a bucket).
+ * Valid only during the compute call.
+ */
+typedef struct gp_batch {
+    size_t n;           /* items in this batch, 1..capacity */
+    size_t capacity;    /* items the buffers hold (max_batch) */
+    const void *in;     /* n * in_bytes of input */
+    void *out;          /* n * out_bytes of output, written by the compute */
+    size_t in_bytes;    /* per item */
+    size_t out_bytes;   /* per item */
+    uint64_t first_seq; /* submit sequence number of item 0 (global submit order) */
+    int slot;           /* in-flight slot index, 0..inflight-1 */
+    int device;         /* CUDA device id; -1 on the host backend */
+    gp_backend backend; /* GP_BACKEND_HOST or GP_BACKEND_CUDA, never AUTO */
+    void *stream;       /* cudaStream_t on CUDA (see gpupipe/cuda.h); NULL on host */
+    void *impl;         /* internal: read through the gpupipe/cuda.h accessors */
+} gp_batch;
+
+/*
+ * Compute: enqueue the work for one batch and return. On CUDA it runs on the batcher thread
+ * and must only enqueue on b->stream (no synchronization). On the host backend it runs on
+ * the slot's stream thread and does the work itself. Calls for different slots may run
+ * concurrently; calls for one slot never do.
+ * Return GP_OK, or any nonzero value: that batch's items complete with GP_ECOMPUTE and
+ * later batches run as usual.
+ */
+typedef int (*gp_compute_fn)(void *user, const gp_batch *b);
+
+/*
+ * Completion callback, exactly once per accepted item. `status` is GP_OK, GP_ETIMEDOUT,
+ * GP_ECANCELED, GP_ECOMPUTE, GP_EDEVICE or the prep function's status.
+ * `output` points into the output ring and is valid only during the call (NULL unless
+ * status is GP_OK); `output_bytes` is the configured item_out_bytes (0 with NULL output).
+ * Runs on a completion worker. With completion_workers == 1, callbacks run in submit order.
+ * It may call gp_pipeline_submit* (with GP_FULL_FAIL, or knowing the ring has room), but
+ * never gp_pipeline_drain/destroy on its own pipeline.
+ */
+typedef void (*gp_done_fn)(void *user, int status, const void *output, size_t output_bytes);
+
+/*
+ * Prep: turn the caller's raw input (`src`, `src_bytes`, as passed to gp_pipeline_submit_prep)
+ * into one ring item at `slot` (`slot_bytes` = item_in_bytes). Runs on a prep worker; calls
+ * run concurrently. Return GP_OK, or a negative GP_E* code that becomes that item's status
+ * (any other nonzero value becomes GP_EPREP).
+ */
+typedef int (*gp_prep_fn)(void *user, const void *src, size_t src_bytes, void *slot,
+                          size_t slot_bytes);
+
+typedef enum gp_log_level { GP_LOG_ERROR = 0, GP_LOG_WARN = 1, GP_LOG_INFO = 2 } gp_log_level;
+
+/* Log sink; `msg` is valid only during the call. Called from any library thread. */
+typedef void (*gp_log_fn)(void *user, gp_log_level level, const char *msg);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Config                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+#define GP_MAX_DEVICES 16
+#define GP_MAX_PREFERRED 16
+
+/*
+ * Pipeline configuration. Fill with gp_config_init(), then set what you need. The library
+ * reads only the first `struct_size` bytes, so code built against an older header keeps
+ * working. Everything is copied at create; the config may be freed afterwards.
+ */
+typedef struct gp_config {
+    size_t struct_size; /* set by gp_config_init() */
+
+    gp_backend backend;           /* default GP_BACKEND_AUTO */
+    int devices[GP_MAX_DEVICES];  /* CUDA device ids the slots are spread over */
+    int num_devices;              /* default 0 = device 0 only */
+    size_t item_in_bytes;         /* bytes of one input item (required, > 0) */
+    size_t item_out_bytes;        /* bytes of one output item (required, > 0) */
+    size_t capacity;              /* ring items, a power of two >= max_batch;
+                                     default 0 = next power of two of 4 * max_batch * inflight */
+    size_t max_batch;             /* default 64 */
+    size_t preferred[GP_MAX_PREFERRED]; /* preferred batch sizes, ascending, <= max_batch */
+    int num_preferred;                  /* default 0 */
+    uint32_t max_delay_us;        /* default 0: dispatch as soon as a slot is free */
+    int inflight;                 /* in-flight batch slots, 1..64; default 3 */
+    gp_full_policy full_policy;   /* default GP_FULL_BLOCK */
+
+    gp_compute_fn compute; /* required */
+    void *compute_user;
+    /* Optional: called once per slot at create, after the slot's stream, buffers and
+       handles exist (b->n == 0), on a thread where the slot's device is current; and once per
+       slot at destroy. A model uploads weights and picks algorithms here. A nonzero return
+       from setup fails create with that code (GP_EDEVICE if it is not a GP_E* code). */
+    int (*compute_setup)(void *user, const gp_batch *b);
+    void (*compute_teardown)(void *user, const gp_batch *b);
+
+    int prep_workers; /* default 0; > 0 requires `prep` */
+    gp_prep_fn prep;
+    void *prep_user;
+
+    int completion_workers; /* callback threads, 1..64; default 1 (submit-order callbacks) */
+
+    int cuda_graphs;      /* CUDA: capture the compute per batch-size bucket; default 0 */
+    int spin_wait;        /* CUDA: completion spins on events instead of blocking; default 0 */
+
+    gp_log_fn log; /* optional */
+    void *log_user;
+
+    /* Host backend only: simulated stage costs, for tests and for showing overlap without a
+       GPU. Copies in one direction share one simulated copy engine and computes share one
+       simulated compute engine, as on a GPU. 0 = no simulated cost. */
+    double sim_copy_bytes_per_s;
+    double sim_compute_us;          /* per batch */
+    double sim_compute_us_per_item; /* per item */
+} gp_config;
+
+/* Fill `cfg` with defaults (and struct_size). Any thread. */
+GP_API void gp_config_init(gp_config *cfg);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Lifecycle                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * Validate `cfg` and create a running pipeline in *out. Allocates every ring, buffer, stream
+ * and thread now; the submit path never allocates afterwards.
+ * @return GP_OK; GP_EINVAL (the detail names the field), GP_ENODEV (backend CUDA without a
+ *         usable device), GP_ENOMEM, GP_EDEVICE, GP_ESYS. On error *out is NULL and nothing
+ *         is left allocated.
+ * `err`/`err_len` (optional, may be NULL/0): receives a NUL-terminated detail on error.
+ * Any thread.
+ */
+GP_API int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_t err_len);
+
+/*
+ * Stop the pipeline and free it. GP_DESTROY_DRAIN completes every accepted item normally;
+ * GP_DESTROY_CANCEL completes items not yet delivered with GP_ECANCELED (batches already on
+ * the device are waited for, their outputs are dropped). Either way every accepted item gets
+ * its callback before this returns, and concurrent submits return GP_ESHUTDOWN.
+ * Reservations (gp_pipeline_reserve) must be committed or abandoned first.
+ * NULL is accepted. Call once, from a thread that is not a library callback; afterwards `p`
+ * is invalid. @return GP_OK, or GP_EDEVICE if the device had failed (all is still freed).
+ */
+GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Operations. All are safe from any number of threads, not concurrently with destroy.       */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * Copy `bytes` (== item_in_bytes) from `input` into the ring and queue it. `input` may be
+ * reused as soon as this returns. `done` (required) is called exactly once if this returns
+ * GP_OK. Blocks while the ring is full (GP_FULL_BLOCK) or returns GP_EAGAIN (GP_FULL_FAIL).
+ * @return GP_OK, GP_EINVAL (NULL argument, wrong byte count), GP_EAGAIN, GP_ESHUTDOWN,
+ *         GP_EDEVICE (the pipeline failed).
+ */
+GP_API int gp_pipeline_submit(gp_pipeline *p, const void *input, size_t bytes, gp_done_fn done,
+                              void *user);
+
+/*
+ * As gp_pipeline_submit, with an absolute deadline on the gp_now_ns() clock (0 = none). An
+ * item whose deadline has passed when its batch is copied to the device completes with
+ * GP_ETIMEDOUT and its output is never delivered.
+ */
+GP_API int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
+                                       uint64_t deadline_ns, gp_done_fn done, void *user);
+
+/*
+ * Hand the raw input `src` to the prep worker pool, which runs the configured prep function
+ * straight into the ring slot. `src` must stay valid until `done` is called. Requires
+ * prep_workers > 0 (else GP_EINVAL). Order and exactly-once hold as for gp_pipeline_submit.
+ */
+GP_API int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes,
+                                   uint64_t deadline_ns, gp_done_fn done, void *user);
+
+/* A claimed ring slot to be written in place. */
+typedef struct gp_reservation {
+    void *data;           /* item_in_bytes to write; valid until commit/abandon */
+    size_t bytes;         /* item_in_bytes */
+    uint64_t deadline_ns; /* optional deadline, set before commit (0 = none) */
+    uint64_t seq_;        /* internal */
+} gp_reservation;
+
+/*
+ * Claim the next ring slot for writing in place (zero copies). Blocks or returns GP_EAGAIN
+ * when full, as submit. Items are batched in claim order, so commit or abandon promptly: a
+ * pending reservation holds back every later item. The reservation belongs to the calling
+ * code; commit it from any thread, once.
+ * @return GP_OK, GP_EINVAL, GP_EAGAIN, GP_ESHUTDOWN, GP_EDEVICE.
+ */
+GP_API int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r);
+
+/* Publish a reserved slot; `done` (required) is then called exactly once.
+   @return GP_OK or GP_EINVAL (NULL argument); on GP_EINVAL the reservation stays open. */
+GP_API int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user);
+
+/* Give a reserved slot back unused; no callback. @return GP_OK or GP_EINVAL. */
+GP_API int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r);
+
+/*
+ * Blocking convenience: submit `input`, wait for the result and copy item_out_bytes into
+ * `output` (out_bytes must equal item_out_bytes). Must not be called from a callback.
+ * @return the item's status, or a submit error.
+ */
+GP_API int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *output,
+                             size_t out_bytes);
+
+/* Dispatch every item submitted before this call without waiting for max_delay_us.
+   @return GP_OK or GP_EINVAL. */
+GP_API int gp_pipeline_flush(gp_pipeline *p);
+
+/*
+ * Flush, then wait until every item submitted before this call has had its callback, or
+ * `timeout_us` passed (< 0: wait forever). Must not be called from a callback.
+ * @return GP_OK, GP_ETIMEDOUT, GP_EINVAL.
+ */
+GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Stats and diagnosis                                                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+#define GP_HIST_BUCKETS 33 /* batch-size histogram: bucket b counts sizes in [2^(b-1), 2^b) */
+
+/*
+ * A snapshot of the pipeline's counters. Times are nanoseconds. Busy times count the union
+ * of stage intervals over all slots, so busy / wall is a fraction of wall time.
+ */
+typedef struct gp_stats {
+    size_t struct_size; /* set by the caller to sizeof(gp_stats) before the call */
+
+    gp_backend backend;       /* the backend that runs: HOST or CUDA */
+    int fell_back;            /* 1 when AUTO chose host because no device was usable */
+    char fallback_reason[160];/* why, when fell_back */
+
+    uint64_t wall_ns;       /* since create */
+    uint64_t submitted;     /* accepted items */
+    uint64_t completed;     /* callbacks run */
+    uint64_t completed_ok;  /* callbacks with GP_OK */
+    uint64_t timed_out;     /* GP_ETIMEDOUT */
+    uint64_t canceled;      /* GP_ECANCELED */
+    uint64_t failed;        /* GP_ECOMPUTE, GP_EDEVICE, prep failures */
+    uint64_t rejected_full; /* submits that returned GP_EAGAIN */
+    uint64_t batches;
+    uint64_t batch_items;                    /* items carried by batches (mean = /batches) */
+    uint64_t batch_hist[GP_HIST_BUCKETS];    /* batch sizes, power-of-two buckets */
+    uint64_t close_reasons[GP_CLOSE_COUNT_]; /* indexed by gp_close_reason */
+
+    uint64_t h2d_busy_ns;      /* union of H2D copy intervals */
+    uint64_t compute_busy_ns;  /* union of compute intervals */
+    uint64_t d2h_busy_ns;      /* union of D2H copy intervals */
+    uint64_t callback_busy_ns; /* time completion workers spent in callbacks (sum) */
+    uint64_t prep_busy_ns;     /* time prep workers spent in prep (sum) */
+    uint64_t h2d_bytes;
+    uint64_t d2h_bytes;
+    uint64_t starved_ns;       /* batcher found no item to send */
+    uint64_t backpressure_ns;  /* producers blocked on a full ring (sum over producers) */
+    uint64_t saturated_ns;     /* batcher had a batch but every slot was busy */
+    uint64_t enqueue_ns;       /* host time to enqueue batches (copies + compute launch) */
+
+    /* Latency percentiles, nanoseconds (log-linear histogram, <= 1/16 relative error). */
+    uint64_t queue_wait_p50, queue_wait_p95, queue_wait_p99; /* submit -> dispatch */
+    uint64_t latency_p50, latency_p95, latency_p99, latency_max; /* submit -> callback */
+
+    /* CUDA graphs (0 on host). */
+    uint64_t graph_replays;
+    uint64_t graph_eager;      /* batches run without a graph */
+    char graph_eager_reason[96];
+} gp_stats;
+
+/* Fill `s` (s->struct_size must be set) with a consistent-enough snapshot: counters are read
+   one by one without stopping the pipeline. Any thread. @return GP_OK or GP_EINVAL. */
+GP_API int gp_pipeline_stats(gp_pipeline *p, gp_stats *s);
+
+/*
+ * The last error's detail: the failing call, native code, file:line. Copies a
+ * NUL-terminated string into `buf` and returns the error code (GP_OK if none). Any thread.
+ */
+GP_API int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len);
+
+/* Snapshot rendered as one JSON object / Prometheus text exposition. @return GP_OK, GP_EIO. */
+GP_API int gp_pipeline_stats_json(gp_pipeline *p, FILE *f);
+GP_API int gp_pipeline_stats_prometheus(gp_pipeline *p, FILE *f);
+
+/*
+ * The doctor: name the bottleneck (why the GPU is idle, if it is), with the numbers that prove
+ * it and the knob to turn. Any thread. @return GP_OK, GP_EINVAL, GP_EIO.
+ */
+GP_API int gp_pipeline_report(gp_pipeline *p, FILE *f);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Utilities                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Monotonic clock in nanoseconds, the clock deadlines are measured on. Any thread. */
+GP_API uint64_t gp_now_ns(void);
+
+/* "MAJOR.MINOR.PATCH" of the library linked at run time. Any thread. */
+GP_API const char *gp_version(void);
+
+/* Backend name: "auto", "host", "cuda". */
+GP_API const char *gp_backend_name(gp_backend b);
+/* Close reason name: "full", "preferred", "delay", "slot-free", "flush", "shutdown". */
+GP_API const char *gp_close_reason_name(gp_close_reason r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUPIPE_GPUPIPE_H */

@@ -1,0 +1,1 @@
+# .cu kernels with extern "C" launchers. Appends to GP_CUDA_SOURCES.

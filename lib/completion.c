@@ -1,0 +1,165 @@
+/*
+ * Completion: the poller waits on each device batch's done event in dispatch order, reads
+ * its status and timings and frees the slot at once (so the GPU gets it back before any
+ * callback runs); callback workers then run the callbacks and release ring spans strictly in
+ * order. With one worker, callbacks run in submit order.
+ */
+#include <string.h>
+
+#include "pipeline.h"
+
+void gp__recs_push(gp_pipeline *p, const gp__batchrec *r)
+{
+    gp__recqueue *q = &p->recs;
+    pthread_mutex_lock(&q->mu);
+    q->buf[q->tail % p->ring.capacity] = *r;
+    q->tail++;
+    pthread_cond_signal(&q->poll_cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void mark_failed(gp_pipeline *p)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong_explicit(&p->failed, &expected, GP_EDEVICE,
+                                                memory_order_relaxed, memory_order_relaxed))
+        gp__log(&p->err, GP_LOG_ERROR, "device failed: pipeline is now in the failed state");
+    gp__notify_wake(&p->bwake);
+    gp__notify_wake(&p->slotwake);
+}
+
+static void record_timings(gp_pipeline *p, gp__slot *s)
+{
+    uint64_t t[GP__EV_COUNT];
+    for (int i = 0; i < GP__EV_COUNT; i++)
+        if (p->ops->event_time_ns(p->dev, s->ev[i], &t[i]) != GP_OK)
+            return;
+    gp__busy_add(&p->stats.h2d, t[GP__EV_START], t[GP__EV_H2D]);
+    gp__busy_add(&p->stats.compute, t[GP__EV_H2D], t[GP__EV_COMPUTE]);
+    gp__busy_add(&p->stats.d2h, t[GP__EV_COMPUTE], t[GP__EV_D2H]);
+}
+
+static void finish_device_batch(gp_pipeline *p, gp__batchrec *r)
+{
+    gp__slot *s = &p->slots[r->slot];
+    int rc = p->ops->event_wait(p->dev, s->ev[GP__EV_D2H]);
+    if (rc != GP_OK) {
+        r->status = GP_EDEVICE;
+        mark_failed(p);
+    } else if (p->ops->healthy && p->ops->healthy(p->dev) != GP_OK) {
+        r->status = GP_EDEVICE;
+        mark_failed(p);
+    } else if (r->status == GP_OK && s->launch.status != GP_OK) {
+        r->status = GP_ECOMPUTE;
+        GP__ERR(&p->err, GP_ECOMPUTE, "compute returned %d for the batch of %llu items at seq %llu",
+                s->launch.status, (unsigned long long)r->n, (unsigned long long)r->first);
+    }
+    if (rc == GP_OK)
+        record_timings(p, s);
+    /* Release: everything this slot did happens before the batcher reuses it. */
+    atomic_fetch_add_explicit(&p->dev_freed, 1, memory_order_release);
+    gp__notify_wake(&p->slotwake);
+}
+
+void *gp__poller_main(void *arg)
+{
+    gp_pipeline *p = arg;
+    gp__recqueue *q = &p->recs;
+    for (;;) {
+        pthread_mutex_lock(&q->mu);
+        while (q->polled == q->tail && !q->batcher_done)
+            pthread_cond_wait(&q->poll_cv, &q->mu);
+        if (q->polled == q->tail) { /* batcher done and nothing left */
+            q->poller_done = 1;
+            pthread_cond_broadcast(&q->work_cv);
+            pthread_mutex_unlock(&q->mu);
+            return NULL;
+        }
+        gp__batchrec *r = &q->buf[q->polled % p->ring.capacity];
+        pthread_mutex_unlock(&q->mu);
+
+        /* The record is ours until polled moves: the batcher writes only at tail, workers
+           read only below polled. */
+        if (r->slot >= 0)
+            finish_device_batch(p, r);
+
+        pthread_mutex_lock(&q->mu);
+        q->polled++;
+        pthread_cond_signal(&q->work_cv);
+        pthread_mutex_unlock(&q->mu);
+    }
+}
+
+static void run_callbacks(gp_pipeline *p, const gp__batchrec *r)
+{
+    gp__stats *st = &p->stats;
+    uint64_t ok = 0, tmo = 0, can = 0, bad = 0, calls = 0;
+    uint64_t t0 = gp__now_ns();
+    int canceling = atomic_load_explicit(&p->canceling, memory_order_relaxed);
+    size_t out_bytes = p->ring.out_bytes;
+
+    for (uint64_t i = r->first; i < r->first + r->n; i++) {
+        gp__item *it = gp__ring_item(&p->ring, i);
+        if (!it->done)
+            continue; /* abandoned reservation */
+        int s = it->status;
+        if (s == GP_OK)
+            s = r->status;
+        if (s == GP_OK && canceling)
+            s = GP_ECANCELED;
+        if (s == GP_OK) {
+            it->done(it->user, GP_OK, gp__ring_out(&p->ring, i), out_bytes);
+            ok++;
+        } else {
+            it->done(it->user, s, NULL, 0);
+            tmo += s == GP_ETIMEDOUT;
+            can += s == GP_ECANCELED;
+            bad += s != GP_ETIMEDOUT && s != GP_ECANCELED;
+        }
+        calls++;
+        gp__hist_add(&st->latency, gp__now_ns() - it->t_submit_ns);
+    }
+    GP__BUMP(st->callback_busy_ns, gp__now_ns() - t0);
+    GP__BUMP(st->completed_ok, ok);
+    GP__BUMP(st->timed_out, tmo);
+    GP__BUMP(st->canceled, can);
+    GP__BUMP(st->failed, bad);
+    /* Last: a reader that sees `completed` sees the per-status counts too. */
+    atomic_fetch_add_explicit(&st->completed, calls, memory_order_release);
+}
+
+void *gp__worker_main(void *arg)
+{
+    gp_pipeline *p = arg;
+    gp__recqueue *q = &p->recs;
+    uint64_t cap = p->ring.capacity;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (q->taken == q->polled && !q->poller_done)
+            pthread_cond_wait(&q->work_cv, &q->mu);
+        if (q->taken == q->polled)
+            break; /* poller done and nothing left */
+        gp__batchrec *r = &q->buf[q->taken % cap];
+        q->taken++;
+        pthread_mutex_unlock(&q->mu);
+
+        run_callbacks(p, r);
+
+        pthread_mutex_lock(&q->mu);
+        r->done = 1;
+        /* Release strictly in order: a span goes back only when every span before it has. */
+        uint64_t upto = 0;
+        while (q->released < q->taken && q->buf[q->released % cap].done) {
+            gp__batchrec *d = &q->buf[q->released % cap];
+            gp__ring_release(&p->ring, d->first, d->n);
+            upto = d->first + d->n;
+            q->released++;
+        }
+        if (upto) {
+            atomic_store_explicit(&p->released_upto, upto, memory_order_release);
+            gp__notify_wake(&p->drained);
+        }
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}

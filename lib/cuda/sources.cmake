@@ -1,0 +1,1 @@
+# CUDA backend (issue: CUDA backend). Appends to GP_CUDA_SOURCES.

@@ -1,0 +1,87 @@
+/*
+ * The device interface: everything the pipeline asks of a backend. The pipeline (ring,
+ * batcher, completion) calls only this table; lib/host/ and lib/cuda/ each implement it.
+ *
+ * Conventions:
+ *  - `ctx` is the backend's own context from open(); one per pipeline, never global.
+ *  - Fallible entries return GP_OK or a negative GP_E* code and record the detail (the native
+ *    call, its code, file:line) in the error sink given to open().
+ *  - Streams run their operations in FIFO order; operations on different streams may overlap.
+ *  - Entries marked (optional) may be NULL; the pipeline then uses the fallback described.
+ *  - Threading: alloc/free/create/destroy are called only from create/destroy. Copies,
+ *    launch and event_record are called from the batcher thread; event_wait, event_time_ns
+ *    and healthy from the completion thread. Streams and events are never shared between
+ *    those two except through event_record -> event_wait of the same slot, which the
+ *    pipeline orders (record happens-before wait).
+ */
+#ifndef GP_LIB_DEVICE_H
+#define GP_LIB_DEVICE_H
+
+#include "gpupipe/gpupipe.h"
+#include "errsink.h"
+
+typedef struct gp__stream gp__stream; /* backend-defined */
+typedef struct gp__event gp__event;   /* backend-defined */
+
+/* A compute launch. Lives in the slot, so it outlives the asynchronous run on the host
+   backend. The backend writes `status` (the compute's return) before the next event recorded
+   on the stream completes. */
+typedef struct gp__launch {
+    gp_compute_fn fn;
+    void *user;
+    gp_batch batch;
+    int status;
+} gp__launch;
+
+typedef struct gp__device_ops {
+    const char *name;
+    gp_backend kind;
+
+    /* Open the backend for `cfg`. Fails with GP_ENODEV (and the reason in the sink) when the
+       backend cannot run here. */
+    int (*open)(const gp_config *cfg, gp__errsink *sink, void **ctx);
+    void (*close)(void *ctx);
+
+    /* Host memory the device copies from/to (pinned on CUDA; never silently pageable). */
+    int (*host_alloc)(void *ctx, size_t bytes, void **p);
+    void (*host_free)(void *ctx, void *p);
+    /* Device memory on `device` (-1 on host). */
+    int (*dev_alloc)(void *ctx, int device, size_t bytes, void **p);
+    void (*dev_free)(void *ctx, int device, void *p);
+
+    int (*stream_create)(void *ctx, int device, gp__stream **s);
+    void (*stream_destroy)(void *ctx, gp__stream *s);
+    /* Fill the backend fields of a slot's batch template: stream, impl, device. */
+    void (*stream_bind)(void *ctx, gp__stream *s, gp_batch *b);
+
+    int (*copy_h2d)(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes);
+    int (*copy_d2h)(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes);
+
+    /* Run l->fn(l->user, &l->batch) in stream order. CUDA calls it now, on the caller's
+       thread, to enqueue work; host queues it for the stream thread. Returns the enqueue
+       status (on CUDA also the compute's own return); l->status is final once an event
+       recorded after it has completed. The backend may change l->batch.n (graph padding). */
+    int (*launch)(void *ctx, gp__stream *s, gp__launch *l);
+
+    int (*event_create)(void *ctx, int device, gp__event **e);
+    void (*event_destroy)(void *ctx, gp__event *e);
+    int (*event_record)(void *ctx, gp__event *e, gp__stream *s);
+    /* Block until the event completed. GP_OK or GP_EDEVICE. */
+    int (*event_wait)(void *ctx, gp__event *e);
+    /* Completion time of a completed event on the gp_now_ns() clock. */
+    int (*event_time_ns)(void *ctx, gp__event *e, uint64_t *ns);
+
+    /* (optional) GP_OK while the device is usable; GP_EDEVICE after a sticky fault. NULL:
+       always usable. */
+    int (*healthy)(void *ctx);
+    /* (optional) Add backend counters (graph replays, ...) into a stats snapshot. */
+    void (*stats)(void *ctx, gp_stats *s);
+} gp__device_ops;
+
+/* The backends this build has. gp__cuda_ops is NULL-free only when built with CUDA. */
+extern const gp__device_ops gp__host_ops;
+#ifdef GP_HAVE_CUDA
+extern const gp__device_ops gp__cuda_ops;
+#endif
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * Error sink: where the detail of the last failure is kept (per pipeline, never global) and
+ * forwarded to the optional log callback. Any thread may record; readers copy out.
+ */
+#ifndef GP_LIB_ERRSINK_H
+#define GP_LIB_ERRSINK_H
+
+#include <pthread.h>
+
+#include "gpupipe/gpupipe.h"
+
+typedef struct gp__errsink {
+    pthread_mutex_t mu; /* guards code and msg */
+    int code;
+    char msg[512];
+    gp_log_fn log; /* written once at init, read-only after */
+    void *log_user;
+} gp__errsink;
+
+int gp__errsink_init(gp__errsink *s, gp_log_fn log, void *log_user);
+void gp__errsink_fini(gp__errsink *s);
+
+/* Record `code` with a printf-style detail prefixed by file:line; returns `code` so callers
+   can write `return GP__ERR(sink, GP_EINVAL, "...")`. */
+int gp__err_record(gp__errsink *s, int code, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+#define GP__ERR(sink, code, ...) gp__err_record((sink), (code), __FILE__, __LINE__, __VA_ARGS__)
+
+/* Copy the last detail into buf; returns its code. */
+int gp__err_copy(gp__errsink *s, char *buf, size_t len);
+
+/* Log at INFO/WARN without recording an error. */
+void gp__log(gp__errsink *s, gp_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* pthread calls return an errno value; map a failure to GP_ESYS with the call named. */
+#define GP__CHECK_PTHREAD(sink, call)                                                          \
+    do {                                                                                       \
+        int gp__rc_ = (call);                                                                  \
+        if (gp__rc_ != 0)                                                                      \
+            return GP__ERR((sink), GP_ESYS, "%s failed: errno %d", #call, gp__rc_);            \
+    } while (0)
+
+#endif

@@ -1,0 +1,330 @@
+/*
+ * Host backend: the device interface on plain threads, so the whole pipeline runs (and is
+ * tested) where no GPU exists. A stream is a worker thread running a FIFO of operations; an
+ * event is a counter with a condition variable and the time it completed; copies are memcpy;
+ * the compute runs on the stream thread with host pointers.
+ *
+ * Simulated stage costs (config.sim_*): copies in one direction share one simulated copy
+ * engine and computes share one compute engine, as on a GPU with one copy engine per
+ * direction, so the stage overlap of the pipeline can be checked and shown without a GPU.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../device.h"
+#include "../ring.h"
+
+enum { ENGINE_H2D, ENGINE_COMPUTE, ENGINE_D2H, ENGINE_COUNT };
+#define STREAM_OPS 64 /* a slot enqueues at most 8 ops per batch and has one batch at a time */
+
+typedef struct host_ctx {
+    gp__errsink *sink;
+    double copy_bytes_per_s, compute_us, compute_us_per_item;
+    pthread_mutex_t engine[ENGINE_COUNT]; /* simulated engines; leaves in the lock order */
+} host_ctx;
+
+struct gp__event {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t recorded;  /* records issued; written by the batcher thread under mu */
+    uint64_t completed; /* records reached by the stream; under mu */
+    uint64_t t_ns;      /* when the last record completed */
+};
+
+typedef enum op_kind { OP_H2D, OP_D2H, OP_LAUNCH, OP_RECORD } op_kind;
+
+typedef struct stream_op {
+    op_kind kind;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    gp__launch *launch;
+    gp__event *event;
+    uint64_t target; /* OP_RECORD: value of `completed` once reached */
+} stream_op;
+
+struct gp__stream {
+    host_ctx *ctx;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* ops added, ops taken, stop */
+    stream_op ops[STREAM_OPS];
+    uint64_t head, tail; /* under mu */
+    int stop;
+};
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0)
+        ; /* EINTR: sleep the rest */
+}
+
+/* Hold a simulated engine for `us` microseconds. */
+static void engine_busy(host_ctx *c, int engine, double us)
+{
+    if (us <= 0)
+        return;
+    pthread_mutex_lock(&c->engine[engine]);
+    sleep_ns((uint64_t)(us * 1000.0));
+    pthread_mutex_unlock(&c->engine[engine]);
+}
+
+static void run_op(host_ctx *c, stream_op *op)
+{
+    switch (op->kind) {
+    case OP_H2D:
+    case OP_D2H:
+        memcpy(op->dst, op->src, op->bytes);
+        if (c->copy_bytes_per_s > 0)
+            engine_busy(c, op->kind == OP_H2D ? ENGINE_H2D : ENGINE_D2H,
+                        (double)op->bytes / c->copy_bytes_per_s * 1e6);
+        break;
+    case OP_LAUNCH: {
+        gp__launch *l = op->launch;
+        l->status = l->fn(l->user, &l->batch);
+        engine_busy(c, ENGINE_COMPUTE,
+                    c->compute_us + c->compute_us_per_item * (double)l->batch.n);
+        break;
+    }
+    case OP_RECORD: {
+        gp__event *e = op->event;
+        uint64_t now = gp__now_ns();
+        pthread_mutex_lock(&e->mu);
+        e->completed = op->target;
+        e->t_ns = now;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        break;
+    }
+    }
+}
+
+static void *stream_main(void *arg)
+{
+    gp__stream *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->head == s->tail && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->head == s->tail)
+            break;
+        stream_op op = s->ops[s->head % STREAM_OPS];
+        pthread_mutex_unlock(&s->mu);
+        run_op(s->ctx, &op);
+        pthread_mutex_lock(&s->mu);
+        s->head++;
+        pthread_cond_broadcast(&s->cv); /* room for a blocked enqueue */
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static int enqueue(gp__stream *s, const stream_op *op)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->tail - s->head == STREAM_OPS)
+        pthread_cond_wait(&s->cv, &s->mu);
+    s->ops[s->tail % STREAM_OPS] = *op;
+    s->tail++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return GP_OK;
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+static int host_open(const gp_config *cfg, gp__errsink *sink, void **out)
+{
+    host_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return GP__ERR(sink, GP_ENOMEM, "host backend context");
+    c->sink = sink;
+    c->copy_bytes_per_s = cfg->sim_copy_bytes_per_s;
+    c->compute_us = cfg->sim_compute_us;
+    c->compute_us_per_item = cfg->sim_compute_us_per_item;
+    for (int i = 0; i < ENGINE_COUNT; i++) {
+        int rc = pthread_mutex_init(&c->engine[i], NULL);
+        if (rc != 0) {
+            while (i-- > 0)
+                pthread_mutex_destroy(&c->engine[i]);
+            free(c);
+            return GP__ERR(sink, GP_ESYS, "pthread_mutex_init: errno %d", rc);
+        }
+    }
+    *out = c;
+    return GP_OK;
+}
+
+static void host_close(void *ctx)
+{
+    host_ctx *c = ctx;
+    for (int i = 0; i < ENGINE_COUNT; i++)
+        pthread_mutex_destroy(&c->engine[i]);
+    free(c);
+}
+
+static int host_alloc(void *ctx, size_t bytes, void **p)
+{
+    host_ctx *c = ctx;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    *p = aligned_alloc(64, rounded ? rounded : 64);
+    return *p ? GP_OK : GP__ERR(c->sink, GP_ENOMEM, "host buffer of %zu bytes", bytes);
+}
+
+static void host_free(void *ctx, void *p)
+{
+    free(p);
+}
+
+static int host_dev_alloc(void *ctx, int device, size_t bytes, void **p)
+{
+    return host_alloc(ctx, bytes, p);
+}
+
+static void host_dev_free(void *ctx, int device, void *p)
+{
+    free(p);
+}
+
+static int host_stream_create(void *ctx, int device, gp__stream **out)
+{
+    host_ctx *c = ctx;
+    gp__stream *s = calloc(1, sizeof *s);
+    int rc;
+    if (!s)
+        return GP__ERR(c->sink, GP_ENOMEM, "host stream");
+    s->ctx = c;
+    if ((rc = pthread_mutex_init(&s->mu, NULL)) != 0)
+        goto fail;
+    if ((rc = pthread_cond_init(&s->cv, NULL)) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        goto fail;
+    }
+    if ((rc = pthread_create(&s->thread, NULL, stream_main, s)) != 0) {
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+        goto fail;
+    }
+    *out = s;
+    return GP_OK;
+fail:
+    free(s);
+    return GP__ERR(c->sink, GP_ESYS, "host stream thread setup: errno %d", rc);
+}
+
+/* Runs what was queued, then stops the thread. */
+static void host_stream_destroy(void *ctx, gp__stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static void host_stream_bind(void *ctx, gp__stream *s, gp_batch *b)
+{
+    b->stream = NULL;
+    b->impl = NULL;
+    b->device = -1;
+}
+
+static int host_copy_h2d(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes)
+{
+    stream_op op = {.kind = OP_H2D, .dst = dst, .src = src, .bytes = bytes};
+    return enqueue(s, &op);
+}
+
+static int host_copy_d2h(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes)
+{
+    stream_op op = {.kind = OP_D2H, .dst = dst, .src = src, .bytes = bytes};
+    return enqueue(s, &op);
+}
+
+static int host_launch(void *ctx, gp__stream *s, gp__launch *l)
+{
+    stream_op op = {.kind = OP_LAUNCH, .launch = l};
+    return enqueue(s, &op);
+}
+
+static int host_event_create(void *ctx, int device, gp__event **out)
+{
+    host_ctx *c = ctx;
+    gp__event *e = calloc(1, sizeof *e);
+    int rc;
+    if (!e)
+        return GP__ERR(c->sink, GP_ENOMEM, "host event");
+    if ((rc = pthread_mutex_init(&e->mu, NULL)) != 0) {
+        free(e);
+        return GP__ERR(c->sink, GP_ESYS, "pthread_mutex_init: errno %d", rc);
+    }
+    if ((rc = pthread_cond_init(&e->cv, NULL)) != 0) {
+        pthread_mutex_destroy(&e->mu);
+        free(e);
+        return GP__ERR(c->sink, GP_ESYS, "pthread_cond_init: errno %d", rc);
+    }
+    *out = e;
+    return GP_OK;
+}
+
+static void host_event_destroy(void *ctx, gp__event *e)
+{
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+static int host_event_record(void *ctx, gp__event *e, gp__stream *s)
+{
+    pthread_mutex_lock(&e->mu);
+    uint64_t target = ++e->recorded;
+    pthread_mutex_unlock(&e->mu);
+    stream_op op = {.kind = OP_RECORD, .event = e, .target = target};
+    return enqueue(s, &op);
+}
+
+static int host_event_wait(void *ctx, gp__event *e)
+{
+    pthread_mutex_lock(&e->mu);
+    while (e->completed < e->recorded)
+        pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    return GP_OK;
+}
+
+static int host_event_time_ns(void *ctx, gp__event *e, uint64_t *ns)
+{
+    pthread_mutex_lock(&e->mu);
+    *ns = e->t_ns;
+    pthread_mutex_unlock(&e->mu);
+    return GP_OK;
+}
+
+const gp__device_ops gp__host_ops = {
+    .name = "host",
+    .kind = GP_BACKEND_HOST,
+    .open = host_open,
+    .close = host_close,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
+    .dev_alloc = host_dev_alloc,
+    .dev_free = host_dev_free,
+    .stream_create = host_stream_create,
+    .stream_destroy = host_stream_destroy,
+    .stream_bind = host_stream_bind,
+    .copy_h2d = host_copy_h2d,
+    .copy_d2h = host_copy_d2h,
+    .launch = host_launch,
+    .event_create = host_event_create,
+    .event_destroy = host_event_destroy,
+    .event_record = host_event_record,
+    .event_wait = host_event_wait,
+    .event_time_ns = host_event_time_ns,
+    .healthy = NULL,
+    .stats = NULL,
+};

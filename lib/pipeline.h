@@ -1,0 +1,124 @@
+/*
+ * The pipeline object and what its threads share. Data flow (DESIGN §2):
+ *
+ *   producers --publish--> ring --batcher--> slot k (stream k: H2D, compute, D2H, event)
+ *        --> poller (waits on slot events in dispatch order, frees the slot)
+ *        --> callback workers (run callbacks, release ring spans in order)
+ *
+ * Threads: batcher (1), poller (1), callback workers (completion_workers), prep workers
+ * (prep_workers), plus the backend's own (host: one per stream).
+ *
+ * Lock order (never take a lock on the left while holding one on the right):
+ *   recs.mu  <  ring.space.mu ; bwake.mu and drain.mu are leaves.
+ */
+#ifndef GP_LIB_PIPELINE_H
+#define GP_LIB_PIPELINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "device.h"
+#include "errsink.h"
+#include "notify.h"
+#include "ring.h"
+#include "stats.h"
+
+enum { GP__EV_START, GP__EV_H2D, GP__EV_COMPUTE, GP__EV_D2H, GP__EV_COUNT };
+
+/* An in-flight slot: its stream, device buffers of max_batch items, stage events, and the
+   launch record. Owned by the batcher from dispatch until the poller frees it. */
+typedef struct gp__slot {
+    int index;
+    int device;
+    int ready; /* compute_setup ran; teardown owed */
+    gp__stream *stream;
+    void *d_in, *d_out;
+    gp__event *ev[GP__EV_COUNT];
+    gp__launch launch;
+} gp__slot;
+
+/* One dispatched run of ring indices, in dispatch order. slot < 0: nothing went to the device
+   (skipped items at the head: expired, canceled, prep failed, abandoned). Written by the
+   batcher before it is counted in recs.tail, then by the poller, then by one callback worker. */
+typedef struct gp__batchrec {
+    uint64_t first, n;
+    int slot;
+    int status; /* GP_OK, GP_ECOMPUTE, GP_EDEVICE: applies to items still GP_OK */
+    gp_close_reason reason;
+    int done;   /* callbacks ran; guarded by recs.mu */
+} gp__batchrec;
+
+/* Batch records between batcher, poller and callback workers: cursors into `buf`
+   (capacity entries: every record holds at least one unreleased ring index).
+   polled <= tail; taken <= polled; released <= taken. All guarded by `mu`. */
+typedef struct gp__recqueue {
+    pthread_mutex_t mu;
+    pthread_cond_t poll_cv; /* poller: tail moved or stop */
+    pthread_cond_t work_cv; /* callback workers: polled moved or stop */
+    gp__batchrec *buf;
+    uint64_t tail, polled, taken, released;
+    int batcher_done, poller_done;
+} gp__recqueue;
+
+/* Prep requests: ring indices waiting for a prep worker. Bounded by capacity. */
+typedef struct gp__prepq {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t *buf;
+    uint64_t head, tail;
+    int stop;
+} gp__prepq;
+
+struct gp_pipeline {
+    gp_config cfg; /* copy, read-only after create */
+    const gp__device_ops *ops;
+    void *dev;     /* backend context */
+    gp_backend backend;
+    int fell_back;
+    char fallback_reason[160];
+    gp__errsink err;
+
+    gp__ring ring;
+    gp__slot *slots;
+    int nslots;
+
+    /* Batcher wake-ups: bwake for publish, flush, shutdown; slotwake for slot freed or
+       device failed. Separate so publishes do not wake a batcher that waits for a slot. */
+    gp__notify bwake, slotwake;
+    /* Device batches freed by the poller (slot of device batch b is b % nslots). Written by
+       the poller (release: the slot's last use happened before), read by the batcher. */
+    _Alignas(GP__CACHELINE) _Atomic uint64_t dev_freed;
+    /* Items before this index dispatch without delay. Written by flush/drain (max), read by
+       the batcher. */
+    _Atomic uint64_t flush_upto;
+    /* 0 running; 1 draining (destroy); read by every thread. */
+    _Atomic int stopping;
+    _Atomic int canceling; /* destroy with GP_DESTROY_CANCEL */
+    _Atomic int failed;    /* GP_EDEVICE after a sticky device fault, else 0 */
+    uint64_t final_tail;   /* claimed count at close; written before stopping is set */
+
+    gp__recqueue recs;
+    gp__prepq prepq;
+
+    /* Drain waiters: released_upto moved. */
+    gp__notify drained;
+    _Atomic uint64_t released_upto; /* every index below is released; written by workers */
+
+    pthread_t batcher, poller;
+    pthread_t *workers;
+    int nworkers;
+    pthread_t *preps;
+    int npreps;
+
+    gp__stats stats;
+};
+
+/* Thread bodies (batcher.c, completion.c). */
+void *gp__batcher_main(void *arg);
+void *gp__poller_main(void *arg);
+void *gp__worker_main(void *arg);
+
+/* Append a record; wakes the poller. Called by the batcher only. */
+void gp__recs_push(gp_pipeline *p, const gp__batchrec *r);
+
+#endif
