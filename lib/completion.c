@@ -28,7 +28,7 @@ static void mark_failed(gp_pipeline *p)
     gp__notify_wake(&p->slotwake);
 }
 
-static void record_timings(gp_pipeline *p, gp__slot *s)
+static void record_timings(gp_pipeline *p, gp__slot *s, const gp__batchrec *r)
 {
     uint64_t t[GP__EV_COUNT];
     for (int i = 0; i < GP__EV_COUNT; i++)
@@ -37,6 +37,18 @@ static void record_timings(gp_pipeline *p, gp__slot *s)
     gp__busy_add(&p->stats.h2d, t[GP__EV_START], t[GP__EV_H2D]);
     gp__busy_add(&p->stats.compute, t[GP__EV_H2D], t[GP__EV_COMPUTE]);
     gp__busy_add(&p->stats.d2h, t[GP__EV_COMPUTE], t[GP__EV_D2H]);
+    if (p->cfg.on_batch) {
+        gp_batch_trace tr = {.first_seq = r->first,
+                             .n = r->n,
+                             .slot = r->slot,
+                             .status = r->status,
+                             .reason = r->reason,
+                             .t_start = t[GP__EV_START],
+                             .t_h2d_done = t[GP__EV_H2D],
+                             .t_compute_done = t[GP__EV_COMPUTE],
+                             .t_d2h_done = t[GP__EV_D2H]};
+        p->cfg.on_batch(p->cfg.on_batch_user, &tr);
+    }
 }
 
 static void finish_device_batch(gp_pipeline *p, gp__batchrec *r)
@@ -55,7 +67,7 @@ static void finish_device_batch(gp_pipeline *p, gp__batchrec *r)
                 s->launch.status, (unsigned long long)r->n, (unsigned long long)r->first);
     }
     if (rc == GP_OK)
-        record_timings(p, s);
+        record_timings(p, s, r);
     /* Release: everything this slot did happens before the batcher reuses it. */
     atomic_fetch_add_explicit(&p->dev_freed, 1, memory_order_release);
     gp__notify_wake(&p->slotwake);

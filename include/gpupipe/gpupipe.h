@@ -153,6 +153,21 @@ typedef void (*gp_done_fn)(void *user, int status, const void *output, size_t ou
 typedef int (*gp_prep_fn)(void *user, const void *src, size_t src_bytes, void *slot,
                           size_t slot_bytes);
 
+/* Stage timestamps of one device batch (gp_now_ns() clock), for timelines and tests. */
+typedef struct gp_batch_trace {
+    uint64_t first_seq; /* submit sequence number of the first item */
+    size_t n;           /* items */
+    int slot;
+    int status; /* GP_OK, GP_ECOMPUTE or GP_EDEVICE */
+    gp_close_reason reason;
+    uint64_t t_start, t_h2d_done, t_compute_done, t_d2h_done;
+} gp_batch_trace;
+
+/* Called once per device batch, in dispatch order, on the completion poller thread, before
+   the batch's callbacks; `t` is valid only during the call. Keep it short: it delays the
+   next batch's completion. */
+typedef void (*gp_trace_fn)(void *user, const gp_batch_trace *t);
+
 typedef enum gp_log_level { GP_LOG_ERROR = 0, GP_LOG_WARN = 1, GP_LOG_INFO = 2 } gp_log_level;
 
 /* Log sink; `msg` is valid only during the call. Called from any library thread. */
@@ -207,6 +222,9 @@ typedef struct gp_config {
 
     gp_log_fn log; /* optional */
     void *log_user;
+
+    gp_trace_fn on_batch; /* optional: per-batch stage timestamps */
+    void *on_batch_user;
 
     /* Host backend only: simulated stage costs, for tests and for showing overlap without a
        GPU. Copies in one direction share one simulated copy engine and computes share one
