@@ -562,27 +562,27 @@ int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r)
     r->data = gp__ring_in(&p->ring, idx);
     r->bytes = p->ring.in_bytes;
     r->deadline_ns = 0;
-    r->seq_ = idx;
+    r->seq = idx;
     return GP_OK;
 }
 
 int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user)
 {
-    if (!p || !r || !done || r->data != gp__ring_in(&p->ring, r->seq_))
+    if (!p || !r || !done || r->data != gp__ring_in(&p->ring, r->seq))
         return GP_EINVAL;
-    fill(gp__ring_item(&p->ring, r->seq_), done, user, r->deadline_ns);
-    publish(p, r->seq_);
+    fill(gp__ring_item(&p->ring, r->seq), done, user, r->deadline_ns);
+    publish(p, r->seq);
     r->data = NULL;
     return GP_OK;
 }
 
 int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r)
 {
-    if (!p || !r || r->data != gp__ring_in(&p->ring, r->seq_))
+    if (!p || !r || r->data != gp__ring_in(&p->ring, r->seq))
         return GP_EINVAL;
-    fill(gp__ring_item(&p->ring, r->seq_), NULL, NULL, 0);
+    fill(gp__ring_item(&p->ring, r->seq), NULL, NULL, 0);
     GP__BUMP(p->stats.abandoned, 1);
-    publish(p, r->seq_);
+    publish(p, r->seq);
     r->data = NULL;
     return GP_OK;
 }

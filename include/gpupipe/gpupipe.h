@@ -298,7 +298,7 @@ typedef struct gp_reservation {
     void *data;           /* item_in_bytes to write; valid until commit/abandon */
     size_t bytes;         /* item_in_bytes */
     uint64_t deadline_ns; /* optional deadline, set before commit (0 = none) */
-    uint64_t seq_;        /* internal */
+    uint64_t seq;         /* submit sequence number: the global submit order */
 } gp_reservation;
 
 /*
