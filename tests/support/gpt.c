@@ -59,3 +59,65 @@ double gpt_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+void gpt_gate_init(gpt_gate *g)
+{
+    GPT_EQ(pthread_mutex_init(&g->mu, NULL), 0);
+    GPT_EQ(pthread_cond_init(&g->cv, NULL), 0);
+    g->open = 0;
+    g->entered = 0;
+}
+
+void gpt_gate_open(gpt_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void gpt_gate_close(gpt_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 0;
+    pthread_mutex_unlock(&g->mu);
+}
+
+void gpt_gate_wait_entered(gpt_gate *g, int n)
+{
+    double t0 = gpt_now();
+    pthread_mutex_lock(&g->mu);
+    while (g->entered < n) {
+        pthread_mutex_unlock(&g->mu);
+        GPT_CHECK(gpt_now() - t0 < 10.0);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_pass(void *arg)
+{
+    gpt_gate *g = arg;
+    pthread_mutex_lock(&g->mu);
+    g->entered++;
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+int gpt_gate_compute(void *user, const gp_batch *b)
+{
+    if (b->backend == GP_BACKEND_CUDA) {
+#ifdef GPT_HAVE_CUDA_TRANSFORM
+        if (gpt_cuda_host_func(b->stream, gate_pass, user) != 0)
+            return GP_EDEVICE;
+#else
+        return GP_ENOTSUP;
+#endif
+    } else {
+        gate_pass(user);
+    }
+    return gpt_transform(NULL, b);
+}

@@ -6,6 +6,7 @@
 #define GPT_H
 
 #include <gpupipe/gpupipe.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,28 @@ int gpt_transform(void *user, const gp_batch *b);
 #ifdef GPT_HAVE_CUDA_TRANSFORM
 /* support/transform_cuda.cu: enqueue the transform on `stream`; returns a cudaError_t. */
 int gpt_cuda_transform(void *stream, const uint32_t *in, uint32_t *out, size_t words);
+#endif
+
+/* A gate a compute can wait on, to hold slots busy for as long as a test needs. On the host
+   backend the compute blocks in the gate; on CUDA it enqueues a host function that blocks the
+   slot's stream. `entered` counts batches that reached the gate. */
+typedef struct gpt_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+    int entered;
+} gpt_gate;
+void gpt_gate_init(gpt_gate *g);
+void gpt_gate_open(gpt_gate *g);
+void gpt_gate_close(gpt_gate *g);
+/* Wait until `n` batches reached the gate (or 10 s: the test fails). */
+void gpt_gate_wait_entered(gpt_gate *g, int n);
+/* Compute: wait on the gate (user = gpt_gate *), then gpt_transform. */
+int gpt_gate_compute(void *user, const gp_batch *b);
+
+#ifdef GPT_HAVE_CUDA_TRANSFORM
+/* support/gate_cuda.cu: cudaLaunchHostFunc(stream, fn, arg); returns a cudaError_t. */
+int gpt_cuda_host_func(void *stream, void (*fn)(void *), void *arg);
 #endif
 
 /* Monotonic seconds. */
