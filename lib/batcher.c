@@ -218,12 +218,12 @@ void *gp__batcher_main(void *arg)
 
         uint64_t take = n;
         gp_close_reason reason;
-        if (end != UINT64_MAX) {
+        if (n == c->max_batch) {
+            reason = GP_CLOSE_FULL;
+        } else if (end != UINT64_MAX) {
             reason = GP_CLOSE_SHUTDOWN;
         } else if (b.head < flush) {
             reason = GP_CLOSE_FLUSH;
-        } else if (n == c->max_batch) {
-            reason = GP_CLOSE_FULL;
         } else if (c->max_delay_us == 0) {
             reason = GP_CLOSE_SLOT_FREE;
         } else if (c->num_preferred && n >= c->preferred[c->num_preferred - 1]) {

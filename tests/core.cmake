@@ -1,0 +1,7 @@
+# Core pipeline tests (ring, batcher, pipeline end to end) on every backend.
+gp_add_test(NAME test_ring SOURCES core/test_ring.c LABELS unit TIMEOUT 300)
+gp_add_test(NAME test_config SOURCES core/test_config.c LABELS unit)
+gp_add_pipeline_test(test_e2e SOURCES core/test_e2e.c)
+gp_add_pipeline_test(test_policy SOURCES core/test_policy.c)
+#gp_add_pipeline_test(test_lifecycle SOURCES core/test_lifecycle.c)
+#gp_add_test(NAME test_overlap SOURCES core/test_overlap.c LABELS pipeline)
