@@ -1,0 +1,206 @@
+/*
+ * gpupipe built-in model runtime: load a model (safetensors weights + a layer spec, DESIGN §5)
+ * and use it as a pipeline's compute.
+ *
+ *     gp_model *m;
+ *     char err[256];
+ *     if (gp_model_load("net.safetensors", NULL, &m, err, sizeof err) != GP_OK) ...
+ *     gp_config cfg;
+ *     gp_config_init(&cfg);
+ *     gp_model_configure(m, &cfg);          // compute, setup/teardown, item sizes
+ *     gp_pipeline_create(&cfg, &p, err, sizeof err);
+ *     ... submit items of gp_model_input_bytes(m), get gp_model_output_bytes(m) back ...
+ *     gp_pipeline_destroy(p, GP_DESTROY_DRAIN);
+ *     gp_model_free(m);                     // after every pipeline that uses it is destroyed
+ *
+ * The spec comes from (first found): options.spec_text, options.spec_path, the safetensors
+ * `__metadata__` key "gpupipe.spec", or a file beside the weights ("net.safetensors" ->
+ * "net.spec"). Loading is strict: a malformed file, an unknown dtype, a missing tensor or a
+ * shape that does not fit the spec fails with GP_EMODEL and a message naming the tensor or
+ * spec line and the problem.
+ *
+ * Layers follow PyTorch semantics (eval mode): the host backend runs the host implementation
+ * in fp32; the CUDA backend runs cuBLASLt/cuDNN layers in the configured precision.
+ *
+ * Read top-down: types, options, lifecycle, queries, use with a pipeline, utilities.
+ */
+#ifndef GPUPIPE_MODEL_H
+#define GPUPIPE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gpupipe/gpupipe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* Types                                                                                     */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gp_model gp_model;
+
+/* Element types of model inputs and outputs. Values pinned. */
+typedef enum gp_dtype {
+    GP_DTYPE_F32 = 0,
+    GP_DTYPE_U8 = 1,
+    GP_DTYPE_I64 = 2, /* argmax / topk indices */
+    GP_DTYPE_I32 = 3,
+    GP_DTYPE_F16 = 4,
+    GP_DTYPE_BF16 = 5
+} gp_dtype;
+
+/* Arithmetic precision on the CUDA backend. The host backend always computes in fp32. */
+typedef enum gp_precision {
+    GP_PRECISION_FP32 = 0, /* IEEE fp32 (tensor cores off) */
+    GP_PRECISION_TF32 = 1, /* fp32 storage, tf32 tensor-core math (opt-in) */
+    GP_PRECISION_FP16 = 2, /* weights converted at load; fp32 accumulation */
+    GP_PRECISION_BF16 = 3  /* weights converted at load; fp32 accumulation */
+} gp_precision;
+
+#define GP_MODEL_MAX_RANK 4
+
+/* Shape and type of one item of a model's input or output (the batch dimension excluded). */
+typedef struct gp_tensor_info {
+    gp_dtype dtype;
+    int rank;                        /* 1..GP_MODEL_MAX_RANK */
+    int64_t dims[GP_MODEL_MAX_RANK]; /* as the caller sees the item: e.g. 32,32,3 for u8 HWC */
+    size_t bytes;                    /* one item */
+} gp_tensor_info;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Options                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * Load options. Fill with gp_model_options_init(). The library reads only the first
+ * `struct_size` bytes. Strings are read during the load call only.
+ */
+typedef struct gp_model_options {
+    size_t struct_size; /* set by gp_model_options_init() */
+
+    const char *spec_path;  /* spec file; NULL: __metadata__ "gpupipe.spec", then beside */
+    const char *spec_text;  /* the spec itself; overrides spec_path and the metadata */
+    gp_precision precision; /* CUDA backend precision; default GP_PRECISION_FP32 */
+    size_t max_batch;       /* batch size the CUDA layers plan algorithms and workspaces for;
+                               0 (default): the pipeline's max_batch, seen at setup. When
+                               nonzero, gp_model_configure also sets cfg->max_batch. */
+    uint64_t seed;          /* gp_model_demo only: weight seed; default 0x67707570 */
+} gp_model_options;
+
+/* Fill `o` with defaults (and struct_size). Any thread. */
+GP_API void gp_model_options_init(gp_model_options *o);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Lifecycle                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * Load the model in the safetensors file `path` (memory-mapped; weights are copied out as
+ * fp32 with batchnorm folded into the preceding conv, and the mapping is released before
+ * this returns). `opt` may be NULL (defaults).
+ * @return GP_OK; GP_EINVAL (NULL argument, bad option); GP_EIO (cannot open or map the file or
+ *         the spec file); GP_EMODEL (malformed file or spec, missing or mis-shaped tensor: the
+ *         message names it); GP_ENOMEM. On error *out is NULL.
+ * `err`/`err_len` (optional): receives a NUL-terminated detail on error. Any thread.
+ */
+GP_API int gp_model_load(const char *path, const gp_model_options *opt, gp_model **out, char *err,
+                         size_t err_len);
+
+/*
+ * As gp_model_load, from a safetensors image in memory (`data`, `bytes`), read only during
+ * the call. There is no "beside" spec file: the spec comes from the options or the metadata.
+ */
+GP_API int gp_model_load_memory(const void *data, size_t bytes, const gp_model_options *opt,
+                                gp_model **out, char *err, size_t err_len);
+
+/*
+ * A built-in demo model with deterministic random weights (opt->seed), generated without any
+ * file: the weights are written as an in-memory safetensors image and loaded through the same
+ * strict loader. Names:
+ *   "mlp": f32[784] -> linear 1024, relu -> linear 1024, relu -> linear 10 -> softmax: f32[10]
+ *   "cnn": u8[32x32x3] HWC images, mean/std normalized -> ResNet-style convs with batchnorm,
+ *          a residual block with projection shortcut, pooling -> linear 100 -> softmax
+ *          -> topk k=5: i64[5] class indices, best first
+ * @return GP_OK; GP_EINVAL (NULL argument or unknown name: the message lists the names);
+ *         GP_ENOMEM. On error *out is NULL. Any thread.
+ */
+GP_API int gp_model_demo(const char *name, const gp_model_options *opt, gp_model **out, char *err,
+                         size_t err_len);
+
+/*
+ * The demo model's safetensors image (spec in its metadata), as gp_model_demo would load it:
+ * *data is malloc'ed, free() it. Lets tools write the demo to disk. @return as gp_model_demo.
+ */
+GP_API int gp_model_demo_safetensors(const char *name, const gp_model_options *opt, void **data,
+                                     size_t *bytes, char *err, size_t err_len);
+
+/* Free the model. NULL is accepted. Every pipeline configured with it must be destroyed
+   first. Not concurrently with any other use of `m`. */
+GP_API void gp_model_free(gp_model *m);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Queries. Any thread; `m` is immutable after load.                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Shape and type of one input / output item. @return GP_OK or GP_EINVAL (NULL argument). */
+GP_API int gp_model_input_info(const gp_model *m, gp_tensor_info *info);
+GP_API int gp_model_output_info(const gp_model *m, gp_tensor_info *info);
+
+/* Bytes of one input / output item (0 for NULL). */
+GP_API size_t gp_model_input_bytes(const gp_model *m);
+GP_API size_t gp_model_output_bytes(const gp_model *m);
+
+/* Floating-point operations per item (multiply-add = 2), for throughput figures. */
+GP_API double gp_model_flops(const gp_model *m);
+
+/* The spec text the model was built from (valid until gp_model_free). */
+GP_API const char *gp_model_spec(const gp_model *m);
+
+/* One line per executed op: kind, name, shapes, fused activation, buffers.
+   @return GP_OK, GP_EINVAL, GP_EIO. */
+GP_API int gp_model_describe(const gp_model *m, FILE *f);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Use with a pipeline                                                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * Make `m` the compute of `cfg`: sets compute, compute_user, compute_setup, compute_teardown,
+ * item_in_bytes and item_out_bytes (and max_batch when options.max_batch was nonzero). Other
+ * fields are left alone. One model may serve several pipelines at once; it must outlive them.
+ * The compute dispatches on the batch's backend: host runs the host layers on the slot's
+ * thread; CUDA enqueues the device layers on the slot's stream (GP_ENOTSUP at create when
+ * this build has no CUDA layers).
+ * @return GP_OK or GP_EINVAL (NULL argument, cfg->struct_size too small). Any thread.
+ */
+GP_API int gp_model_configure(gp_model *m, gp_config *cfg);
+
+/*
+ * Run `n` items through the host implementation on the calling thread, without a pipeline:
+ * `in` holds n input items, `out` receives n output items. The reference the tests compare
+ * other backends with. @return GP_OK, GP_EINVAL, GP_ENOMEM. Any thread, concurrently.
+ */
+GP_API int gp_model_run_host(gp_model *m, size_t n, const void *in, void *out, char *err,
+                             size_t err_len);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Utilities                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+/* "f32", "u8", "i64", "i32", "f16", "bf16"; "?" otherwise. */
+GP_API const char *gp_dtype_name(gp_dtype t);
+/* Bytes of one element; 0 for unknown values. */
+GP_API size_t gp_dtype_size(gp_dtype t);
+/* "fp32", "tf32", "fp16", "bf16"; "?" otherwise. */
+GP_API const char *gp_precision_name(gp_precision p);
+/* Parse a precision name as above. @return GP_OK or GP_EINVAL. */
+GP_API int gp_precision_parse(const char *name, gp_precision *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUPIPE_MODEL_H */

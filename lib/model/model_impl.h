@@ -1,0 +1,226 @@
+/*
+ * The model runtime's internal representation (IR), shared by the loader, the host layers and
+ * the CUDA layers (lib/model/cuda_*.c, kernels/*.cu).
+ *
+ * A loaded model is immutable: a flat list of executed ops with every shape resolved per item,
+ * fp32 host weights (batchnorm already folded into the preceding conv, f16/bf16/f64 files
+ * converted), and a buffer plan. Backends only read it; per-slot state lives in gp__mslot.
+ *
+ * Op list. The spec's lines become ops in order, with these rewrites done at load:
+ *  - `flatten`, `save`, `restore` emit no op: they only rename values (see buffers below).
+ *  - `batchnorm2d` is folded into the conv that produced the current value:
+ *        s = gamma / sqrt(var + eps);  w'[o] = w[o] * s[o];  b'[o] = (b[o] - mean[o]) * s[o] +
+ * beta[o] (computed in double). A batchnorm that does not directly follow a conv2d is GP_EMODEL.
+ *  - an activation directly after CONV2D, LINEAR or ADD is fused into that op's `act` when the
+ *    pre-activation value is not saved; otherwise it is a standalone ACT op.
+ *  - an f32 input in CHW layout without mean/std needs no PREP op; any other input starts with
+ *    PREP (u8 -> f32 with x / 255, HWC -> CHW, per-channel (x - mean[c]) / std[c]).
+ *  - when the model's result is not written by the last op (e.g. the spec ends with `restore`),
+ *    a COPY op writes it to the output.
+ *
+ * Semantics (PyTorch eval mode; the host implementation in host.c is the reference):
+ *  PREP        v = (in_dtype == u8 ? (float)x / 255.0f : x); out[c][h][w] = (v - mean[c]) / std[c]
+ *              (exactly this order of float operations, as torchvision's ToTensor + Normalize)
+ *  CONV2D      out = conv2d(in, weight, bias, stride, padding (zeros), dilation, groups); act
+ *  LINEAR      out[o] = sum_i in[i] * weight[o][i] + bias[o]; act
+ *  MAXPOOL2D   max over the window, padding counts as -inf (dilation 1, floor mode)
+ *  AVGPOOL2D   sum over the window / (kh * kw): padding counts as zeros (count_include_pad=True)
+ *  GLOBALAVGPOOL  out[c] = mean over h, w (adaptive_avg_pool2d to 1x1); out shape C x 1 x 1
+ *  ACT         out = act(in) elementwise
+ *  ADD         out = in + in2 elementwise; act
+ *  SOFTMAX     over the features of a rank-1 value
+ *  ARGMAX      int64 index of the first maximum of a rank-1 value
+ *  TOPK        int64 indices of the k largest of a rank-1 value, largest first; equal values
+ *              in index order
+ *  COPY        out = in
+ *  Activations: relu max(x,0); gelu 0.5 x (1 + erf(x / sqrt 2)) (the erf form, not tanh);
+ *  sigmoid 1 / (1 + exp(-x)); tanh.
+ *
+ * Layouts. A value is a dense batch: item k of a value with per-item element count S starts at
+ * element k * S of its buffer; inside an item the logical layout is CHW (rank 3) or features
+ * (rank 1), as PyTorch's NCHW. A backend may keep other layouts internally (e.g. NHWC for
+ * cuDNN) as long as values read by FLATTEN-renamed LINEARs, SOFTMAX/ARGMAX/TOPK and the model
+ * output are CHW.
+ *
+ * Buffers. Every op reads `src` (and `src2` for ADD) and writes `dst`, each a buffer id:
+ * GP__BUF_INPUT is the batch input (b->in, item layout as gp_model_input_info; read-only),
+ * GP__BUF_OUTPUT the batch output (b->out; written only by the last op), ids >= 0 index
+ * m->bufs. Buffer i of a slot whose scratch was allocated for `capacity` items starts at
+ * element capacity * m->bufs[i].offset of the scratch and holds capacity * m->bufs[i].elems
+ * elements; offsets are multiples of GP__BUF_ALIGN elements, so every buffer is 256-byte
+ * aligned for any capacity when the scratch is. The plan is in elements, not bytes: a backend
+ * that keeps activations in 16-bit allocates elements * 2 bytes with the same offsets.
+ * dst == src (or src2) only for ACT and ADD (elementwise, in place); never otherwise.
+ */
+#ifndef GP_LIB_MODEL_IMPL_H
+#define GP_LIB_MODEL_IMPL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpupipe/gpupipe.h"
+#include "gpupipe/model.h"
+
+/* ---- ops --------------------------------------------------------------------------------- */
+
+typedef enum gp__op_kind {
+    GP__OP_PREP = 0,
+    GP__OP_CONV2D,
+    GP__OP_LINEAR,
+    GP__OP_MAXPOOL2D,
+    GP__OP_AVGPOOL2D,
+    GP__OP_GLOBALAVGPOOL,
+    GP__OP_ACT,
+    GP__OP_ADD,
+    GP__OP_SOFTMAX,
+    GP__OP_ARGMAX,
+    GP__OP_TOPK,
+    GP__OP_COPY,
+    GP__OP_COUNT_
+} gp__op_kind;
+
+typedef enum gp__act {
+    GP__ACT_NONE = 0,
+    GP__ACT_RELU,
+    GP__ACT_GELU, /* erf form; cuBLASLt's GELU epilogue is the tanh form: do not fuse it there */
+    GP__ACT_SIGMOID,
+    GP__ACT_TANH
+} gp__act;
+
+/* Per-item shape. rank 1: c = features, h = w = 1. rank 3: C x H x W. */
+typedef struct gp__shape {
+    int rank;
+    int c, h, w;
+} gp__shape;
+
+static inline size_t gp__shape_numel(gp__shape s) {
+    return (size_t)s.c * (size_t)s.h * (size_t)s.w;
+}
+
+enum { GP__BUF_INPUT = -1, GP__BUF_OUTPUT = -2 };
+#define GP__BUF_ALIGN 64 /* elements: 256 bytes of fp32 */
+
+typedef struct gp__op {
+    gp__op_kind kind;
+    int line;           /* spec line (1-based) that produced the op, for messages */
+    char name[64];      /* layer name for CONV2D / LINEAR (tensor prefix); "" otherwise */
+    gp__shape in;       /* per item, logical CHW (for PREP: the CHW shape after the stage) */
+    gp__shape out;      /* per item */
+    int src, src2, dst; /* buffer ids (see Buffers); src2 is -3 unless ADD */
+    gp__act act;        /* CONV2D, LINEAR, ADD: fused after the op; ACT: the activation */
+
+    /* CONV2D (kh, kw from the weight), MAXPOOL2D, AVGPOOL2D (kh, kw = kernel) */
+    int kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int groups; /* CONV2D; 1 otherwise */
+
+    int k; /* TOPK: k (<= in.c); ARGMAX: 1 */
+
+    /* PREP */
+    gp_dtype in_dtype; /* GP_DTYPE_U8 or GP_DTYPE_F32 */
+    int hwc;           /* the item arrives H x W x C */
+    const float *mean; /* [in.c]: 0 when the spec gave none */
+    const float *std;  /* [in.c]: 1 when the spec gave none */
+
+    /* CONV2D: weight [out.c][in.c / groups][kh][kw]; LINEAR: weight [out.c][in.c].
+       bias [out.c] is never NULL for these (zeros when the file has none). fp32, host memory
+       owned by the model, batchnorm folded. */
+    const float *weight;
+    size_t weight_count;
+    const float *bias;
+    const float *host_packed; /* the weight packed for the host GEMM (host.h); host only */
+
+    double flops; /* per item */
+} gp__op;
+
+typedef struct gp__buf {
+    size_t elems;  /* per item: the largest value the buffer holds */
+    size_t offset; /* per item, in elements, a multiple of GP__BUF_ALIGN */
+} gp__buf;
+
+/* ---- per-slot state ------------------------------------------------------------------------ */
+
+/* One pipeline slot using the model, found by its input buffer (unique among live slots, so
+   one model can serve several pipelines). Created by compute_setup, freed by teardown. */
+typedef struct gp__mslot {
+    struct gp__mslot *next;
+    const void *key; /* the slot's b->in */
+    gp_backend backend;
+    size_t capacity;
+    float *scratch; /* host: capacity * m->scratch_elems floats plus the host workspace */
+    float *work;    /* host: m->host_work_elems floats (im2col, GEMM packing) */
+    void *cuda;     /* CUDA: the state gp__model_cuda_setup made */
+} gp__mslot;
+
+/* ---- the model ----------------------------------------------------------------------------- */
+
+struct gp_model {
+    gp_precision precision;
+    size_t max_batch; /* options.max_batch (0 = the pipeline's) */
+    gp_tensor_info in_info, out_info;
+    gp__shape in_shape; /* the input as a CHW value (after PREP) */
+
+    gp__op *ops;
+    int n_ops;
+    gp__buf *bufs;
+    int n_bufs;
+    size_t scratch_elems;   /* per item: sum of the buffers, aligned */
+    size_t host_work_elems; /* per call (not per item): host im2col + GEMM packing workspace */
+
+    double flops;
+    char *spec;
+
+    /* Every weight array the ops point into, freed with the model. */
+    float **allocs;
+    int n_allocs, cap_allocs;
+
+    pthread_mutex_t mu; /* guards slots and cuda's lazy creation */
+    gp__mslot *slots;
+
+    /* CUDA layers' model-wide state (weights per device, ...), created lazily by
+       gp__model_cuda_setup under `mu` and freed by gp__model_cuda_free. NULL otherwise. */
+    void *cuda;
+};
+typedef struct gp_model gp__model;
+
+/* ---- the CUDA boundary --------------------------------------------------------------------
+ * Implemented by lib/model/cuda_*.c (built only with GP_HAVE_CUDA). When no such file exists
+ * lib/model/cuda_none.c stands in and every entry returns GP_ENOTSUP. Code built without
+ * GP_HAVE_CUDA never references these.
+ *
+ * Threading: setup and teardown are called from pipeline create/destroy for each slot, with
+ * the slot's device current, m->mu NOT held (take it to create m->cuda). run is called on the
+ * batcher thread, for different slots possibly of different pipelines concurrently; it must
+ * only enqueue on b->stream. The per-slot handles and workspace come from the CUDA backend
+ * (gpupipe/cuda.h accessors on the batch).
+ */
+#ifdef GP_HAVE_CUDA
+/* Prepare slot `slot` (b->n == 0; b->capacity items; b->in/out device buffers): upload the
+   weights to the slot's device once per device, allocate the slot's activation buffers
+   (m->scratch_elems * capacity elements, in the chosen precision), pick algorithms and
+   workspace per batch bucket. *state receives the slot's state. Records the detail in
+   err (NUL-terminated, err_len bytes) on failure.
+   @return GP_OK, GP_EDEVICE, GP_ENOMEM, GP_ENOTSUP. */
+int gp__model_cuda_setup(gp__model *m, const gp_batch *slot, void **state, char *err,
+                         size_t err_len);
+/* Enqueue the whole op list for batch `b` on b->stream. @return GP_OK or GP_EDEVICE. */
+int gp__model_cuda_run(gp__model *m, void *state, const gp_batch *b);
+/* Free what setup made for this slot (state may be NULL). */
+void gp__model_cuda_teardown(gp__model *m, void *state, const gp_batch *slot);
+/* Free m->cuda (model-wide device state); called by gp_model_free. m->cuda may be NULL. */
+void gp__model_cuda_free(gp__model *m);
+#endif
+
+/* ---- helpers the backends share ------------------------------------------------------------ */
+
+/* fp32 <-> fp16 / bf16, round to nearest even; NaN stays NaN. */
+uint16_t gp__f32_to_f16(float f);
+float gp__f16_to_f32(uint16_t h);
+uint16_t gp__f32_to_bf16(float f);
+float gp__bf16_to_f32(uint16_t h);
+
+/* Name of an op kind / activation ("conv2d", "relu", ...). */
+const char *gp__op_name(gp__op_kind k);
+const char *gp__act_name(gp__act a);
+
+#endif /* GP_LIB_MODEL_IMPL_H */
