@@ -1,6 +1,6 @@
 /*
  * The model runtime's internal representation (IR), shared by the loader, the host layers and
- * the CUDA layers (lib/model/cuda_*.c, kernels/*.cu).
+ * the CUDA layers (lib/model/cuda_*.c, the .cu files in kernels/).
  *
  * A loaded model is immutable: a flat list of executed ops with every shape resolved per item,
  * fp32 host weights (batchnorm already folded into the preceding conv, f16/bf16/f64 files
