@@ -71,6 +71,12 @@ typedef struct gp__device_ops {
     /* Completion time of a completed event on the gp_now_ns() clock. */
     int (*event_time_ns)(void *ctx, gp__event *e, uint64_t *ns);
 
+    /* (optional) Called once per slot at create, after compute_setup, on the create thread,
+       with the slot's launch record (batch.n == 0 on entry and on return). The backend may
+       prepare per-slot work that must not happen later (CUDA: capture graphs per batch-size
+       bucket). A failure fails create. NULL: nothing to prepare. */
+    int (*slot_ready)(void *ctx, gp__stream *s, gp__launch *l);
+
     /* (optional) GP_OK while the device is usable; GP_EDEVICE after a sticky fault. NULL:
        always usable. */
     int (*healthy)(void *ctx);
