@@ -4,6 +4,7 @@
  * destroy.
  */
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,10 +310,28 @@ static int sync_init(gp_pipeline *p)
     return GP_OK;
 }
 
+/* Wait until no call of the submit family is in progress (they return GP_ESHUTDOWN once the
+   ring is closed; a producer blocked on a full ring was woken by the close). */
+static void wait_calls(gp_pipeline *p)
+{
+    for (;;) {
+        uint32_t busy = 0;
+        for (int i = 0; i < GP__CALL_SHARDS; i++)
+            busy += atomic_load_explicit(&p->calls[i].n, memory_order_acquire);
+        if (busy == 0)
+            return;
+        sched_yield();
+    }
+}
+
 /* Stop and join whatever threads run; safe on a partly started pipeline. */
 static void stop_threads(gp_pipeline *p, int cancel, int batcher_started, int poller_started)
 {
     p->final_tail = gp__ring_close(&p->ring);
+    /* Claims that raced with the close have finished before final_tail is trusted: a call
+       inside claim may not have published yet, but it has claimed (counted in final_tail) or
+       will fail. */
+    wait_calls(p);
     if (cancel)
         atomic_store_explicit(&p->canceling, 1, memory_order_relaxed);
     atomic_store_explicit(&p->stopping, 1, memory_order_release);
@@ -478,12 +497,33 @@ int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode)
     if (!p)
         return GP_OK;
     stop_threads(p, mode == GP_DESTROY_CANCEL, 1, 1);
+    wait_calls(p);
     int rc = atomic_load_explicit(&p->failed, memory_order_relaxed) ? GP_EDEVICE : GP_OK;
     free_all(p);
     return rc;
 }
 
 /* ---- producers ------------------------------------------------------------------------ */
+
+/* Enter/leave a call of the submit family. The shard comes from the caller's stack address
+   (threads' stacks are megabytes apart), so threads rarely share a counter's cache line. */
+static unsigned call_enter(gp_pipeline *p)
+{
+    int here;
+    uint64_t a = (uint64_t)(uintptr_t)&here >> 20;
+    unsigned s = (unsigned)((a * UINT64_C(0x9E3779B97F4A7C15)) >> 60) % GP__CALL_SHARDS;
+    /* seq_cst: ordered before the call's read of the ring's closed bit (destroy closes the
+       ring, then reads these counters). */
+    atomic_fetch_add_explicit(&p->calls[s].n, 1, memory_order_seq_cst);
+    return s;
+}
+
+static int call_leave(gp_pipeline *p, unsigned s, int rc)
+{
+    /* Release: the call's last touch of the pipeline happens before destroy frees it. */
+    atomic_fetch_sub_explicit(&p->calls[s].n, 1, memory_order_release);
+    return rc;
+}
 
 static int claim(gp_pipeline *p, uint64_t *idx)
 {
@@ -520,13 +560,14 @@ int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
     uint64_t idx;
     if (!p || !input || !done || bytes != p->ring.in_bytes)
         return GP_EINVAL;
+    unsigned call = call_enter(p);
     int rc = claim(p, &idx);
     if (rc != GP_OK)
-        return rc;
+        return call_leave(p, call, rc);
     memcpy(gp__ring_in(&p->ring, idx), input, bytes);
     fill(gp__ring_item(&p->ring, idx), done, user, deadline_ns);
     publish(p, idx);
-    return GP_OK;
+    return call_leave(p, call, GP_OK);
 }
 
 int gp_pipeline_submit(gp_pipeline *p, const void *input, size_t bytes, gp_done_fn done,
@@ -541,16 +582,17 @@ int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes,
     uint64_t idx;
     if (!p || !done || (!src && src_bytes) || p->cfg.prep_workers == 0)
         return GP_EINVAL;
+    unsigned call = call_enter(p);
     int rc = claim(p, &idx);
     if (rc != GP_OK)
-        return rc;
+        return call_leave(p, call, rc);
     gp__item *it = gp__ring_item(&p->ring, idx);
     fill(it, done, user, deadline_ns);
     it->src = src;
     it->src_bytes = src_bytes;
     it->flags = GP__ITEM_PREP;
     prepq_push(p, idx); /* the prep worker publishes */
-    return GP_OK;
+    return call_leave(p, call, GP_OK);
 }
 
 int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r)
@@ -558,35 +600,38 @@ int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r)
     uint64_t idx;
     if (!p || !r)
         return GP_EINVAL;
+    unsigned call = call_enter(p);
     int rc = claim(p, &idx);
-    if (rc != GP_OK)
-        return rc;
-    r->data = gp__ring_in(&p->ring, idx);
-    r->bytes = p->ring.in_bytes;
-    r->deadline_ns = 0;
-    r->seq = idx;
-    return GP_OK;
+    if (rc == GP_OK) {
+        r->data = gp__ring_in(&p->ring, idx);
+        r->bytes = p->ring.in_bytes;
+        r->deadline_ns = 0;
+        r->seq = idx;
+    }
+    return call_leave(p, call, rc);
 }
 
 int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user)
 {
     if (!p || !r || !done || r->data != gp__ring_in(&p->ring, r->seq))
         return GP_EINVAL;
+    unsigned call = call_enter(p);
     fill(gp__ring_item(&p->ring, r->seq), done, user, r->deadline_ns);
     publish(p, r->seq);
     r->data = NULL;
-    return GP_OK;
+    return call_leave(p, call, GP_OK);
 }
 
 int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r)
 {
     if (!p || !r || r->data != gp__ring_in(&p->ring, r->seq))
         return GP_EINVAL;
+    unsigned call = call_enter(p);
     fill(gp__ring_item(&p->ring, r->seq), NULL, NULL, 0);
     GP__BUMP(p->stats.abandoned, 1);
     publish(p, r->seq);
     r->data = NULL;
-    return GP_OK;
+    return call_leave(p, call, GP_OK);
 }
 
 typedef struct infer_wait {

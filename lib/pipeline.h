@@ -23,6 +23,8 @@
 #include "ring.h"
 #include "stats.h"
 
+#define GP__CALL_SHARDS 16
+
 enum { GP__EV_START, GP__EV_H2D, GP__EV_COMPUTE, GP__EV_D2H, GP__EV_COUNT };
 
 /* An in-flight slot: its stream, device buffers of max_batch items, stage events, and the
@@ -109,6 +111,12 @@ struct gp_pipeline {
     int nworkers;
     pthread_t *preps;
     int npreps;
+
+    /* Calls in progress in the submit family, sharded by thread so producers do not share a
+       line. Destroy waits for them to return before freeing. */
+    struct {
+        _Alignas(GP__CACHELINE) _Atomic uint32_t n;
+    } calls[GP__CALL_SHARDS];
 
     gp__stats stats;
 };

@@ -18,6 +18,7 @@
 
 typedef struct gp__hist {
     _Atomic uint64_t b[GP__HIST_BUCKETS];
+    _Atomic uint64_t sum; /* of the values, for means and Prometheus _sum */
 } gp__hist;
 
 static inline unsigned gp__hist_index(uint64_t v)
@@ -34,15 +35,24 @@ static inline void gp__hist_add1(gp__hist *h, uint64_t v)
     _Atomic uint64_t *c = &h->b[gp__hist_index(v)];
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                           memory_order_relaxed);
+    atomic_store_explicit(&h->sum, atomic_load_explicit(&h->sum, memory_order_relaxed) + v,
+                          memory_order_relaxed);
 }
 /* Any number of writers. */
 static inline void gp__hist_add(gp__hist *h, uint64_t v)
 {
     atomic_fetch_add_explicit(&h->b[gp__hist_index(v)], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
 }
 /* Value at quantile q in [0, 1] (bucket midpoint); 0 when empty. max: largest bucket's top. */
 uint64_t gp__hist_quantile(const gp__hist *h, double q);
 uint64_t gp__hist_max(const gp__hist *h);
+/* The same over a plain copy of the bucket counts (a window: the difference of two copies). */
+void gp__hist_read(const gp__hist *h, uint64_t counts[GP__HIST_BUCKETS]);
+uint64_t gp__hist_counts_quantile(const uint64_t counts[GP__HIST_BUCKETS], double q);
+uint64_t gp__hist_counts_max(const uint64_t counts[GP__HIST_BUCKETS]);
+/* Bucket i holds values in [gp__hist_bucket_low(i), gp__hist_bucket_low(i + 1)). */
+uint64_t gp__hist_bucket_low(unsigned i);
 
 #define GP__BUMP1(field, v)                                                                    \
     atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (v), \
@@ -95,5 +105,62 @@ typedef struct gp__stats {
 
 struct gp_pipeline;
 void gp__stats_snapshot(struct gp_pipeline *p, gp_stats *out);
+
+/* ---- windows ---------------------------------------------------------------------------
+   Counters over an interval rather than since create: take a mark, later ask for the stats
+   since it. Counters and busy times are differences, wall_ns is the interval, percentiles
+   come from the difference of the two histograms. gp-bench measures after a warm-up so. */
+typedef struct gp__stats_mark {
+    gp_stats s;
+    uint64_t queue_wait[GP__HIST_BUCKETS];
+    uint64_t latency[GP__HIST_BUCKETS];
+} gp__stats_mark;
+
+/* Any thread; `m` belongs to the caller (about 16 KiB: not for a small stack). */
+void gp__stats_mark_take(struct gp_pipeline *p, gp__stats_mark *m);
+/* Fill `out` (every field, struct_size = sizeof) with the stats since `m`. `scratch` is a mark
+   the function may overwrite (the "now" side), so nothing large lives on the stack. */
+void gp__stats_since(struct gp_pipeline *p, const gp__stats_mark *m, gp__stats_mark *scratch,
+                     gp_stats *out);
+
+/* ---- diagnosis (report.c) ----------------------------------------------------------------
+   The doctor's verdict as data, so gp_pipeline_report and gp-bench say the same thing. A pure
+   function of a snapshot (or a window): nothing here reads the pipeline. */
+typedef enum gp__verdict {
+    GP__V_NO_WORK = 0,      /* no batch ran yet */
+    GP__V_GPU_NOT_USED,     /* backend AUTO fell back to the host */
+    GP__V_PRODUCERS,        /* the batcher waits for items: producers starve the device */
+    GP__V_PREP,             /* prep workers saturated */
+    GP__V_H2D,              /* host-to-device copies saturated */
+    GP__V_COMPUTE,          /* compute saturated: the healthy case */
+    GP__V_D2H,              /* device-to-host copies saturated */
+    GP__V_CALLBACKS,        /* completion workers saturated */
+    GP__V_SMALL_BATCHES,    /* batches leave on the delay timer far below max_batch */
+    GP__V_ENQUEUE,          /* host launch work per batch exceeds the device time */
+    GP__V_INFLIGHT,         /* every slot busy, no stage saturated: too few slots */
+    GP__V_MIXED,            /* nothing dominates */
+    GP__V_COUNT_
+} gp__verdict;
+
+typedef struct gp__diag {
+    gp__verdict verdict;    /* GP__V_GPU_NOT_USED when AUTO fell back, else == bottleneck */
+    gp__verdict bottleneck; /* the pipeline's own limit on the backend that ran */
+    /* Derived numbers. Fractions are of wall time; worker utilisations are busy time over
+       wall time times the worker count. */
+    double wall_s, items_per_s, mean_batch;
+    double h2d, compute, d2h, callbacks, prep, enqueue;
+    double starved, saturated, backpressure; /* backpressure: producer-seconds per second */
+    double batch_compute_us, batch_enqueue_us; /* per batch */
+    double device_items_per_s;                 /* mean_batch / compute time per batch */
+    double h2d_gbps, d2h_gbps;                 /* bytes moved per wall second, 1e9 */
+    char why[384];                             /* the numbers that prove the bottleneck */
+    char knob[384];                            /* what to turn */
+} gp__diag;
+
+/* "producers", "h2d", ...: short, stable, lower case (tables, CSV, JSON, tests). */
+const char *gp__verdict_name(gp__verdict v);
+/* "producers starve the device", ...: for people. */
+const char *gp__verdict_title(gp__verdict v);
+void gp__diagnose(const gp_stats *s, gp__diag *d);
 
 #endif

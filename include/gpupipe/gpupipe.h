@@ -264,7 +264,10 @@ GP_API int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err
 GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
 
 /* ---------------------------------------------------------------------------------------- */
-/* Operations. All are safe from any number of threads, not concurrently with destroy.       */
+/* Operations, safe from any number of threads. The submit family (submit*, reserve, commit, */
+/* abandon, infer) may overlap gp_pipeline_destroy: such calls return GP_ESHUTDOWN and       */
+/* destroy waits for them to return before freeing. Other calls must not overlap destroy,    */
+/* and no call may start after destroy returned.                                              */
 /* ---------------------------------------------------------------------------------------- */
 
 /*
@@ -386,6 +389,19 @@ typedef struct gp_stats {
     uint64_t graph_replays;
     uint64_t graph_eager;      /* batches run without a graph */
     char graph_eager_reason[96];
+
+    /* Appended in 0.1.0. Sums for means and for Prometheus histograms. */
+    uint64_t latency_sum_ns;    /* sum of submit -> callback over `completed` items */
+    uint64_t queue_wait_sum_ns; /* sum of submit -> dispatch over `batch_items` items */
+    /* The configuration these counters ran under, so a snapshot reads on its own. */
+    uint64_t max_batch;
+    uint64_t capacity;
+    uint64_t item_in_bytes, item_out_bytes;
+    uint32_t max_delay_us;
+    int inflight;
+    int prep_workers;
+    int completion_workers;
+    int cuda_graphs;
 } gp_stats;
 
 /* Fill `s` (s->struct_size must be set) with a consistent-enough snapshot: counters are read
