@@ -25,8 +25,7 @@ typedef struct fmtbuf {
     char s[24];
 } fmtbuf;
 
-static fmtbuf fmt_ns(double ns)
-{
+static fmtbuf fmt_ns(double ns) {
     fmtbuf b;
     if (ns < 1e3)
         snprintf(b.s, sizeof b.s, "%.0f ns", ns);
@@ -39,8 +38,7 @@ static fmtbuf fmt_ns(double ns)
     return b;
 }
 
-static fmtbuf fmt_count(double v)
-{
+static fmtbuf fmt_count(double v) {
     fmtbuf b;
     if (v < 1e3)
         snprintf(b.s, sizeof b.s, "%.0f", v);
@@ -53,8 +51,7 @@ static fmtbuf fmt_count(double v)
     return b;
 }
 
-static fmtbuf fmt_bytes(double v)
-{
+static fmtbuf fmt_bytes(double v) {
     fmtbuf b;
     if (v < 1024)
         snprintf(b.s, sizeof b.s, "%.0f B", v);
@@ -65,8 +62,7 @@ static fmtbuf fmt_bytes(double v)
     return b;
 }
 
-static double pct(double f)
-{
+static double pct(double f) {
     return 100.0 * f;
 }
 
@@ -89,19 +85,16 @@ static const struct {
     [GP__V_MIXED] = {"mixed", "no single bottleneck"},
 };
 
-const char *gp__verdict_name(gp__verdict v)
-{
+const char *gp__verdict_name(gp__verdict v) {
     return (unsigned)v < GP__V_COUNT_ ? verdicts[v].name : "unknown";
 }
 
-const char *gp__verdict_title(gp__verdict v)
-{
+const char *gp__verdict_title(gp__verdict v) {
     return (unsigned)v < GP__V_COUNT_ ? verdicts[v].title : "unknown";
 }
 
 static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *buf, size_t len, const char *fmt, ...)
-{
+static void say(char *buf, size_t len, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, len, fmt, ap);
@@ -109,17 +102,15 @@ static void say(char *buf, size_t len, const char *fmt, ...)
 }
 
 /* "h2d 12%, compute 95%, d2h 3%" */
-static void stage_mix(const gp__diag *d, char *buf, size_t len)
-{
+static void stage_mix(const gp__diag *d, char *buf, size_t len) {
     say(buf, len, "h2d %.0f%%, compute %.0f%%, d2h %.0f%%", pct(d->h2d), pct(d->compute),
         pct(d->d2h));
 }
 
-static void explain(const gp_stats *s, gp__diag *d)
-{
+static void explain(const gp_stats *s, gp__diag *d) {
     char mix[64];
     stage_mix(d, mix, sizeof mix);
-    double per_item_ns = s->completed ? 1.0 / (double)s->completed : 0;
+    double per_item = s->completed ? 1.0 / (double)s->completed : 0; /* x busy ns */
     switch (d->bottleneck) {
     case GP__V_NO_WORK:
         say(d->why, sizeof d->why, "%" PRIu64 " items submitted, no batch dispatched yet",
@@ -144,7 +135,7 @@ static void explain(const gp_stats *s, gp__diag *d)
             "prep workers busy %.0f%% (%d worker%s, %s of prep per item) while compute is busy "
             "%.0f%% and the batcher found no item waiting %.0f%% of the time",
             pct(d->prep), s->prep_workers, s->prep_workers == 1 ? "" : "s",
-            fmt_ns((double)s->prep_busy_ns * per_item_ns).s, pct(d->compute), pct(d->starved));
+            fmt_ns((double)s->prep_busy_ns * per_item).s, pct(d->compute), pct(d->starved));
         say(d->knob, sizeof d->knob,
             "raise prep_workers (now %d) if cores are free, make prep cheaper, or move the "
             "transform to the GPU (u8 input with a normalize kernel, which also cuts H2D bytes "
@@ -155,8 +146,7 @@ static void explain(const gp_stats *s, gp__diag *d)
         say(d->why, sizeof d->why,
             "H2D copies busy %.0f%% of the time moving %.2f GB/s (%s per item, %s) while "
             "compute is busy %.0f%%",
-            pct(d->h2d), d->h2d_gbps, fmt_bytes((double)s->item_in_bytes).s, mix,
-            pct(d->compute));
+            pct(d->h2d), d->h2d_gbps, fmt_bytes((double)s->item_in_bytes).s, mix, pct(d->compute));
         say(d->knob, sizeof d->knob,
             "send fewer bytes: u8 or fp16 inputs normalized on the device, crop or resize "
             "before submit; check the link (nvidia-smi -q: PCIe generation and width). The "
@@ -166,8 +156,7 @@ static void explain(const gp_stats *s, gp__diag *d)
         say(d->why, sizeof d->why,
             "D2H copies busy %.0f%% of the time moving %.2f GB/s (%s per item, %s) while "
             "compute is busy %.0f%%",
-            pct(d->d2h), d->d2h_gbps, fmt_bytes((double)s->item_out_bytes).s, mix,
-            pct(d->compute));
+            pct(d->d2h), d->d2h_gbps, fmt_bytes((double)s->item_out_bytes).s, mix, pct(d->compute));
         say(d->knob, sizeof d->knob,
             "return less: argmax, top-k or softmax on the device (post-processing kernels), "
             "fp16 outputs, only the fields the caller reads");
@@ -176,8 +165,8 @@ static void explain(const gp_stats *s, gp__diag *d)
         say(d->why, sizeof d->why,
             "compute busy %.0f%% of wall time (%s), %s per batch of %.1f items (max_batch "
             "%" PRIu64 "), %s items/s, p99 latency %s",
-            pct(d->compute), mix, fmt_ns(d->batch_compute_us * 1e3).s, d->mean_batch,
-            s->max_batch, fmt_count(d->items_per_s).s, fmt_ns((double)s->latency_p99).s);
+            pct(d->compute), mix, fmt_ns(d->batch_compute_us * 1e3).s, d->mean_batch, s->max_batch,
+            fmt_count(d->items_per_s).s, fmt_ns((double)s->latency_p99).s);
         int small = d->mean_batch * 4 < (double)s->max_batch;
         say(d->knob, sizeof d->knob,
             "%sto go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
@@ -194,8 +183,7 @@ static void explain(const gp_stats *s, gp__diag *d)
             "compute is busy %.0f%%; callbacks hold ring slots, so producers wait for space "
             "(back-pressure %.2f producer-s per s)",
             pct(d->callbacks), s->completion_workers, s->completion_workers == 1 ? "" : "s",
-            fmt_ns((double)s->callback_busy_ns * per_item_ns).s, pct(d->compute),
-            d->backpressure);
+            fmt_ns((double)s->callback_busy_ns * per_item).s, pct(d->compute), d->backpressure);
         say(d->knob, sizeof d->knob,
             "keep callbacks short (copy the output and hand it to your own queue), raise "
             "completion_workers (now %d; callbacks then run out of submit order), or shrink "
@@ -208,8 +196,8 @@ static void explain(const gp_stats *s, gp__diag *d)
             "%.0f%% of batches left on the %u us max_delay_us timer with a mean of %.1f items "
             "(max_batch %" PRIu64 "): at %s items/s a full batch needs %.1f ms. The delay adds "
             "%s of queue wait (p50) and buys little batching; compute busy %.0f%%",
-            100.0 * (double)s->close_reasons[GP_CLOSE_DELAY] / (double)s->batches,
-            s->max_delay_us, d->mean_batch, s->max_batch, fmt_count(d->items_per_s).s, full_ms,
+            100.0 * (double)s->close_reasons[GP_CLOSE_DELAY] / (double)s->batches, s->max_delay_us,
+            d->mean_batch, s->max_batch, fmt_count(d->items_per_s).s, full_ms,
             fmt_ns((double)s->queue_wait_p50).s, pct(d->compute));
         say(d->knob, sizeof d->knob,
             "lower max_delay_us (0 = dispatch as soon as a slot is free: the batch still "
@@ -240,8 +228,7 @@ static void explain(const gp_stats *s, gp__diag *d)
             "a batch waited for a free slot %.0f%% of the time, yet no stage is busy more than "
             "%.0f%% (%s): with inflight=%d the copies and compute of consecutive batches "
             "cannot overlap",
-            pct(d->saturated),
-            pct(fmax(d->h2d, fmax(d->compute, d->d2h))), mix, s->inflight);
+            pct(d->saturated), pct(fmax(d->h2d, fmax(d->compute, d->d2h))), mix, s->inflight);
         say(d->knob, sizeof d->knob, "raise inflight (now %d) to 3 or more", s->inflight);
         break;
     case GP__V_MIXED:
@@ -258,8 +245,7 @@ static void explain(const gp_stats *s, gp__diag *d)
     }
 }
 
-void gp__diagnose(const gp_stats *s, gp__diag *d)
-{
+void gp__diagnose(const gp_stats *s, gp__diag *d) {
     memset(d, 0, sizeof *d);
     double wall = s->wall_ns ? (double)s->wall_ns : 1.0;
     double batches = s->batches ? (double)s->batches : 1.0;
@@ -269,9 +255,8 @@ void gp__diagnose(const gp_stats *s, gp__diag *d)
     d->h2d = (double)s->h2d_busy_ns / wall;
     d->compute = (double)s->compute_busy_ns / wall;
     d->d2h = (double)s->d2h_busy_ns / wall;
-    d->callbacks = (double)s->callback_busy_ns / (wall * (s->completion_workers > 0
-                                                              ? s->completion_workers
-                                                              : 1));
+    d->callbacks = (double)s->callback_busy_ns /
+                   (wall * (s->completion_workers > 0 ? s->completion_workers : 1));
     d->prep = s->prep_workers > 0 ? (double)s->prep_busy_ns / (wall * s->prep_workers) : 0;
     d->enqueue = (double)s->enqueue_ns / wall;
     d->starved = (double)s->starved_ns / wall;
@@ -326,8 +311,7 @@ void gp__diagnose(const gp_stats *s, gp__diag *d)
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s)
-{
+static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         if (*c == '"' || *c == '\\')
@@ -341,13 +325,11 @@ static void json_str(FILE *f, const char *s)
 }
 
 /* JSON has no NaN/Inf; derived numbers are finite by construction, this keeps it so. */
-static double fin(double v)
-{
+static double fin(double v) {
     return isfinite(v) ? v : 0.0;
 }
 
-static int write_json(const gp_stats *s, FILE *f)
-{
+int gp__stats_write_json(const gp_stats *s, FILE *f) {
     gp__diag d;
     gp__diagnose(s, &d);
     fprintf(f, "{\"backend\":\"%s\",\"fell_back\":%s,\"fallback_reason\":",
@@ -412,8 +394,8 @@ static int write_json(const gp_stats *s, FILE *f)
             "\"h2d_gbps\":%.6g,\"d2h_gbps\":%.6g}",
             fin(d.items_per_s), fin(d.mean_batch), fin(d.h2d), fin(d.compute), fin(d.d2h),
             fin(d.callbacks), fin(d.prep), fin(d.enqueue), fin(d.starved), fin(d.saturated),
-            fin(d.backpressure), fin(d.batch_enqueue_us), fin(d.batch_compute_us),
-            fin(d.h2d_gbps), fin(d.d2h_gbps));
+            fin(d.backpressure), fin(d.batch_enqueue_us), fin(d.batch_compute_us), fin(d.h2d_gbps),
+            fin(d.d2h_gbps));
     fprintf(f, ",\"verdict\":\"%s\",\"bottleneck\":\"%s\",\"why\":", gp__verdict_name(d.verdict),
             gp__verdict_name(d.bottleneck));
     json_str(f, d.why);
@@ -422,43 +404,36 @@ static int write_json(const gp_stats *s, FILE *f)
     return fputs("}\n", f) < 0 || ferror(f) ? GP_EIO : GP_OK;
 }
 
-int gp_pipeline_stats_json(gp_pipeline *p, FILE *f)
-{
+int gp_pipeline_stats_json(gp_pipeline *p, FILE *f) {
     gp_stats s;
-    if (!p || !f)
-        return GP_EINVAL;
+    if (!p || !f) return GP_EINVAL;
     gp__stats_snapshot(p, &s);
-    return write_json(&s, f);
+    return gp__stats_write_json(&s, f);
 }
 
 /* ---- Prometheus text exposition (format 0.0.4) ------------------------------------------ */
 
-static void prom_head(FILE *f, const char *name, const char *type, const char *help)
-{
+static void prom_head(FILE *f, const char *name, const char *type, const char *help) {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void prom_u(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
-{
+static void prom_u(FILE *f, const char *name, const char *type, const char *help, uint64_t v) {
     prom_head(f, name, type, help);
     fprintf(f, "%s %" PRIu64 "\n", name, v);
 }
 
-static void prom_d(FILE *f, const char *name, const char *type, const char *help, double v)
-{
+static void prom_d(FILE *f, const char *name, const char *type, const char *help, double v) {
     prom_head(f, name, type, help);
     fprintf(f, "%s %.9g\n", name, fin(v));
 }
 
 /* Latency bucket bounds, seconds. A value falls in the first bound at or above its histogram
    bucket's top, so the counts are exact to the histogram's 1/16 relative width. */
-static const double prom_le[] = {1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
-                                 2.5e-3, 5e-3,   1e-2, 2.5e-2, 5e-2, 0.1, 0.25,
-                                 0.5,    1.0,    2.5,  5.0,  10.0};
+static const double prom_le[] = {1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+                                 2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1.0,  2.5,  5.0,    10.0};
 
 static void prom_latency(FILE *f, const char *name, const char *help, const uint64_t *counts,
-                         uint64_t sum_ns)
-{
+                         uint64_t sum_ns) {
     prom_head(f, name, "histogram", help);
     uint64_t cum = 0, total = 0;
     unsigned i = 0;
@@ -475,10 +450,8 @@ static void prom_latency(FILE *f, const char *name, const char *help, const uint
     fprintf(f, "%s_sum %.9g\n%s_count %" PRIu64 "\n", name, (double)sum_ns / 1e9, name, total);
 }
 
-int gp_pipeline_stats_prometheus(gp_pipeline *p, FILE *f)
-{
-    if (!p || !f)
-        return GP_EINVAL;
+int gp_pipeline_stats_prometheus(gp_pipeline *p, FILE *f) {
+    if (!p || !f) return GP_EINVAL;
     gp__stats_mark m; /* snapshot and the histograms, read together */
     gp__stats_mark_take(p, &m);
     const gp_stats *s = &m.s;
@@ -557,8 +530,8 @@ int gp_pipeline_stats_prometheus(gp_pipeline *p, FILE *f)
            (double)s->enqueue_ns / 1e9);
     prom_u(f, "gpupipe_graph_replays_total", "counter", "Batches run as a CUDA graph replay.",
            s->graph_replays);
-    prom_u(f, "gpupipe_graph_eager_batches_total", "counter",
-           "Batches run without a CUDA graph.", s->graph_eager);
+    prom_u(f, "gpupipe_graph_eager_batches_total", "counter", "Batches run without a CUDA graph.",
+           s->graph_eager);
 
     prom_latency(f, "gpupipe_queue_wait_seconds",
                  "Time from submit to the batch's dispatch, per item.", m.queue_wait,
@@ -568,15 +541,14 @@ int gp_pipeline_stats_prometheus(gp_pipeline *p, FILE *f)
 
     prom_head(f, "gpupipe_verdict", "gauge",
               "The doctor's verdict (1 for the current one); see gp_pipeline_report.");
-    fprintf(f, "gpupipe_verdict{verdict=\"%s\",bottleneck=\"%s\"} 1\n",
-            gp__verdict_name(d.verdict), gp__verdict_name(d.bottleneck));
+    fprintf(f, "gpupipe_verdict{verdict=\"%s\",bottleneck=\"%s\"} 1\n", gp__verdict_name(d.verdict),
+            gp__verdict_name(d.bottleneck));
     return ferror(f) ? GP_EIO : GP_OK;
 }
 
 /* ---- the report ------------------------------------------------------------------------- */
 
-static int write_report(const gp_stats *s, FILE *f)
-{
+int gp__stats_write_report(const gp_stats *s, FILE *f) {
     gp__diag d;
     gp__diagnose(s, &d);
 
@@ -585,13 +557,14 @@ static int write_report(const gp_stats *s, FILE *f)
         fprintf(f, " (AUTO fell back: no usable GPU)");
     else if (s->backend == GP_BACKEND_HOST)
         fprintf(f, " (requested: no GPU is used)");
-    fprintf(f, ", %s over %s\n", fmt_count((double)s->completed).s,
+    fprintf(f, ", %s items in %s\n", fmt_count((double)s->completed).s,
             fmt_ns((double)s->wall_ns).s);
     if (s->fell_back) {
         fprintf(f, "verdict: %s - %s\n", gp__verdict_name(GP__V_GPU_NOT_USED),
                 gp__verdict_title(GP__V_GPU_NOT_USED));
-        fprintf(f, "  why:  backend AUTO found no usable GPU: %s. Every number below comes from "
-                   "the host backend.\n",
+        fprintf(f,
+                "  why:  backend AUTO found no usable GPU: %s. Every number below comes from "
+                "the host backend.\n",
                 s->fallback_reason[0] ? s->fallback_reason : "no reason recorded");
         fprintf(f, "  knob: build with CUDA (cmake -DGP_WITH_CUDA=ON) and make the device "
                    "visible (nvidia-smi, CUDA_VISIBLE_DEVICES, driver version); set "
@@ -611,8 +584,9 @@ static int write_report(const gp_stats *s, FILE *f)
             " rejected (ring full); %s items/s\n",
             s->submitted, s->completed, s->completed_ok, s->timed_out, s->canceled, s->failed,
             s->rejected_full, fmt_count(d.items_per_s).s);
-    fprintf(f, "  batches   %" PRIu64 ", mean %.1f items (max_batch %" PRIu64 ", max_delay_us %u, "
-               "inflight %d); closed by",
+    fprintf(f,
+            "  batches   %" PRIu64 ", mean %.1f items (max_batch %" PRIu64 ", max_delay_us %u, "
+            "inflight %d); closed by",
             s->batches, d.mean_batch, s->max_batch, s->max_delay_us, s->inflight);
     for (int i = 0; i < GP_CLOSE_COUNT_; i++)
         fprintf(f, " %s %" PRIu64 "%s", gp_close_reason_name((gp_close_reason)i),
@@ -620,8 +594,7 @@ static int write_report(const gp_stats *s, FILE *f)
     fprintf(f, "  sizes    ");
     int any = 0;
     for (int b = 1; b < GP_HIST_BUCKETS; b++) {
-        if (!s->batch_hist[b])
-            continue;
+        if (!s->batch_hist[b]) continue;
         uint64_t lo = UINT64_C(1) << (b - 1), hi = (UINT64_C(1) << b) - 1;
         if (lo == hi)
             fprintf(f, " %" PRIu64 ":%" PRIu64, lo, s->batch_hist[b]);
@@ -636,12 +609,14 @@ static int write_report(const gp_stats *s, FILE *f)
     fprintf(f, "  queued    p50 %s, p95 %s, p99 %s (submit -> dispatch)\n",
             fmt_ns((double)s->queue_wait_p50).s, fmt_ns((double)s->queue_wait_p95).s,
             fmt_ns((double)s->queue_wait_p99).s);
-    fprintf(f, "  device    busy h2d %.1f%%, compute %.1f%%, d2h %.1f%%; %s of compute per batch; "
-               "h2d %.3f GB/s, d2h %.3f GB/s\n",
-            pct(d.h2d), pct(d.compute), pct(d.d2h), fmt_ns(d.batch_compute_us * 1e3).s,
-            d.h2d_gbps, d.d2h_gbps);
-    fprintf(f, "  batcher   starved %.1f%%, waiting for a slot %.1f%%, enqueue %s per batch "
-               "(%.1f%% of wall)\n",
+    fprintf(f,
+            "  device    busy h2d %.1f%%, compute %.1f%%, d2h %.1f%%; %s of compute per batch; "
+            "h2d %.3f GB/s, d2h %.3f GB/s\n",
+            pct(d.h2d), pct(d.compute), pct(d.d2h), fmt_ns(d.batch_compute_us * 1e3).s, d.h2d_gbps,
+            d.d2h_gbps);
+    fprintf(f,
+            "  batcher   starved %.1f%%, waiting for a slot %.1f%%, enqueue %s per batch "
+            "(%.1f%% of wall)\n",
             pct(d.starved), pct(d.saturated), fmt_ns(d.batch_enqueue_us * 1e3).s, pct(d.enqueue));
     fprintf(f, "  workers   callbacks %.1f%% of %d, prep ", pct(d.callbacks),
             s->completion_workers);
@@ -656,11 +631,9 @@ static int write_report(const gp_stats *s, FILE *f)
     return ferror(f) ? GP_EIO : GP_OK;
 }
 
-int gp_pipeline_report(gp_pipeline *p, FILE *f)
-{
+int gp_pipeline_report(gp_pipeline *p, FILE *f) {
     gp_stats s;
-    if (!p || !f)
-        return GP_EINVAL;
+    if (!p || !f) return GP_EINVAL;
     gp__stats_snapshot(p, &s);
-    return write_report(&s, f);
+    return gp__stats_write_report(&s, f);
 }

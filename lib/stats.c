@@ -3,70 +3,56 @@
 
 #include "pipeline.h"
 
-uint64_t gp__hist_bucket_low(unsigned i)
-{
-    if (i < GP__HIST_SUB)
-        return i;
+uint64_t gp__hist_bucket_low(unsigned i) {
+    if (i < GP__HIST_SUB) return i;
     unsigned msb = i / GP__HIST_SUB + 3u;
     return (uint64_t)(GP__HIST_SUB + i % GP__HIST_SUB) << (msb - 4u);
 }
 
-static uint64_t bucket_width(unsigned i)
-{
+static uint64_t bucket_width(unsigned i) {
     return i < GP__HIST_SUB ? 1 : UINT64_C(1) << (i / GP__HIST_SUB + 3u - 4u);
 }
 
-void gp__hist_read(const gp__hist *h, uint64_t counts[GP__HIST_BUCKETS])
-{
+void gp__hist_read(const gp__hist *h, uint64_t counts[GP__HIST_BUCKETS]) {
     for (unsigned i = 0; i < GP__HIST_BUCKETS; i++)
         counts[i] = GP__READ(h->b[i]);
 }
 
-uint64_t gp__hist_counts_quantile(const uint64_t counts[GP__HIST_BUCKETS], double q)
-{
+uint64_t gp__hist_counts_quantile(const uint64_t counts[GP__HIST_BUCKETS], double q) {
     uint64_t total = 0;
     for (unsigned i = 0; i < GP__HIST_BUCKETS; i++)
         total += counts[i];
-    if (total == 0)
-        return 0;
-    if (q < 0)
-        q = 0;
-    if (q > 1)
-        q = 1;
+    if (total == 0) return 0;
+    if (q < 0) q = 0;
+    if (q > 1) q = 1;
     uint64_t rank = (uint64_t)(q * (double)(total - 1)) + 1, seen = 0;
     for (unsigned i = 0; i < GP__HIST_BUCKETS; i++) {
         seen += counts[i];
-        if (seen >= rank)
-            return gp__hist_bucket_low(i) + bucket_width(i) / 2;
+        if (seen >= rank) return gp__hist_bucket_low(i) + bucket_width(i) / 2;
     }
     return 0;
 }
 
-uint64_t gp__hist_counts_max(const uint64_t counts[GP__HIST_BUCKETS])
-{
+uint64_t gp__hist_counts_max(const uint64_t counts[GP__HIST_BUCKETS]) {
     for (unsigned i = GP__HIST_BUCKETS; i-- > 0;)
-        if (counts[i])
-            return gp__hist_bucket_low(i) + bucket_width(i) - 1;
+        if (counts[i]) return gp__hist_bucket_low(i) + bucket_width(i) - 1;
     return 0;
 }
 
-uint64_t gp__hist_quantile(const gp__hist *h, double q)
-{
+uint64_t gp__hist_quantile(const gp__hist *h, double q) {
     uint64_t counts[GP__HIST_BUCKETS];
     gp__hist_read(h, counts);
     return gp__hist_counts_quantile(counts, q);
 }
 
-uint64_t gp__hist_max(const gp__hist *h)
-{
+uint64_t gp__hist_max(const gp__hist *h) {
     uint64_t counts[GP__HIST_BUCKETS];
     gp__hist_read(h, counts);
     return gp__hist_counts_max(counts);
 }
 
 /* Percentiles from bucket counts (a snapshot or a window). */
-static void percentiles(gp_stats *s, const uint64_t *qw, const uint64_t *lat)
-{
+static void percentiles(gp_stats *s, const uint64_t *qw, const uint64_t *lat) {
     s->queue_wait_p50 = gp__hist_counts_quantile(qw, 0.50);
     s->queue_wait_p95 = gp__hist_counts_quantile(qw, 0.95);
     s->queue_wait_p99 = gp__hist_counts_quantile(qw, 0.99);
@@ -77,8 +63,7 @@ static void percentiles(gp_stats *s, const uint64_t *qw, const uint64_t *lat)
 }
 
 /* Everything but the percentiles; the histograms go to qw/lat when given. */
-static void snapshot(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat)
-{
+static void snapshot(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat) {
     const gp__stats *t = &p->stats;
     const gp_config *c = &p->cfg;
     memset(s, 0, sizeof *s);
@@ -120,10 +105,8 @@ static void snapshot(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat)
 
     s->latency_sum_ns = GP__READ(t->latency.sum);
     s->queue_wait_sum_ns = GP__READ(t->queue_wait.sum);
-    if (qw)
-        gp__hist_read(&t->queue_wait, qw);
-    if (lat)
-        gp__hist_read(&t->latency, lat);
+    if (qw) gp__hist_read(&t->queue_wait, qw);
+    if (lat) gp__hist_read(&t->latency, lat);
 
     s->max_batch = c->max_batch;
     s->capacity = c->capacity;
@@ -135,32 +118,26 @@ static void snapshot(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat)
     s->completion_workers = c->completion_workers;
     s->cuda_graphs = c->cuda_graphs;
 
-    if (p->ops && p->ops->stats)
-        p->ops->stats(p->dev, s);
+    if (p->ops && p->ops->stats) p->ops->stats(p->dev, s);
 }
 
-void gp__stats_snapshot(gp_pipeline *p, gp_stats *s)
-{
+void gp__stats_snapshot(gp_pipeline *p, gp_stats *s) {
     uint64_t qw[GP__HIST_BUCKETS], lat[GP__HIST_BUCKETS];
     snapshot(p, s, qw, lat);
     percentiles(s, qw, lat);
 }
 
-void gp__stats_mark_take(gp_pipeline *p, gp__stats_mark *m)
-{
+void gp__stats_mark_take(gp_pipeline *p, gp__stats_mark *m) {
     snapshot(p, &m->s, m->queue_wait, m->latency);
     percentiles(&m->s, m->queue_wait, m->latency);
 }
 
 /* a - b for counters read one by one while the pipeline runs: never below zero. */
-static uint64_t sub(uint64_t a, uint64_t b)
-{
+static uint64_t sub(uint64_t a, uint64_t b) {
     return a > b ? a - b : 0;
 }
 
-void gp__stats_since(gp_pipeline *p, const gp__stats_mark *m, gp__stats_mark *now,
-                     gp_stats *out)
-{
+void gp__stats_since(gp_pipeline *p, const gp__stats_mark *m, gp__stats_mark *now, gp_stats *out) {
     snapshot(p, &now->s, now->queue_wait, now->latency);
     const gp_stats *a = &now->s, *b = &m->s;
     *out = *a;

@@ -8,6 +8,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gpupipe/gpupipe.h"
 
@@ -21,17 +22,14 @@ typedef struct gp__hist {
     _Atomic uint64_t sum; /* of the values, for means and Prometheus _sum */
 } gp__hist;
 
-static inline unsigned gp__hist_index(uint64_t v)
-{
-    if (v < GP__HIST_SUB)
-        return (unsigned)v;
+static inline unsigned gp__hist_index(uint64_t v) {
+    if (v < GP__HIST_SUB) return (unsigned)v;
     unsigned msb = 63u - (unsigned)__builtin_clzll(v);
     return (msb - 3u) * GP__HIST_SUB + (unsigned)((v >> (msb - 4u)) & (GP__HIST_SUB - 1));
 }
 
 /* Single writer. */
-static inline void gp__hist_add1(gp__hist *h, uint64_t v)
-{
+static inline void gp__hist_add1(gp__hist *h, uint64_t v) {
     _Atomic uint64_t *c = &h->b[gp__hist_index(v)];
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -39,8 +37,7 @@ static inline void gp__hist_add1(gp__hist *h, uint64_t v)
                           memory_order_relaxed);
 }
 /* Any number of writers. */
-static inline void gp__hist_add(gp__hist *h, uint64_t v)
-{
+static inline void gp__hist_add(gp__hist *h, uint64_t v) {
     atomic_fetch_add_explicit(&h->b[gp__hist_index(v)], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
 }
@@ -54,8 +51,8 @@ uint64_t gp__hist_counts_max(const uint64_t counts[GP__HIST_BUCKETS]);
 /* Bucket i holds values in [gp__hist_bucket_low(i), gp__hist_bucket_low(i + 1)). */
 uint64_t gp__hist_bucket_low(unsigned i);
 
-#define GP__BUMP1(field, v)                                                                    \
-    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (v), \
+#define GP__BUMP1(field, v)                                                                        \
+    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (v),    \
                           memory_order_relaxed)
 #define GP__BUMP(field, v) atomic_fetch_add_explicit(&(field), (v), memory_order_relaxed)
 #define GP__READ(field) atomic_load_explicit(&(field), memory_order_relaxed)
@@ -66,16 +63,11 @@ typedef struct gp__busy {
     uint64_t last_end; /* poller only */
 } gp__busy;
 
-static inline void gp__busy_add(gp__busy *b, uint64_t start, uint64_t end)
-{
-    if (end <= start)
-        return;
-    if (start < b->last_end)
-        start = b->last_end;
-    if (end > start)
-        GP__BUMP1(b->ns, end - start);
-    if (end > b->last_end)
-        b->last_end = end;
+static inline void gp__busy_add(gp__busy *b, uint64_t start, uint64_t end) {
+    if (end <= start) return;
+    if (start < b->last_end) start = b->last_end;
+    if (end > start) GP__BUMP1(b->ns, end - start);
+    if (end > b->last_end) b->last_end = end;
 }
 
 typedef struct gp__stats {
@@ -127,18 +119,18 @@ void gp__stats_since(struct gp_pipeline *p, const gp__stats_mark *m, gp__stats_m
    The doctor's verdict as data, so gp_pipeline_report and gp-bench say the same thing. A pure
    function of a snapshot (or a window): nothing here reads the pipeline. */
 typedef enum gp__verdict {
-    GP__V_NO_WORK = 0,      /* no batch ran yet */
-    GP__V_GPU_NOT_USED,     /* backend AUTO fell back to the host */
-    GP__V_PRODUCERS,        /* the batcher waits for items: producers starve the device */
-    GP__V_PREP,             /* prep workers saturated */
-    GP__V_H2D,              /* host-to-device copies saturated */
-    GP__V_COMPUTE,          /* compute saturated: the healthy case */
-    GP__V_D2H,              /* device-to-host copies saturated */
-    GP__V_CALLBACKS,        /* completion workers saturated */
-    GP__V_SMALL_BATCHES,    /* batches leave on the delay timer far below max_batch */
-    GP__V_ENQUEUE,          /* host launch work per batch exceeds the device time */
-    GP__V_INFLIGHT,         /* every slot busy, no stage saturated: too few slots */
-    GP__V_MIXED,            /* nothing dominates */
+    GP__V_NO_WORK = 0,   /* no batch ran yet */
+    GP__V_GPU_NOT_USED,  /* backend AUTO fell back to the host */
+    GP__V_PRODUCERS,     /* the batcher waits for items: producers starve the device */
+    GP__V_PREP,          /* prep workers saturated */
+    GP__V_H2D,           /* host-to-device copies saturated */
+    GP__V_COMPUTE,       /* compute saturated: the healthy case */
+    GP__V_D2H,           /* device-to-host copies saturated */
+    GP__V_CALLBACKS,     /* completion workers saturated */
+    GP__V_SMALL_BATCHES, /* batches leave on the delay timer far below max_batch */
+    GP__V_ENQUEUE,       /* host launch work per batch exceeds the device time */
+    GP__V_INFLIGHT,      /* every slot busy, no stage saturated: too few slots */
+    GP__V_MIXED,         /* nothing dominates */
     GP__V_COUNT_
 } gp__verdict;
 
@@ -149,7 +141,7 @@ typedef struct gp__diag {
        wall time times the worker count. */
     double wall_s, items_per_s, mean_batch;
     double h2d, compute, d2h, callbacks, prep, enqueue;
-    double starved, saturated, backpressure; /* backpressure: producer-seconds per second */
+    double starved, saturated, backpressure;   /* backpressure: producer-seconds per second */
     double batch_compute_us, batch_enqueue_us; /* per batch */
     double device_items_per_s;                 /* mean_batch / compute time per batch */
     double h2d_gbps, d2h_gbps;                 /* bytes moved per wall second, 1e9 */
@@ -162,5 +154,8 @@ const char *gp__verdict_name(gp__verdict v);
 /* "producers starve the device", ...: for people. */
 const char *gp__verdict_title(gp__verdict v);
 void gp__diagnose(const gp_stats *s, gp__diag *d);
+/* gp_pipeline_report / gp_pipeline_stats_json for a given snapshot or window. GP_OK, GP_EIO. */
+int gp__stats_write_report(const gp_stats *s, FILE *f);
+int gp__stats_write_json(const gp_stats *s, FILE *f);
 
 #endif
