@@ -8,6 +8,7 @@
  * engine and computes share one compute engine, as on a GPU with one copy engine per
  * direction, so the stage overlap of the pipeline can be checked and shown without a GPU.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,10 +19,21 @@
 enum { ENGINE_H2D, ENGINE_COMPUTE, ENGINE_D2H, ENGINE_COUNT };
 #define STREAM_OPS 64 /* a slot enqueues at most 8 ops per batch and has one batch at a time */
 
+/* A simulated engine serves operations in the order they were enqueued (tickets taken by the
+   batcher at enqueue time), like a GPU's copy or compute queue: two slots' copies never
+   overtake each other. */
+typedef struct engine {
+    pthread_mutex_t mu; /* leaf lock */
+    pthread_cond_t cv;
+    _Atomic uint64_t next; /* next ticket; taken by the enqueuing thread */
+    uint64_t serving;      /* under mu */
+} engine;
+
 typedef struct host_ctx {
     gp__errsink *sink;
     double copy_bytes_per_s, compute_us, compute_us_per_item;
-    pthread_mutex_t engine[ENGINE_COUNT]; /* simulated engines; leaves in the lock order */
+    int simulate[ENGINE_COUNT]; /* engine has a simulated cost: its ops take tickets */
+    engine engine[ENGINE_COUNT];
 } host_ctx;
 
 struct gp__event {
@@ -42,6 +54,7 @@ typedef struct stream_op {
     gp__launch *launch;
     gp__event *event;
     uint64_t target; /* OP_RECORD: value of `completed` once reached */
+    uint64_t ticket; /* simulated engine turn (copies and launches of simulated engines) */
 } stream_op;
 
 struct gp__stream {
@@ -61,14 +74,29 @@ static void sleep_ns(uint64_t ns)
         ; /* EINTR: sleep the rest */
 }
 
-/* Hold a simulated engine for `us` microseconds. */
-static void engine_busy(host_ctx *c, int engine, double us)
+/* Wait for our turn on a simulated engine, hold it for `us` microseconds, pass it on. */
+static void engine_busy(host_ctx *c, int which, uint64_t ticket, double us)
 {
-    if (us <= 0)
+    if (!c->simulate[which])
         return;
-    pthread_mutex_lock(&c->engine[engine]);
-    sleep_ns((uint64_t)(us * 1000.0));
-    pthread_mutex_unlock(&c->engine[engine]);
+    engine *e = &c->engine[which];
+    pthread_mutex_lock(&e->mu);
+    while (e->serving != ticket)
+        pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    if (us > 0)
+        sleep_ns((uint64_t)(us * 1000.0));
+    pthread_mutex_lock(&e->mu);
+    e->serving++;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static uint64_t take_ticket(host_ctx *c, int which)
+{
+    return c->simulate[which] ? atomic_fetch_add_explicit(&c->engine[which].next, 1,
+                                                          memory_order_relaxed)
+                              : 0;
 }
 
 static void run_op(host_ctx *c, stream_op *op)
@@ -78,13 +106,13 @@ static void run_op(host_ctx *c, stream_op *op)
     case OP_D2H:
         memcpy(op->dst, op->src, op->bytes);
         if (c->copy_bytes_per_s > 0)
-            engine_busy(c, op->kind == OP_H2D ? ENGINE_H2D : ENGINE_D2H,
+            engine_busy(c, op->kind == OP_H2D ? ENGINE_H2D : ENGINE_D2H, op->ticket,
                         (double)op->bytes / c->copy_bytes_per_s * 1e6);
         break;
     case OP_LAUNCH: {
         gp__launch *l = op->launch;
         l->status = l->fn(l->user, &l->batch);
-        engine_busy(c, ENGINE_COMPUTE,
+        engine_busy(c, ENGINE_COMPUTE, op->ticket,
                     c->compute_us + c->compute_us_per_item * (double)l->batch.n);
         break;
     }
@@ -144,14 +172,21 @@ static int host_open(const gp_config *cfg, gp__errsink *sink, void **out)
     c->copy_bytes_per_s = cfg->sim_copy_bytes_per_s;
     c->compute_us = cfg->sim_compute_us;
     c->compute_us_per_item = cfg->sim_compute_us_per_item;
+    c->simulate[ENGINE_H2D] = c->simulate[ENGINE_D2H] = c->copy_bytes_per_s > 0;
+    c->simulate[ENGINE_COMPUTE] = c->compute_us > 0 || c->compute_us_per_item > 0;
     for (int i = 0; i < ENGINE_COUNT; i++) {
-        int rc = pthread_mutex_init(&c->engine[i], NULL);
+        int rc = pthread_mutex_init(&c->engine[i].mu, NULL);
+        if (rc == 0 && (rc = pthread_cond_init(&c->engine[i].cv, NULL)) != 0)
+            pthread_mutex_destroy(&c->engine[i].mu);
         if (rc != 0) {
-            while (i-- > 0)
-                pthread_mutex_destroy(&c->engine[i]);
+            while (i-- > 0) {
+                pthread_cond_destroy(&c->engine[i].cv);
+                pthread_mutex_destroy(&c->engine[i].mu);
+            }
             free(c);
-            return GP__ERR(sink, GP_ESYS, "pthread_mutex_init: errno %d", rc);
+            return GP__ERR(sink, GP_ESYS, "simulated engine init: errno %d", rc);
         }
+        atomic_init(&c->engine[i].next, 0);
     }
     *out = c;
     return GP_OK;
@@ -160,8 +195,10 @@ static int host_open(const gp_config *cfg, gp__errsink *sink, void **out)
 static void host_close(void *ctx)
 {
     host_ctx *c = ctx;
-    for (int i = 0; i < ENGINE_COUNT; i++)
-        pthread_mutex_destroy(&c->engine[i]);
+    for (int i = 0; i < ENGINE_COUNT; i++) {
+        pthread_cond_destroy(&c->engine[i].cv);
+        pthread_mutex_destroy(&c->engine[i].mu);
+    }
     free(c);
 }
 
@@ -236,19 +273,21 @@ static void host_stream_bind(void *ctx, gp__stream *s, gp_batch *b)
 
 static int host_copy_h2d(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes)
 {
-    stream_op op = {.kind = OP_H2D, .dst = dst, .src = src, .bytes = bytes};
+    stream_op op = {.kind = OP_H2D, .dst = dst, .src = src, .bytes = bytes,
+                    .ticket = take_ticket(ctx, ENGINE_H2D)};
     return enqueue(s, &op);
 }
 
 static int host_copy_d2h(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes)
 {
-    stream_op op = {.kind = OP_D2H, .dst = dst, .src = src, .bytes = bytes};
+    stream_op op = {.kind = OP_D2H, .dst = dst, .src = src, .bytes = bytes,
+                    .ticket = take_ticket(ctx, ENGINE_D2H)};
     return enqueue(s, &op);
 }
 
 static int host_launch(void *ctx, gp__stream *s, gp__launch *l)
 {
-    stream_op op = {.kind = OP_LAUNCH, .launch = l};
+    stream_op op = {.kind = OP_LAUNCH, .launch = l, .ticket = take_ticket(ctx, ENGINE_COMPUTE)};
     return enqueue(s, &op);
 }
 

@@ -32,6 +32,11 @@ static void done(void *user, int status, const void *out, size_t bytes)
     GPT_RC(status, GP_OK);
 }
 
+static double ms(uint64_t t) /* relative to the first batch's start */
+{
+    return (double)((int64_t)t - (int64_t)tr[0].t_start) * 1e-6;
+}
+
 static int intersect(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
 {
     return a0 < b1 && b0 < a1;
@@ -66,7 +71,13 @@ int main(void)
         GPT_EQ(tr[k].n, B);
         GPT_EQ(tr[k].reason, GP_CLOSE_FULL);
         const gp_batch_trace *a = &tr[k], *b = &tr[k + 1];
-        h2d_overlaps += intersect(b->t_start, b->t_h2d_done, a->t_h2d_done, a->t_compute_done);
+        int ok = intersect(b->t_start, b->t_h2d_done, a->t_h2d_done, a->t_compute_done);
+        h2d_overlaps += ok;
+        if (!ok)
+            printf("  batch %d: h2d [%.1f, %.1f] compute [%.1f, %.1f] ms; batch %d h2d [%.1f, "
+                   "%.1f]\n",
+                   k, ms(a->t_start), ms(a->t_h2d_done), ms(a->t_h2d_done), ms(a->t_compute_done),
+                   k + 1, ms(b->t_start), ms(b->t_h2d_done));
         d2h_overlaps +=
             intersect(a->t_compute_done, a->t_d2h_done, b->t_h2d_done, b->t_compute_done);
     }
