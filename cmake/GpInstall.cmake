@@ -19,6 +19,9 @@ if(GP_HAVE_CUDA)
     string(APPEND GP_PC_LIBS_PRIVATE " -lcudnn")
   endif()
 endif()
+# Relocatable: the prefix is found from the .pc file's own directory.
+file(RELATIVE_PATH GP_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" GP_PC_TO_PREFIX "${GP_PC_TO_PREFIX}")
 configure_file(pkgconfig/gpupipe.pc.in ${PROJECT_BINARY_DIR}/gpupipe.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/gpupipe.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install the built tree into a temporary prefix, then build and run a consumer both ways:
+# CMake's find_package(gpupipe CONFIG) (shared and static) and pkg-config (shared).
+# usage: run.sh <build-dir> <source-dir>
+set -euo pipefail
+build=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
+for f in include/gpupipe/gpupipe.h include/gpupipe/version.h; do
+  [ -f "$prefix/$f" ] || { echo "missing $f after install"; exit 1; }
+done
+libdir=$(dirname "$(find "$prefix" -name 'libgpupipe.so' | head -1)")
+[ -f "$libdir/libgpupipe.a" ] || { echo "static library not installed"; exit 1; }
+soname=$(objdump -p "$libdir/libgpupipe.so" | awk '/SONAME/ {print $2}')
+case "$soname" in libgpupipe.so.[0-9]*) ;; *) echo "bad SONAME '$soname'"; exit 1;; esac
+
+# 1. CMake package.
+cmake -S "$src/tests/install/consumer" -B "$tmp/cm" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  > "$tmp/cm.log" || { cat "$tmp/cm.log"; exit 1; }
+cmake --build "$tmp/cm" > "$tmp/cmb.log" || { cat "$tmp/cmb.log"; exit 1; }
+"$tmp/cm/consumer_shared"
+"$tmp/cm/consumer_static"
+
+# 2. pkg-config.
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+cc -std=c11 $(pkg-config --cflags gpupipe) "$src/tests/install/consumer/consumer.c" \
+  -o "$tmp/pc_consumer" $(pkg-config --libs gpupipe) -Wl,-rpath,"$libdir"
+"$tmp/pc_consumer"
+echo "install: find_package (shared, static) and pkg-config consumers built and ran"
