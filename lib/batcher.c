@@ -206,13 +206,15 @@ void *gp__batcher_main(void *arg)
         uint64_t n = count_published(&b, end);
         uint64_t flush = atomic_load_explicit(&p->flush_upto, memory_order_relaxed);
         if (n == 0) { /* starved: nothing published at the head */
+            gp__wait_begin(&st->starved_since, now);
             wait_data(&b, b.head, 0, flush);
-            GP__BUMP1(st->starved_ns, gp__now_ns() - now);
+            gp__wait_end(&st->starved_since, &st->starved_ns, now);
             continue;
         }
         if (!slot_free(&b)) { /* saturated: the batch grows while we wait */
+            gp__wait_begin(&st->saturated_since, now);
             wait_slot(&b);
-            GP__BUMP1(st->saturated_ns, gp__now_ns() - now);
+            gp__wait_end(&st->saturated_since, &st->saturated_ns, now);
             continue;
         }
 

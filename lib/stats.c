@@ -98,9 +98,10 @@ static void snapshot(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat) {
     s->prep_busy_ns = GP__READ(t->prep_busy_ns);
     s->h2d_bytes = GP__READ(t->h2d_bytes);
     s->d2h_bytes = GP__READ(t->d2h_bytes);
-    s->starved_ns = GP__READ(t->starved_ns);
+    uint64_t now = gp__now_ns();
+    s->starved_ns = gp__wait_read(&t->starved_since, &t->starved_ns, now);
     s->backpressure_ns = GP__READ(t->backpressure_ns);
-    s->saturated_ns = GP__READ(t->saturated_ns);
+    s->saturated_ns = gp__wait_read(&t->saturated_since, &t->saturated_ns, now);
     s->enqueue_ns = GP__READ(t->enqueue_ns);
 
     s->latency_sum_ns = GP__READ(t->latency.sum);

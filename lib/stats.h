@@ -57,6 +57,28 @@ uint64_t gp__hist_bucket_low(unsigned i);
 #define GP__BUMP(field, v) atomic_fetch_add_explicit(&(field), (v), memory_order_relaxed)
 #define GP__READ(field) atomic_load_explicit(&(field), memory_order_relaxed)
 
+uint64_t gp__now_ns(void); /* monotonic clock (ring.c) */
+
+/* A timed wait of a single writer (the batcher): begin publishes the start, end clears it
+   and adds the time. end clears before it adds, and a reader reads the total before the
+   start, so a reader may miss the last wait for a moment but never counts one twice. */
+static inline void gp__wait_begin(_Atomic uint64_t *since, uint64_t now) {
+    atomic_store_explicit(since, now, memory_order_relaxed);
+}
+static inline void gp__wait_end(_Atomic uint64_t *since, _Atomic uint64_t *total, uint64_t start) {
+    uint64_t end = gp__now_ns();
+    atomic_store_explicit(since, 0, memory_order_release);
+    atomic_store_explicit(total, atomic_load_explicit(total, memory_order_relaxed) + (end - start),
+                          memory_order_release);
+}
+/* total + the wait in progress, as of `now`. */
+static inline uint64_t gp__wait_read(const _Atomic uint64_t *since, const _Atomic uint64_t *total,
+                                     uint64_t now) {
+    uint64_t t = atomic_load_explicit(total, memory_order_acquire);
+    uint64_t s = atomic_load_explicit(since, memory_order_acquire);
+    return t + (s && now > s ? now - s : 0);
+}
+
 /* Union of stage intervals, fed in dispatch order by the poller. */
 typedef struct gp__busy {
     _Atomic uint64_t ns;
@@ -83,6 +105,9 @@ typedef struct gp__stats {
     _Atomic uint64_t batch_hist[GP_HIST_BUCKETS];
     _Atomic uint64_t close_reasons[GP_CLOSE_COUNT_];
     _Atomic uint64_t starved_ns, saturated_ns, enqueue_ns;
+    /* Start of the batcher's wait in progress (0: none), so a snapshot counts a long wait
+       before it ends: an idle pipeline reads as starved now, not after the next item. */
+    _Atomic uint64_t starved_since, saturated_since;
     _Atomic uint64_t h2d_bytes, d2h_bytes;
     gp__hist queue_wait;
 
