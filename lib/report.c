@@ -252,15 +252,19 @@ void gp__diagnose(const gp_stats *s, gp__diag *d) {
     d->wall_s = wall / 1e9;
     d->items_per_s = (double)s->completed / d->wall_s;
     d->mean_batch = (double)s->batch_items / batches;
-    d->h2d = (double)s->h2d_busy_ns / wall;
-    d->compute = (double)s->compute_busy_ns / wall;
-    d->d2h = (double)s->d2h_busy_ns / wall;
+    /* A window's edges can cut an interval that began before it: cap busy at wall time. */
+    d->h2d = fmin(1.0, (double)s->h2d_busy_ns / wall);
+    d->compute = fmin(1.0, (double)s->compute_busy_ns / wall);
+    d->d2h = fmin(1.0, (double)s->d2h_busy_ns / wall);
     d->callbacks = (double)s->callback_busy_ns /
                    (wall * (s->completion_workers > 0 ? s->completion_workers : 1));
-    d->prep = s->prep_workers > 0 ? (double)s->prep_busy_ns / (wall * s->prep_workers) : 0;
-    d->enqueue = (double)s->enqueue_ns / wall;
-    d->starved = (double)s->starved_ns / wall;
-    d->saturated = (double)s->saturated_ns / wall;
+    d->callbacks = fmin(1.0, d->callbacks);
+    d->prep = s->prep_workers > 0
+                  ? fmin(1.0, (double)s->prep_busy_ns / (wall * s->prep_workers))
+                  : 0;
+    d->enqueue = fmin(1.0, (double)s->enqueue_ns / wall);
+    d->starved = fmin(1.0, (double)s->starved_ns / wall);
+    d->saturated = fmin(1.0, (double)s->saturated_ns / wall);
     d->backpressure = (double)s->backpressure_ns / wall;
     d->batch_compute_us = (double)s->compute_busy_ns / batches / 1e3;
     d->batch_enqueue_us = (double)s->enqueue_ns / batches / 1e3;

@@ -1,0 +1,412 @@
+/*
+ * gp_stats on the host backend: every field is filled from the counters it names, windows
+ * subtract exactly, struct_size is honoured, and the JSON and Prometheus renderings are
+ * well formed (JSON by a strict validator; Prometheus by the text-format rules: HELP/TYPE
+ * before samples, valid names and labels, counters end in _total, histogram buckets
+ * cumulative with +Inf == _count).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsoncheck.h"
+#include "load.h"
+#include "pipeline.h"
+
+/* ---- histogram -------------------------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_hist(void) {
+    static gp__hist h; /* zeroed; 8 KiB */
+    enum { N = 20000 };
+    static uint64_t v[N];
+    uint64_t x = 88172645463325252u, sum = 0;
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        v[i] = (x % 1000000u) * (1u + x % 7u) + (uint64_t)(i % 5); /* 0 .. ~7e6, some tiny */
+        gp__hist_add(&h, v[i]);
+        sum += v[i];
+    }
+    qsort(v, N, sizeof v[0], cmp_u64);
+    const double qs[] = {0.0, 0.01, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0};
+    for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
+        uint64_t exact = v[(size_t)(qs[k] * (N - 1))], got = gp__hist_quantile(&h, qs[k]);
+        double rel = fabs((double)got - (double)exact) / ((double)exact + 1.0);
+        if (rel > 1.0 / 16) {
+            fprintf(stderr, "q %.3f: exact %llu got %llu\n", qs[k], (unsigned long long)exact,
+                    (unsigned long long)got);
+            GPT_CHECK(rel <= 1.0 / 16);
+        }
+    }
+    uint64_t mx = gp__hist_max(&h);
+    GPT_CHECK(mx >= v[N - 1] && (double)mx <= (double)v[N - 1] * (1 + 1.0 / 16) + 1);
+    GPT_EQ(GP__READ(h.sum), sum);
+    /* Bucket edges: every value lies in [low(i), low(i + 1)) of its own bucket. */
+    for (uint64_t t = 1; t < (UINT64_C(1) << 40); t = t * 3 + 1) {
+        unsigned i = gp__hist_index(t);
+        GPT_CHECK(gp__hist_bucket_low(i) <= t && t < gp__hist_bucket_low(i + 1));
+    }
+    uint64_t empty[GP__HIST_BUCKETS] = {0};
+    GPT_EQ(gp__hist_counts_quantile(empty, 0.5), 0);
+    GPT_EQ(gp__hist_counts_max(empty), 0);
+}
+
+/* ---- renderings ------------------------------------------------------------------------- */
+
+static char *capture(int (*fn)(gp_pipeline *, FILE *), gp_pipeline *p, size_t *len) {
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    GPT_CHECK(f);
+    GPT_RC(fn(p, f), GP_OK);
+    GPT_CHECK(fclose(f) == 0);
+    return text;
+}
+
+static void check_json(gp_pipeline *p) {
+    size_t len, at = 0;
+    char *t = capture(gp_pipeline_stats_json, p, &len);
+    const char *err = jsoncheck(t, len, &at);
+    if (err) fprintf(stderr, "JSON invalid at %zu: %s\n%s\n", at, err, t);
+    GPT_CHECK(err == NULL);
+    const char *keys[] = {"\"backend\":",        "\"submitted\":",       "\"batch_hist\":[",
+                          "\"close_reasons\":{", "\"compute_busy_ns\":", "\"latency_p99\":",
+                          "\"queue_wait_p50\":", "\"enqueue_ns\":",      "\"config\":{",
+                          "\"derived\":{",       "\"verdict\":",         "\"knob\":"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strstr(t, keys[i])) {
+            fprintf(stderr, "JSON lacks %s\n", keys[i]);
+            GPT_CHECK(0);
+        }
+    free(t);
+}
+
+static int valid_name(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!(c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (i && c >= '0' && c <= '9')))
+            return 0;
+    }
+    return n > 0;
+}
+
+typedef struct family {
+    char name[96];
+    char type[16];
+    int samples;
+    double last_bucket, inf, count;
+    int has_sum, has_inf, has_count;
+} family;
+
+static void check_prometheus(gp_pipeline *p) {
+    size_t len;
+    char *t = capture(gp_pipeline_stats_prometheus, p, &len);
+    family fam[64];
+    int nf = 0, cur = -1;
+    char *save = NULL;
+    for (char *line = strtok_r(t, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "# HELP ", 7) == 0) {
+            GPT_CHECK(nf < 64);
+            cur = nf++;
+            memset(&fam[cur], 0, sizeof fam[cur]);
+            size_t n = strcspn(line + 7, " ");
+            GPT_CHECK(n < sizeof fam[cur].name && valid_name(line + 7, n));
+            memcpy(fam[cur].name, line + 7, n);
+            GPT_CHECK(strlen(line + 7 + n) > 1); /* help text present */
+            for (int i = 0; i < cur; i++)
+                GPT_CHECK(strcmp(fam[i].name, fam[cur].name) != 0); /* one HELP per family */
+            continue;
+        }
+        if (strncmp(line, "# TYPE ", 7) == 0) {
+            GPT_CHECK(cur >= 0 && fam[cur].samples == 0);
+            size_t n = strlen(fam[cur].name);
+            GPT_CHECK(strncmp(line + 7, fam[cur].name, n) == 0 && line[7 + n] == ' ');
+            snprintf(fam[cur].type, sizeof fam[cur].type, "%s", line + 8 + n);
+            GPT_CHECK(!strcmp(fam[cur].type, "counter") || !strcmp(fam[cur].type, "gauge") ||
+                      !strcmp(fam[cur].type, "histogram"));
+            if (!strcmp(fam[cur].type, "counter"))
+                GPT_CHECK(n > 6 && strcmp(fam[cur].name + n - 6, "_total") == 0);
+            if (!strcmp(fam[cur].type, "histogram"))
+                GPT_CHECK(strstr(fam[cur].name, "_seconds") || strstr(fam[cur].name, "_items"));
+            continue;
+        }
+        GPT_CHECK(line[0] != '#' && cur >= 0 && fam[cur].type[0]);
+        family *f = &fam[cur];
+        size_t n = strcspn(line, "{ ");
+        GPT_CHECK(valid_name(line, n));
+        size_t fl = strlen(f->name);
+        GPT_CHECK(n >= fl && strncmp(line, f->name, fl) == 0); /* sample of this family */
+        char suffix[32];
+        GPT_CHECK(n - fl < sizeof suffix);
+        snprintf(suffix, sizeof suffix, "%.*s", (int)(n - fl), line + fl);
+        char *rest = line + n;
+        char le[32] = "";
+        if (*rest == '{') { /* labels: k="v"(,k="v")* */
+            rest++;
+            for (;;) {
+                size_t k = strcspn(rest, "=");
+                GPT_CHECK(valid_name(rest, k) && rest[k] == '=' && rest[k + 1] == '"');
+                char *v = rest + k + 2, *e = strchr(v, '"');
+                GPT_CHECK(e);
+                if (k == 2 && strncmp(rest, "le", 2) == 0)
+                    snprintf(le, sizeof le, "%.*s", (int)(e - v), v);
+                rest = e + 1;
+                if (*rest == ',') {
+                    rest++;
+                    continue;
+                }
+                GPT_CHECK(*rest == '}');
+                rest++;
+                break;
+            }
+        }
+        GPT_CHECK(*rest == ' ');
+        char *end;
+        double val = strtod(rest + 1, &end);
+        GPT_CHECK(end != rest + 1 && *end == '\0' && isfinite(val) && val >= 0);
+        f->samples++;
+        if (!strcmp(f->type, "histogram")) {
+            if (!strcmp(suffix, "_bucket")) {
+                GPT_CHECK(le[0] && !f->has_inf);
+                GPT_CHECK(val >= f->last_bucket); /* cumulative */
+                f->last_bucket = val;
+                if (!strcmp(le, "+Inf")) {
+                    f->has_inf = 1;
+                    f->inf = val;
+                }
+            } else if (!strcmp(suffix, "_sum")) {
+                f->has_sum = 1;
+            } else if (!strcmp(suffix, "_count")) {
+                f->has_count = 1;
+                f->count = val;
+            } else {
+                fprintf(stderr, "unexpected histogram sample: %s\n", line);
+                GPT_CHECK(0);
+            }
+        } else {
+            GPT_CHECK(n == fl); /* no suffix on counters and gauges */
+        }
+    }
+    GPT_CHECK(nf >= 15);
+    for (int i = 0; i < nf; i++) {
+        GPT_CHECK(fam[i].type[0] && fam[i].samples > 0);
+        if (!strcmp(fam[i].type, "histogram")) {
+            GPT_CHECK(fam[i].has_inf && fam[i].has_sum && fam[i].has_count);
+            GPT_CHECK(fam[i].inf == fam[i].count);
+        }
+    }
+    free(t);
+}
+
+/* ---- counters --------------------------------------------------------------------------- */
+
+static int fail_first_batch(void *user, const gp_batch *b) {
+    return b->first_seq == 0 ? GP_ECOMPUTE : GP_OK;
+}
+
+static int noop(void *user, const gp_batch *b) {
+    return GP_OK;
+}
+
+static void noop_done(void *user, int status, const void *out, size_t n) {}
+
+static int slow_prep(void *user, const void *src, size_t n, void *slot, size_t slot_bytes) {
+    load_sleep_us(200);
+    return GP_OK;
+}
+
+static uint64_t sum_u64(const uint64_t *a, int n) {
+    uint64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += a[i];
+    return s;
+}
+
+/* A run with known totals: exact counters, bounded times, config echo, window arithmetic. */
+static void test_counters(void) {
+    gp_config c;
+    gp_config_init(&c);
+    c.backend = GP_BACKEND_HOST;
+    c.item_in_bytes = 256;
+    c.item_out_bytes = 32;
+    c.max_batch = 32;
+    c.inflight = 2;
+    c.sim_compute_us = 200;
+    c.prep_workers = 2;
+    c.prep = slow_prep;
+    c.compute = noop;
+    gp_pipeline *p = gpt_create(&c);
+    load *l = calloc(1, sizeof *l);
+    GPT_CHECK(l);
+    l->cb_sleep_us = 20;
+
+    /* Nothing ran yet: an empty snapshot renders and says so. */
+    gp_stats s = {.struct_size = sizeof s};
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    GPT_EQ(s.batches, 0);
+    GPT_EQ(s.latency_p99, 0);
+    gp__diag d;
+    gp__diagnose(&s, &d);
+    GPT_EQ(d.verdict, GP__V_NO_WORK);
+    check_json(p);
+    check_prometheus(p);
+
+    /* Phase 1: 2 producers through submit, then an idle gap (the batcher starves). */
+    load_start(l, p, c.item_in_bytes, 2);
+    load_sleep_us(200e3);
+    load_stop(l);
+    load_sleep_us(50e3);
+    uint64_t n1 = atomic_load(&l->submitted);
+    GPT_CHECK(n1 > 100);
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    GPT_EQ(s.struct_size, sizeof s);
+    GPT_EQ(s.backend, GP_BACKEND_HOST);
+    GPT_EQ(s.fell_back, 0);
+    GPT_EQ(s.submitted, n1);
+    GPT_EQ(s.completed, n1);
+    GPT_EQ(s.completed_ok, n1);
+    GPT_EQ(s.timed_out + s.canceled + s.failed + s.rejected_full, 0);
+    GPT_EQ(s.batch_items, n1);
+    GPT_EQ(sum_u64(s.batch_hist, GP_HIST_BUCKETS), s.batches);
+    GPT_EQ(s.batch_hist[0], 0);
+    for (int b = 7; b < GP_HIST_BUCKETS; b++) /* max_batch 32 lives in bucket 6 */
+        GPT_EQ(s.batch_hist[b], 0);
+    GPT_EQ(sum_u64(s.close_reasons, GP_CLOSE_COUNT_), s.batches);
+    GPT_EQ(s.h2d_bytes, n1 * c.item_in_bytes);
+    GPT_EQ(s.d2h_bytes, n1 * c.item_out_bytes);
+    /* One simulated compute engine: busy is at least the sum of the simulated times and at
+       most the wall time. */
+    GPT_CHECK(s.compute_busy_ns >= s.batches * 200000u * 99 / 100);
+    GPT_CHECK(s.compute_busy_ns <= s.wall_ns);
+    GPT_CHECK(s.h2d_busy_ns <= s.wall_ns && s.d2h_busy_ns <= s.wall_ns);
+    GPT_CHECK(s.callback_busy_ns >= n1 * 20000u);
+    GPT_EQ(s.prep_busy_ns, 0);
+    GPT_CHECK(s.starved_ns >= 40000000u); /* the 50 ms gap */
+    GPT_CHECK(s.enqueue_ns > 0);
+    GPT_CHECK(s.saturated_ns > 0); /* 2 producers outrun 2 slots at 200 us per batch */
+    GPT_CHECK(s.latency_p50 <= s.latency_p95 && s.latency_p95 <= s.latency_p99 &&
+              s.latency_p99 <= s.latency_max);
+    GPT_CHECK(s.queue_wait_p50 <= s.queue_wait_p95 && s.queue_wait_p95 <= s.queue_wait_p99);
+    GPT_CHECK(s.latency_p50 >= 200000u * 15 / 16); /* every item waited for one compute */
+    GPT_CHECK(s.latency_sum_ns >= s.queue_wait_sum_ns);
+    GPT_CHECK(s.latency_sum_ns / n1 >= 200000u);
+    GPT_CHECK(s.queue_wait_p99 <= s.latency_max);
+    GPT_EQ(s.max_batch, 32);
+    GPT_EQ(s.capacity, c.capacity ? c.capacity : 256);
+    GPT_EQ(s.item_in_bytes, 256);
+    GPT_EQ(s.item_out_bytes, 32);
+    GPT_EQ(s.inflight, 2);
+    GPT_EQ(s.prep_workers, 2);
+    GPT_EQ(s.completion_workers, 1);
+    GPT_EQ(s.max_delay_us, 0);
+    GPT_CHECK(s.wall_ns >= 250000000u);
+
+    /* Phase 2, as a window: prep path, deadlines in the past. */
+    gp__stats_mark *m = malloc(sizeof *m), *scratch = malloc(sizeof *scratch);
+    GPT_CHECK(m && scratch);
+    gp__stats_mark_take(p, m);
+    enum { N2 = 60, NDEAD = 7 };
+    for (int i = 0; i < N2; i++)
+        GPT_RC(gp_pipeline_submit_prep(p, l->src, 256, 0, noop_done, NULL), GP_OK);
+    for (int i = 0; i < NDEAD; i++)
+        GPT_RC(gp_pipeline_submit_deadline(p, l->src, 256, 1, noop_done, NULL), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, 30 * 1000 * 1000), GP_OK);
+    gp_stats w;
+    gp__stats_since(p, m, scratch, &w);
+    GPT_EQ(w.submitted, N2 + NDEAD);
+    GPT_EQ(w.completed, N2 + NDEAD);
+    GPT_EQ(w.completed_ok, N2);
+    GPT_EQ(w.timed_out, NDEAD);
+    /* Expired items at the head never dispatch; one inside a span rides along. */
+    GPT_CHECK(w.batch_items >= N2 && w.batch_items <= N2 + NDEAD);
+    GPT_CHECK(w.prep_busy_ns >= N2 * 200000u);
+    GPT_CHECK(w.wall_ns > 0 && w.wall_ns < s.wall_ns * 100);
+    GPT_EQ(sum_u64(w.batch_hist, GP_HIST_BUCKETS), w.batches);
+    GPT_CHECK(w.latency_p50 > 0 && w.latency_p50 <= w.latency_max);
+    gp_stats all;
+    all.struct_size = sizeof all;
+    GPT_RC(gp_pipeline_stats(p, &all), GP_OK);
+    GPT_EQ(all.completed, n1 + N2 + NDEAD); /* the window is the difference */
+    GPT_EQ(all.batches, s.batches + w.batches);
+
+    /* struct_size: an older, shorter gp_stats is filled only as far as it reaches. */
+    unsigned char buf[sizeof(gp_stats) + 16];
+    memset(buf, 0xAB, sizeof buf);
+    gp_stats *old = (gp_stats *)buf;
+    old->struct_size = offsetof(gp_stats, latency_sum_ns);
+    GPT_RC(gp_pipeline_stats(p, old), GP_OK);
+    GPT_EQ(old->struct_size, offsetof(gp_stats, latency_sum_ns));
+    GPT_EQ(old->completed, all.completed);
+    for (size_t i = offsetof(gp_stats, latency_sum_ns); i < sizeof buf; i++)
+        GPT_EQ(buf[i], 0xAB);
+    old->struct_size = 3;
+    GPT_RC(gp_pipeline_stats(p, old), GP_EINVAL);
+    GPT_RC(gp_pipeline_stats(NULL, &all), GP_EINVAL);
+    GPT_RC(gp_pipeline_stats_json(NULL, stdout), GP_EINVAL);
+    GPT_RC(gp_pipeline_stats_json(p, NULL), GP_EINVAL);
+    GPT_RC(gp_pipeline_stats_prometheus(NULL, stdout), GP_EINVAL);
+    GPT_RC(gp_pipeline_report(p, NULL), GP_EINVAL);
+
+    check_json(p);
+    check_prometheus(p);
+    GPT_RC(gp_pipeline_report(p, stdout), GP_OK);
+    GPT_RC(gp_pipeline_stats_prometheus(p, stdout), GP_OK);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    free(scratch);
+    free(m);
+    free(l);
+}
+
+/* Back-pressure, rejections, failures: a slow single slot behind a small ring. */
+static void test_pressure(void) {
+    gp_config c;
+    gp_config_init(&c);
+    c.backend = GP_BACKEND_HOST;
+    c.item_in_bytes = c.item_out_bytes = 64;
+    c.max_batch = 4;
+    c.capacity = 8;
+    c.inflight = 1;
+    c.sim_compute_us = 2000;
+    c.compute = fail_first_batch;
+    gp_pipeline *p = gpt_create(&c);
+    load *l = calloc(1, sizeof *l);
+    GPT_CHECK(l);
+    load_start(l, p, 64, 2); /* blocking submits against 8 slots */
+    load_sleep_us(100e3);
+    load_stop(l);
+    gp_stats s = {.struct_size = sizeof s};
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    GPT_CHECK(s.backpressure_ns > 50000000u); /* two producers blocked most of 100 ms */
+    GPT_CHECK(s.saturated_ns > 0);
+    GPT_EQ(s.failed, s.completed - s.completed_ok);
+    GPT_CHECK(s.failed >= 1 && s.failed <= 4); /* the first batch failed, only it */
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+
+    c.full_policy = GP_FULL_FAIL;
+    c.compute = noop;
+    p = gpt_create(&c);
+    int rejected = 0;
+    for (int i = 0; i < 64; i++)
+        rejected += gp_pipeline_submit(p, l->src, 64, noop_done, NULL) == GP_EAGAIN;
+    GPT_CHECK(rejected > 0);
+    GPT_RC(gp_pipeline_drain(p, 30 * 1000 * 1000), GP_OK);
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    GPT_EQ(s.rejected_full, rejected);
+    GPT_EQ(s.submitted, 64 - rejected);
+    GPT_EQ(s.completed, 64 - rejected);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    free(l);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    test_hist();
+    test_counters();
+    test_pressure();
+    printf("stats: ok\n");
+    return 0;
+}
