@@ -24,36 +24,30 @@
 #define CAPACITY 4096
 #define OUT_BYTES 16
 
-static double now_s(void)
-{
+static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
-{
+static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static _Atomic uint64_t completed;
 
-static int noop(void *user, const gp_batch *b)
-{
+static int noop(void *user, const gp_batch *b) {
     return GP_OK;
 }
 
-static void done(void *user, int status, const void *out, size_t bytes)
-{
-    if (status != GP_OK)
-        abort(); /* a benchmark with failed items measures nothing */
+static void done(void *user, int status, const void *out, size_t bytes) {
+    if (status != GP_OK) abort(); /* a benchmark with failed items measures nothing */
     atomic_fetch_add_explicit(&completed, 1, memory_order_relaxed);
 }
 
@@ -66,21 +60,18 @@ typedef struct run {
 
 /* ---- pipeline ------------------------------------------------------------------------- */
 
-static void *pipe_producer(void *arg)
-{
+static void *pipe_producer(void *arg) {
     run *r = arg;
     unsigned char *buf = calloc(1, r->item);
     for (uint64_t i = 0; i < r->per_producer; i++) {
         memcpy(buf, &i, sizeof i);
-        if (gp_pipeline_submit(r->p, buf, r->item, done, NULL) != GP_OK)
-            abort();
+        if (gp_pipeline_submit(r->p, buf, r->item, done, NULL) != GP_OK) abort();
     }
     free(buf);
     return NULL;
 }
 
-static double pipeline_items_per_s(size_t item, int producers, uint64_t total)
-{
+static double pipeline_items_per_s(size_t item, int producers, uint64_t total) {
     gp_config c;
     gp_config_init(&c);
     c.backend = GP_BACKEND_HOST;
@@ -107,8 +98,7 @@ static double pipeline_items_per_s(size_t item, int producers, uint64_t total)
     double dt = now_s() - t0;
     uint64_t n = atomic_load(&completed);
     gp_pipeline_destroy(p, GP_DESTROY_DRAIN);
-    if (n != r.per_producer * (uint64_t)producers)
-        abort();
+    if (n != r.per_producer * (uint64_t)producers) abort();
     return (double)n / dt;
 }
 
@@ -124,8 +114,7 @@ typedef struct mq {
     int stop;
 } mq;
 
-static void *mq_producer(void *arg)
-{
+static void *mq_producer(void *arg) {
     run *r = arg;
     mq *q = r->q;
     unsigned char *buf = calloc(1, r->item);
@@ -144,8 +133,7 @@ static void *mq_producer(void *arg)
     return NULL;
 }
 
-static void *mq_consumer(void *arg)
-{
+static void *mq_consumer(void *arg) {
     mq *q = arg;
     unsigned char *batch_in = malloc(MAX_BATCH * q->item);
     unsigned char *batch_out = calloc(MAX_BATCH, OUT_BYTES);
@@ -177,8 +165,7 @@ static void *mq_consumer(void *arg)
     return NULL;
 }
 
-static double mutex_items_per_s(size_t item, int producers, uint64_t total)
-{
+static double mutex_items_per_s(size_t item, int producers, uint64_t total) {
     mq q = {.item = item};
     pthread_mutex_init(&q.mu, NULL);
     pthread_cond_init(&q.not_full, NULL);
@@ -200,8 +187,7 @@ static double mutex_items_per_s(size_t item, int producers, uint64_t total)
     pthread_mutex_unlock(&q.mu);
     pthread_join(cons, NULL);
     double dt = now_s() - t0;
-    if (atomic_load(&completed) != r.per_producer * (uint64_t)producers)
-        abort();
+    if (atomic_load(&completed) != r.per_producer * (uint64_t)producers) abort();
     free(q.slots);
     free(q.cbs);
     return (double)atomic_load(&completed) / dt;
@@ -209,8 +195,7 @@ static double mutex_items_per_s(size_t item, int producers, uint64_t total)
 
 /* ---- memcpy bandwidth ----------------------------------------------------------------- */
 
-static double memcpy_bytes_per_s(size_t item, uint64_t total)
-{
+static double memcpy_bytes_per_s(size_t item, uint64_t total) {
     unsigned char *src = calloc(1, item), *ring = malloc(CAPACITY * item);
     memset(ring, 1, CAPACITY * item);
     double t0 = now_s();
@@ -226,8 +211,7 @@ static double memcpy_bytes_per_s(size_t item, uint64_t total)
     return (double)total * (double)item / dt;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     uint64_t items = 2000000;
     int reps = 5;
     for (int i = 1; i < argc; i++) {
@@ -261,8 +245,7 @@ int main(int argc, char **argv)
                 w[r] = mutex_items_per_s(sizes[s], prods[k], n);
             }
             double pm = median(v, reps), mm = median(w, reps);
-            if (sizes[s] == 4096 && pm > pipe4k)
-                pipe4k = pm;
+            if (sizes[s] == 4096 && pm > pipe4k) pipe4k = pm;
             printf("%-7zu %-9d %14.0f %14.0f %7.1fx\n", sizes[s], prods[k], pm, mm, pm / mm);
         }
     }

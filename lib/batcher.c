@@ -19,36 +19,29 @@ typedef struct batcher {
     uint64_t dev_batches; /* device batches dispatched; slot of batch b is b % nslots */
 } batcher;
 
-static uint64_t end_index(gp_pipeline *p)
-{
+static uint64_t end_index(gp_pipeline *p) {
     /* Acquire pairs with destroy's release store of `stopping`, after final_tail. */
     return atomic_load_explicit(&p->stopping, memory_order_acquire) ? p->final_tail : UINT64_MAX;
 }
 
 /* Status an item at the head gets without going to the device, or GP_OK if it should go. */
-static int dead_status(gp_pipeline *p, gp__item *it, uint64_t now)
-{
+static int dead_status(gp_pipeline *p, gp__item *it, uint64_t now) {
     if (!it->done || it->status != GP_OK)
         return it->done ? it->status : GP_ECANCELED; /* abandoned: no callback anyway */
-    if (atomic_load_explicit(&p->canceling, memory_order_relaxed))
-        return GP_ECANCELED;
-    if (atomic_load_explicit(&p->failed, memory_order_relaxed))
-        return GP_EDEVICE;
-    if (it->deadline_ns && now > it->deadline_ns)
-        return GP_ETIMEDOUT;
+    if (atomic_load_explicit(&p->canceling, memory_order_relaxed)) return GP_ECANCELED;
+    if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return GP_EDEVICE;
+    if (it->deadline_ns && now > it->deadline_ns) return GP_ETIMEDOUT;
     return GP_OK;
 }
 
 /* Hand on dead items at the head as one slot-less record. Returns how many. */
-static uint64_t skip_dead(batcher *b, uint64_t end, uint64_t now)
-{
+static uint64_t skip_dead(batcher *b, uint64_t end, uint64_t now) {
     gp_pipeline *p = b->p;
     uint64_t n = 0;
     while (b->head + n < end && gp__ring_is_published(&p->ring, b->head + n)) {
         gp__item *it = gp__ring_item(&p->ring, b->head + n);
         int st = dead_status(p, it, now);
-        if (st == GP_OK)
-            break;
+        if (st == GP_OK) break;
         it->status = st;
         n++;
     }
@@ -60,8 +53,7 @@ static uint64_t skip_dead(batcher *b, uint64_t end, uint64_t now)
     return n;
 }
 
-static uint64_t count_published(batcher *b, uint64_t end)
-{
+static uint64_t count_published(batcher *b, uint64_t end) {
     gp_pipeline *p = b->p;
     uint64_t n = 0, max = p->cfg.max_batch;
     while (n < max && b->head + n < end && gp__ring_is_published(&p->ring, b->head + n))
@@ -69,25 +61,21 @@ static uint64_t count_published(batcher *b, uint64_t end)
     return n;
 }
 
-static int slot_free(batcher *b)
-{
+static int slot_free(batcher *b) {
     /* Acquire pairs with the poller's release: the slot's previous batch is finished. */
     uint64_t freed = atomic_load_explicit(&b->p->dev_freed, memory_order_acquire);
     return b->dev_batches - freed < (uint64_t)b->p->nslots;
 }
 
-static uint64_t largest_preferred(const gp_config *c, uint64_t n)
-{
+static uint64_t largest_preferred(const gp_config *c, uint64_t n) {
     uint64_t best = 0;
     for (int i = 0; i < c->num_preferred; i++)
-        if (c->preferred[i] <= n)
-            best = c->preferred[i];
+        if (c->preferred[i] <= n) best = c->preferred[i];
     return best;
 }
 
 /* Copy a span between the ring and a contiguous device buffer: one copy, two at the wrap. */
-static int copy_span(gp_pipeline *p, gp__slot *s, int h2d, uint64_t first, uint64_t n)
-{
+static int copy_span(gp_pipeline *p, gp__slot *s, int h2d, uint64_t first, uint64_t n) {
     gp__ring *r = &p->ring;
     size_t isz = h2d ? r->in_bytes : r->out_bytes;
     unsigned char *dev = h2d ? s->d_in : s->d_out;
@@ -97,15 +85,13 @@ static int copy_span(gp_pipeline *p, gp__slot *s, int h2d, uint64_t first, uint6
         unsigned char *host = h2d ? gp__ring_in(r, first + done) : gp__ring_out(r, first + done);
         int rc = h2d ? p->ops->copy_h2d(p->dev, s->stream, dev + done * isz, host, run * isz)
                      : p->ops->copy_d2h(p->dev, s->stream, host, dev + done * isz, run * isz);
-        if (rc != GP_OK)
-            return rc;
+        if (rc != GP_OK) return rc;
         done += run;
     }
     return GP_OK;
 }
 
-static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t now)
-{
+static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t now) {
     gp_pipeline *p = b->p;
     gp__stats *st = &p->stats;
     gp__slot *s = &p->slots[b->dev_batches % (uint64_t)p->nslots];
@@ -125,23 +111,16 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t no
     s->launch.batch.first_seq = b->head;
     s->launch.status = GP_OK;
     int rc = o->event_record(p->dev, s->ev[GP__EV_START], s->stream);
-    if (rc == GP_OK)
-        rc = copy_span(p, s, 1, b->head, n);
-    if (rc == GP_OK)
-        rc = o->event_record(p->dev, s->ev[GP__EV_H2D], s->stream);
-    if (rc == GP_OK)
-        rc = o->launch(p->dev, s->stream, &s->launch);
-    if (rc == GP_OK)
-        rc = o->event_record(p->dev, s->ev[GP__EV_COMPUTE], s->stream);
-    if (rc == GP_OK)
-        rc = copy_span(p, s, 0, b->head, n);
+    if (rc == GP_OK) rc = copy_span(p, s, 1, b->head, n);
+    if (rc == GP_OK) rc = o->event_record(p->dev, s->ev[GP__EV_H2D], s->stream);
+    if (rc == GP_OK) rc = o->launch(p->dev, s->stream, &s->launch);
+    if (rc == GP_OK) rc = o->event_record(p->dev, s->ev[GP__EV_COMPUTE], s->stream);
+    if (rc == GP_OK) rc = copy_span(p, s, 0, b->head, n);
     /* The done event is recorded even after a failure, so the poller's wait ends once the
        stream has finished whatever was enqueued. */
     int rc_done = o->event_record(p->dev, s->ev[GP__EV_D2H], s->stream);
-    if (rc == GP_OK)
-        rc = rc_done;
-    if (rc != GP_OK)
-        r.status = GP_EDEVICE;
+    if (rc == GP_OK) rc = rc_done;
+    if (rc != GP_OK) r.status = GP_EDEVICE;
     if (rc_done != GP_OK) { /* nothing to wait on: the stream's state is unknown */
         atomic_store_explicit(&p->failed, GP_EDEVICE, memory_order_relaxed);
     }
@@ -149,9 +128,8 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t no
     GP__BUMP1(st->enqueue_ns, gp__now_ns() - now);
     GP__BUMP1(st->batches, 1);
     GP__BUMP1(st->batch_items, n);
-    GP__BUMP1(st->batch_hist[64 - __builtin_clzll(n) < GP_HIST_BUCKETS
-                                 ? 64 - __builtin_clzll(n)
-                                 : GP_HIST_BUCKETS - 1],
+    GP__BUMP1(st->batch_hist[64 - __builtin_clzll(n) < GP_HIST_BUCKETS ? 64 - __builtin_clzll(n)
+                                                                       : GP_HIST_BUCKETS - 1],
               1);
     GP__BUMP1(st->close_reasons[reason], 1);
     GP__BUMP1(st->h2d_bytes, n * p->ring.in_bytes);
@@ -164,23 +142,20 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t no
 
 /* Wait until item want_idx is published, a flush or shutdown begins, or deadline_ns (0: none).
    Woken through bwake by producers, flush, drain and destroy. */
-static void wait_data(batcher *b, uint64_t want_idx, uint64_t deadline_ns, uint64_t flush_seen)
-{
+static void wait_data(batcher *b, uint64_t want_idx, uint64_t deadline_ns, uint64_t flush_seen) {
     gp_pipeline *p = b->p;
     gp__notify_lock(&p->bwake);
     while (!gp__ring_is_published(&p->ring, want_idx) &&
            !atomic_load_explicit(&p->stopping, memory_order_acquire) &&
            atomic_load_explicit(&p->flush_upto, memory_order_relaxed) == flush_seen) {
-        if (deadline_ns && gp__now_ns() >= deadline_ns)
-            break;
+        if (deadline_ns && gp__now_ns() >= deadline_ns) break;
         gp__notify_wait(&p->bwake, deadline_ns);
     }
     gp__notify_unlock(&p->bwake);
 }
 
 /* Wait until a slot is free or the device failed. Woken through slotwake by the poller. */
-static void wait_slot(batcher *b)
-{
+static void wait_slot(batcher *b) {
     gp_pipeline *p = b->p;
     gp__notify_lock(&p->slotwake);
     while (!slot_free(b) && !atomic_load_explicit(&p->failed, memory_order_relaxed))
@@ -188,8 +163,7 @@ static void wait_slot(batcher *b)
     gp__notify_unlock(&p->slotwake);
 }
 
-void *gp__batcher_main(void *arg)
-{
+void *gp__batcher_main(void *arg) {
     batcher b = {.p = arg};
     gp_pipeline *p = b.p;
     const gp_config *c = &p->cfg;
@@ -197,11 +171,9 @@ void *gp__batcher_main(void *arg)
 
     for (;;) {
         uint64_t end = end_index(p);
-        if (b.head == end)
-            break;
+        if (b.head == end) break;
         uint64_t now = gp__now_ns();
-        if (skip_dead(&b, end, now))
-            continue;
+        if (skip_dead(&b, end, now)) continue;
 
         uint64_t n = count_published(&b, end);
         uint64_t flush = atomic_load_explicit(&p->flush_upto, memory_order_relaxed);

@@ -8,8 +8,7 @@
 
 #include "pipeline.h"
 
-void gp__recs_push(gp_pipeline *p, const gp__batchrec *r)
-{
+void gp__recs_push(gp_pipeline *p, const gp__batchrec *r) {
     gp__recqueue *q = &p->recs;
     pthread_mutex_lock(&q->mu);
     q->buf[q->tail % p->ring.capacity] = *r;
@@ -18,8 +17,7 @@ void gp__recs_push(gp_pipeline *p, const gp__batchrec *r)
     pthread_mutex_unlock(&q->mu);
 }
 
-static void mark_failed(gp_pipeline *p)
-{
+static void mark_failed(gp_pipeline *p) {
     int expected = 0;
     if (atomic_compare_exchange_strong_explicit(&p->failed, &expected, GP_EDEVICE,
                                                 memory_order_relaxed, memory_order_relaxed))
@@ -28,12 +26,10 @@ static void mark_failed(gp_pipeline *p)
     gp__notify_wake(&p->slotwake);
 }
 
-static void record_timings(gp_pipeline *p, gp__slot *s, const gp__batchrec *r)
-{
+static void record_timings(gp_pipeline *p, gp__slot *s, const gp__batchrec *r) {
     uint64_t t[GP__EV_COUNT];
     for (int i = 0; i < GP__EV_COUNT; i++)
-        if (p->ops->event_time_ns(p->dev, s->ev[i], &t[i]) != GP_OK)
-            return;
+        if (p->ops->event_time_ns(p->dev, s->ev[i], &t[i]) != GP_OK) return;
     gp__busy_add(&p->stats.h2d, t[GP__EV_START], t[GP__EV_H2D]);
     gp__busy_add(&p->stats.compute, t[GP__EV_H2D], t[GP__EV_COMPUTE]);
     gp__busy_add(&p->stats.d2h, t[GP__EV_COMPUTE], t[GP__EV_D2H]);
@@ -51,8 +47,7 @@ static void record_timings(gp_pipeline *p, gp__slot *s, const gp__batchrec *r)
     }
 }
 
-static void finish_device_batch(gp_pipeline *p, gp__batchrec *r)
-{
+static void finish_device_batch(gp_pipeline *p, gp__batchrec *r) {
     gp__slot *s = &p->slots[r->slot];
     int rc = p->ops->event_wait(p->dev, s->ev[GP__EV_D2H]);
     if (rc != GP_OK) {
@@ -66,15 +61,13 @@ static void finish_device_batch(gp_pipeline *p, gp__batchrec *r)
         GP__ERR(&p->err, GP_ECOMPUTE, "compute returned %d for the batch of %llu items at seq %llu",
                 s->launch.status, (unsigned long long)r->n, (unsigned long long)r->first);
     }
-    if (rc == GP_OK)
-        record_timings(p, s, r);
+    if (rc == GP_OK) record_timings(p, s, r);
     /* Release: everything this slot did happens before the batcher reuses it. */
     atomic_fetch_add_explicit(&p->dev_freed, 1, memory_order_release);
     gp__notify_wake(&p->slotwake);
 }
 
-void *gp__poller_main(void *arg)
-{
+void *gp__poller_main(void *arg) {
     gp_pipeline *p = arg;
     gp__recqueue *q = &p->recs;
     for (;;) {
@@ -92,8 +85,7 @@ void *gp__poller_main(void *arg)
 
         /* The record is ours until polled moves: the batcher writes only at tail, workers
            read only below polled. */
-        if (r->slot >= 0)
-            finish_device_batch(p, r);
+        if (r->slot >= 0) finish_device_batch(p, r);
 
         pthread_mutex_lock(&q->mu);
         q->polled++;
@@ -102,8 +94,7 @@ void *gp__poller_main(void *arg)
     }
 }
 
-static void run_callbacks(gp_pipeline *p, const gp__batchrec *r)
-{
+static void run_callbacks(gp_pipeline *p, const gp__batchrec *r) {
     gp__stats *st = &p->stats;
     uint64_t ok = 0, tmo = 0, can = 0, bad = 0, calls = 0;
     uint64_t t0 = gp__now_ns();
@@ -112,13 +103,10 @@ static void run_callbacks(gp_pipeline *p, const gp__batchrec *r)
 
     for (uint64_t i = r->first; i < r->first + r->n; i++) {
         gp__item *it = gp__ring_item(&p->ring, i);
-        if (!it->done)
-            continue; /* abandoned reservation */
+        if (!it->done) continue; /* abandoned reservation */
         int s = it->status;
-        if (s == GP_OK)
-            s = r->status;
-        if (s == GP_OK && canceling)
-            s = GP_ECANCELED;
+        if (s == GP_OK) s = r->status;
+        if (s == GP_OK && canceling) s = GP_ECANCELED;
         if (s == GP_OK) {
             it->done(it->user, GP_OK, gp__ring_out(&p->ring, i), out_bytes);
             ok++;
@@ -140,8 +128,7 @@ static void run_callbacks(gp_pipeline *p, const gp__batchrec *r)
     atomic_fetch_add_explicit(&st->completed, calls, memory_order_release);
 }
 
-void *gp__worker_main(void *arg)
-{
+void *gp__worker_main(void *arg) {
     gp_pipeline *p = arg;
     gp__recqueue *q = &p->recs;
     uint64_t cap = p->ring.capacity;
@@ -149,8 +136,7 @@ void *gp__worker_main(void *arg)
     for (;;) {
         while (q->taken == q->polled && !q->poller_done)
             pthread_cond_wait(&q->work_cv, &q->mu);
-        if (q->taken == q->polled)
-            break; /* poller done and nothing left */
+        if (q->taken == q->polled) break; /* poller done and nothing left */
         gp__batchrec *r = &q->buf[q->taken % cap];
         q->taken++;
         pthread_mutex_unlock(&q->mu);

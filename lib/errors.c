@@ -1,11 +1,10 @@
 /* Error strings and names, generated from the one table in gpupipe.h; names of enums. */
 #include "gpupipe/gpupipe.h"
 
-const char *gp_strerror(int code)
-{
+const char *gp_strerror(int code) {
     switch (code) {
-#define GP__ERR_STR(name, value, text)                                                         \
-    case GP_##name:                                                                            \
+#define GP__ERR_STR(name, value, text)                                                             \
+    case GP_##name:                                                                                \
         return text;
         GP_ERRNO_MAP(GP__ERR_STR)
 #undef GP__ERR_STR
@@ -13,11 +12,10 @@ const char *gp_strerror(int code)
     return "unknown error";
 }
 
-const char *gp_err_name(int code)
-{
+const char *gp_err_name(int code) {
     switch (code) {
-#define GP__ERR_NAME(name, value, text)                                                        \
-    case GP_##name:                                                                            \
+#define GP__ERR_NAME(name, value, text)                                                            \
+    case GP_##name:                                                                                \
         return "GP_" #name;
         GP_ERRNO_MAP(GP__ERR_NAME)
 #undef GP__ERR_NAME
@@ -25,13 +23,11 @@ const char *gp_err_name(int code)
     return "GP_UNKNOWN";
 }
 
-const char *gp_version(void)
-{
+const char *gp_version(void) {
     return GP_VERSION_STRING;
 }
 
-const char *gp_backend_name(gp_backend b)
-{
+const char *gp_backend_name(gp_backend b) {
     switch (b) {
     case GP_BACKEND_AUTO:
         return "auto";
@@ -43,8 +39,7 @@ const char *gp_backend_name(gp_backend b)
     return "unknown";
 }
 
-const char *gp_close_reason_name(gp_close_reason r)
-{
+const char *gp_close_reason_name(gp_close_reason r) {
     static const char *const names[GP_CLOSE_COUNT_] = {"full",      "preferred", "delay",
                                                        "slot-free", "flush",     "shutdown"};
     return (unsigned)r < GP_CLOSE_COUNT_ ? names[r] : "unknown";

@@ -4,49 +4,41 @@
 #include <stdio.h>
 #include <string.h>
 
-int gp__errsink_init(gp__errsink *s, gp_log_fn log, void *log_user)
-{
+int gp__errsink_init(gp__errsink *s, gp_log_fn log, void *log_user) {
     memset(s, 0, sizeof *s);
     s->log = log;
     s->log_user = log_user;
     return pthread_mutex_init(&s->mu, NULL) == 0 ? GP_OK : GP_ESYS;
 }
 
-void gp__errsink_fini(gp__errsink *s)
-{
+void gp__errsink_fini(gp__errsink *s) {
     pthread_mutex_destroy(&s->mu);
 }
 
-int gp__err_record(gp__errsink *s, int code, const char *file, int line, const char *fmt, ...)
-{
+int gp__err_record(gp__errsink *s, int code, const char *file, int line, const char *fmt, ...) {
     char msg[sizeof s->msg];
     const char *base = strrchr(file, '/');
     int k = snprintf(msg, sizeof msg, "%s: ", gp_err_name(code));
     va_list ap;
     va_start(ap, fmt);
-    if (k > 0 && (size_t)k < sizeof msg)
-        k += vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
+    if (k > 0 && (size_t)k < sizeof msg) k += vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
     va_end(ap);
     if (k > 0 && (size_t)k < sizeof msg)
         snprintf(msg + k, sizeof msg - (size_t)k, " (%s:%d)", base ? base + 1 : file, line);
-    if (!s)
-        return code;
+    if (!s) return code;
     /* A failed lock only loses the detail; the code still reaches the caller. */
     if (pthread_mutex_lock(&s->mu) == 0) {
         s->code = code;
         memcpy(s->msg, msg, sizeof msg);
         pthread_mutex_unlock(&s->mu);
     }
-    if (s->log)
-        s->log(s->log_user, GP_LOG_ERROR, msg);
+    if (s->log) s->log(s->log_user, GP_LOG_ERROR, msg);
     return code;
 }
 
-int gp__err_copy(gp__errsink *s, char *buf, size_t len)
-{
+int gp__err_copy(gp__errsink *s, char *buf, size_t len) {
     int code = GP_OK;
-    if (pthread_mutex_lock(&s->mu) != 0)
-        return GP_ESYS;
+    if (pthread_mutex_lock(&s->mu) != 0) return GP_ESYS;
     code = s->code;
     if (buf && len) {
         strncpy(buf, s->msg, len - 1);
@@ -56,12 +48,10 @@ int gp__err_copy(gp__errsink *s, char *buf, size_t len)
     return code;
 }
 
-void gp__log(gp__errsink *s, gp_log_level level, const char *fmt, ...)
-{
+void gp__log(gp__errsink *s, gp_log_level level, const char *fmt, ...) {
     char msg[512];
     va_list ap;
-    if (!s || !s->log)
-        return;
+    if (!s || !s->log) return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);

@@ -35,15 +35,12 @@ typedef struct gp__notify {
     _Atomic uint32_t waiters;
 } gp__notify;
 
-static inline int gp__notify_init(gp__notify *n)
-{
+static inline int gp__notify_init(gp__notify *n) {
     pthread_condattr_t a;
     int rc;
     atomic_init(&n->waiters, 0);
-    if ((rc = pthread_mutex_init(&n->mu, NULL)) != 0)
-        return rc;
-    if ((rc = pthread_condattr_init(&a)) != 0)
-        goto fail_mu;
+    if ((rc = pthread_mutex_init(&n->mu, NULL)) != 0) return rc;
+    if ((rc = pthread_condattr_init(&a)) != 0) goto fail_mu;
     if ((rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC)) != 0 ||
         (rc = pthread_cond_init(&n->cv, &a)) != 0) {
         pthread_condattr_destroy(&a);
@@ -56,16 +53,14 @@ fail_mu:
     return rc;
 }
 
-static inline void gp__notify_fini(gp__notify *n)
-{
+static inline void gp__notify_fini(gp__notify *n) {
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
 }
 
 /* Lock and announce a waiter. The seq_cst fence orders the announcement before the
    caller's re-check of its condition; it pairs with the fence in gp__notify_wake. */
-static inline void gp__notify_lock(gp__notify *n)
-{
+static inline void gp__notify_lock(gp__notify *n) {
     pthread_mutex_lock(&n->mu);
 #ifdef GP__TSAN
     atomic_fetch_add_explicit(&n->waiters, 1, memory_order_seq_cst);
@@ -75,16 +70,14 @@ static inline void gp__notify_lock(gp__notify *n)
 #endif
 }
 
-static inline void gp__notify_unlock(gp__notify *n)
-{
+static inline void gp__notify_unlock(gp__notify *n) {
     atomic_fetch_sub_explicit(&n->waiters, 1, memory_order_relaxed);
     pthread_mutex_unlock(&n->mu);
 }
 
 /* Wait until woken or until `deadline_ns` on CLOCK_MONOTONIC (0 = no deadline). Spurious
    returns are allowed; the caller re-checks. */
-static inline void gp__notify_wait(gp__notify *n, uint64_t deadline_ns)
-{
+static inline void gp__notify_wait(gp__notify *n, uint64_t deadline_ns) {
     if (deadline_ns == 0) {
         pthread_cond_wait(&n->cv, &n->mu);
     } else {
@@ -95,8 +88,7 @@ static inline void gp__notify_wait(gp__notify *n, uint64_t deadline_ns)
 }
 
 /* Wake every waiter, if any. Call after the state change it announces. */
-static inline void gp__notify_wake(gp__notify *n)
-{
+static inline void gp__notify_wake(gp__notify *n) {
 #ifdef GP__TSAN
     /* ThreadSanitizer does not model fences: the same ordering through a seq_cst RMW, whose
        release sequence carries the state change to the waiter's RMW. Costlier (the line is

@@ -19,10 +19,8 @@
 #define MAX_BATCH_LIMIT (UINT64_C(1) << 20)
 #define CAPACITY_LIMIT (UINT64_C(1) << 30)
 
-void gp_config_init(gp_config *c)
-{
-    if (!c)
-        return;
+void gp_config_init(gp_config *c) {
+    if (!c) return;
     memset(c, 0, sizeof *c);
     c->struct_size = sizeof *c;
     c->backend = GP_BACKEND_AUTO;
@@ -32,8 +30,7 @@ void gp_config_init(gp_config *c)
     c->completion_workers = 1;
 }
 
-uint64_t gp_now_ns(void)
-{
+uint64_t gp_now_ns(void) {
     return gp__now_ns();
 }
 
@@ -41,8 +38,7 @@ uint64_t gp_now_ns(void)
 
 static int invalid(char *err, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static int invalid(char *err, size_t len, const char *fmt, ...)
-{
+static int invalid(char *err, size_t len, const char *fmt, ...) {
     if (err && len) {
         va_list ap;
         va_start(ap, fmt);
@@ -52,31 +48,29 @@ static int invalid(char *err, size_t len, const char *fmt, ...)
     return GP_EINVAL;
 }
 
-static int is_pow2(uint64_t v)
-{
+static int is_pow2(uint64_t v) {
     return v && !(v & (v - 1));
 }
 
-static uint64_t next_pow2(uint64_t v)
-{
+static uint64_t next_pow2(uint64_t v) {
     uint64_t r = 1;
     while (r < v)
         r <<= 1;
     return r;
 }
 
-static int sim_ok(double v)
-{
+static int sim_ok(double v) {
     return isfinite(v) && v >= 0;
 }
 
 /* Copy what the caller's struct_size covers over the defaults, then check every field. */
-static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
-{
+static int load_config(const gp_config *in, gp_config *c, char *err, size_t len) {
     if (in->struct_size < offsetof(gp_config, backend) + sizeof in->backend ||
         in->struct_size > sizeof *c)
-        return invalid(err, len, "config.struct_size: %zu is not a gp_config size; call "
-                       "gp_config_init()", in->struct_size);
+        return invalid(err, len,
+                       "config.struct_size: %zu is not a gp_config size; call "
+                       "gp_config_init()",
+                       in->struct_size);
     gp_config_init(c);
     memcpy(c, in, in->struct_size);
     c->struct_size = sizeof *c;
@@ -90,10 +84,8 @@ static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
     for (int i = 0; i < c->num_devices; i++)
         if (c->devices[i] < 0)
             return invalid(err, len, "config.devices[%d]: %d is negative", i, c->devices[i]);
-    if (c->item_in_bytes == 0)
-        return invalid(err, len, "config.item_in_bytes: must be > 0");
-    if (c->item_out_bytes == 0)
-        return invalid(err, len, "config.item_out_bytes: must be > 0");
+    if (c->item_in_bytes == 0) return invalid(err, len, "config.item_in_bytes: must be > 0");
+    if (c->item_out_bytes == 0) return invalid(err, len, "config.item_out_bytes: must be > 0");
     if (c->max_batch == 0 || c->max_batch > MAX_BATCH_LIMIT)
         return invalid(err, len, "config.max_batch: %zu not in 1..%llu", c->max_batch,
                        (unsigned long long)MAX_BATCH_LIMIT);
@@ -124,8 +116,7 @@ static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
     if (c->full_policy != GP_FULL_BLOCK && c->full_policy != GP_FULL_FAIL)
         return invalid(err, len, "config.full_policy: %d is not a gp_full_policy",
                        (int)c->full_policy);
-    if (!c->compute)
-        return invalid(err, len, "config.compute: required");
+    if (!c->compute) return invalid(err, len, "config.compute: required");
     if (c->prep_workers < 0 || c->prep_workers > 256)
         return invalid(err, len, "config.prep_workers: %d not in 0..256", c->prep_workers);
     if (c->prep_workers > 0 && !c->prep)
@@ -148,11 +139,9 @@ static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
 
 /* ---- backend choice ------------------------------------------------------------------- */
 
-static int open_backend(gp_pipeline *p)
-{
+static int open_backend(gp_pipeline *p) {
     gp_backend want = p->cfg.backend;
-    if (want == GP_BACKEND_HOST)
-        goto host;
+    if (want == GP_BACKEND_HOST) goto host;
 #ifdef GP_HAVE_CUDA
     int rc = gp__cuda_ops.open(&p->cfg, &p->err, &p->dev);
     if (rc == GP_OK) {
@@ -160,13 +149,13 @@ static int open_backend(gp_pipeline *p)
         p->backend = GP_BACKEND_CUDA;
         return GP_OK;
     }
-    if (want == GP_BACKEND_CUDA)
-        return rc;
+    if (want == GP_BACKEND_CUDA) return rc;
     gp__err_copy(&p->err, p->fallback_reason, sizeof p->fallback_reason);
 #else
     if (want == GP_BACKEND_CUDA)
-        return GP__ERR(&p->err, GP_ENODEV, "backend cuda: this build has no CUDA backend "
-                                           "(configured with GP_WITH_CUDA=OFF or no toolkit)");
+        return GP__ERR(&p->err, GP_ENODEV,
+                       "backend cuda: this build has no CUDA backend "
+                       "(configured with GP_WITH_CUDA=OFF or no toolkit)");
     snprintf(p->fallback_reason, sizeof p->fallback_reason,
              "this build has no CUDA backend (GP_WITH_CUDA=OFF or no toolkit at build time)");
 #endif
@@ -181,8 +170,7 @@ host:
 
 /* ---- slots ---------------------------------------------------------------------------- */
 
-static int slot_init(gp_pipeline *p, gp__slot *s, int index)
-{
+static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
     const gp__device_ops *o = p->ops;
     const gp_config *c = &p->cfg;
     int rc;
@@ -190,16 +178,14 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index)
     s->device = p->backend == GP_BACKEND_CUDA
                     ? (c->num_devices ? c->devices[index % c->num_devices] : 0)
                     : -1;
-    if ((rc = o->stream_create(p->dev, s->device, &s->stream)) != GP_OK)
-        return rc;
+    if ((rc = o->stream_create(p->dev, s->device, &s->stream)) != GP_OK) return rc;
     if ((rc = o->dev_alloc(p->dev, s->device, c->max_batch * c->item_in_bytes, &s->d_in)) != GP_OK)
         return rc;
     if ((rc = o->dev_alloc(p->dev, s->device, c->max_batch * c->item_out_bytes, &s->d_out)) !=
         GP_OK)
         return rc;
     for (int e = 0; e < GP__EV_COUNT; e++)
-        if ((rc = o->event_create(p->dev, s->device, &s->ev[e])) != GP_OK)
-            return rc;
+        if ((rc = o->event_create(p->dev, s->device, &s->ev[e])) != GP_OK) return rc;
     gp_batch *b = &s->launch.batch;
     memset(b, 0, sizeof *b);
     b->capacity = c->max_batch;
@@ -216,37 +202,29 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index)
     if (c->compute_setup) {
         rc = c->compute_setup(c->compute_user, b);
         if (rc != GP_OK) {
-            if (rc > 0 || rc < GP_ENOTSUP)
-                rc = GP_EDEVICE;
+            if (rc > 0 || rc < GP_ENOTSUP) rc = GP_EDEVICE;
             return GP__ERR(&p->err, rc, "compute_setup failed for slot %d", index);
         }
         s->ready = 1;
     }
-    if (o->slot_ready && (rc = o->slot_ready(p->dev, s->stream, &s->launch)) != GP_OK)
-        return rc;
+    if (o->slot_ready && (rc = o->slot_ready(p->dev, s->stream, &s->launch)) != GP_OK) return rc;
     return GP_OK;
 }
 
-static void slot_fini(gp_pipeline *p, gp__slot *s)
-{
+static void slot_fini(gp_pipeline *p, gp__slot *s) {
     const gp__device_ops *o = p->ops;
     if (s->ready && p->cfg.compute_teardown)
         p->cfg.compute_teardown(p->cfg.compute_user, &s->launch.batch);
     for (int e = 0; e < GP__EV_COUNT; e++)
-        if (s->ev[e])
-            o->event_destroy(p->dev, s->ev[e]);
-    if (s->d_out)
-        o->dev_free(p->dev, s->device, s->d_out);
-    if (s->d_in)
-        o->dev_free(p->dev, s->device, s->d_in);
-    if (s->stream)
-        o->stream_destroy(p->dev, s->stream);
+        if (s->ev[e]) o->event_destroy(p->dev, s->ev[e]);
+    if (s->d_out) o->dev_free(p->dev, s->device, s->d_out);
+    if (s->d_in) o->dev_free(p->dev, s->device, s->d_in);
+    if (s->stream) o->stream_destroy(p->dev, s->stream);
 }
 
 /* ---- prep workers --------------------------------------------------------------------- */
 
-static void prepq_push(gp_pipeline *p, uint64_t idx)
-{
+static void prepq_push(gp_pipeline *p, uint64_t idx) {
     gp__prepq *q = &p->prepq;
     pthread_mutex_lock(&q->mu);
     /* Never full: at most `capacity` indices are claimed and unreleased. */
@@ -256,8 +234,7 @@ static void prepq_push(gp_pipeline *p, uint64_t idx)
     pthread_mutex_unlock(&q->mu);
 }
 
-static void *prep_main(void *arg)
-{
+static void *prep_main(void *arg) {
     gp_pipeline *p = arg;
     gp__prepq *q = &p->prepq;
     const gp_config *c = &p->cfg;
@@ -265,8 +242,7 @@ static void *prep_main(void *arg)
     for (;;) {
         while (q->head == q->tail && !q->stop)
             pthread_cond_wait(&q->cv, &q->mu);
-        if (q->head == q->tail)
-            break;
+        if (q->head == q->tail) break;
         uint64_t idx = q->buf[q->head % p->ring.capacity];
         q->head++;
         pthread_mutex_unlock(&q->mu);
@@ -292,11 +268,9 @@ static void *prep_main(void *arg)
 
 /* ---- create / destroy ----------------------------------------------------------------- */
 
-static int sync_init(gp_pipeline *p)
-{
+static int sync_init(gp_pipeline *p) {
     uint64_t cap = p->cfg.capacity;
-    if (gp__notify_init(&p->bwake) || gp__notify_init(&p->slotwake) ||
-        gp__notify_init(&p->drained))
+    if (gp__notify_init(&p->bwake) || gp__notify_init(&p->slotwake) || gp__notify_init(&p->drained))
         return GP__ERR(&p->err, GP_ESYS, "pthread mutex/cond init failed");
     if (pthread_mutex_init(&p->recs.mu, NULL) || pthread_cond_init(&p->recs.poll_cv, NULL) ||
         pthread_cond_init(&p->recs.work_cv, NULL) || pthread_mutex_init(&p->prepq.mu, NULL) ||
@@ -312,28 +286,24 @@ static int sync_init(gp_pipeline *p)
 
 /* Wait until no call of the submit family is in progress (they return GP_ESHUTDOWN once the
    ring is closed; a producer blocked on a full ring was woken by the close). */
-static void wait_calls(gp_pipeline *p)
-{
+static void wait_calls(gp_pipeline *p) {
     for (;;) {
         uint32_t busy = 0;
         for (int i = 0; i < GP__CALL_SHARDS; i++)
             busy += atomic_load_explicit(&p->calls[i].n, memory_order_acquire);
-        if (busy == 0)
-            return;
+        if (busy == 0) return;
         sched_yield();
     }
 }
 
 /* Stop and join whatever threads run; safe on a partly started pipeline. */
-static void stop_threads(gp_pipeline *p, int cancel, int batcher_started, int poller_started)
-{
+static void stop_threads(gp_pipeline *p, int cancel, int batcher_started, int poller_started) {
     p->final_tail = gp__ring_close(&p->ring);
     /* Claims that raced with the close have finished before final_tail is trusted: a call
        inside claim may not have published yet, but it has claimed (counted in final_tail) or
        will fail. */
     wait_calls(p);
-    if (cancel)
-        atomic_store_explicit(&p->canceling, 1, memory_order_relaxed);
+    if (cancel) atomic_store_explicit(&p->canceling, 1, memory_order_relaxed);
     atomic_store_explicit(&p->stopping, 1, memory_order_release);
     gp__notify_wake(&p->bwake);
     gp__notify_wake(&p->slotwake);
@@ -364,8 +334,7 @@ static void stop_threads(gp_pipeline *p, int cancel, int batcher_started, int po
         pthread_join(p->workers[i], NULL);
 }
 
-static void free_all(gp_pipeline *p)
-{
+static void free_all(gp_pipeline *p) {
     if (p->slots) {
         for (int i = 0; i < p->nslots; i++)
             slot_fini(p, &p->slots[i]);
@@ -373,12 +342,9 @@ static void free_all(gp_pipeline *p)
     }
     gp__ring_fini(&p->ring);
     if (p->ops) {
-        if (p->ring.in)
-            p->ops->host_free(p->dev, p->ring.in);
-        if (p->ring.out)
-            p->ops->host_free(p->dev, p->ring.out);
-        if (p->dev)
-            p->ops->close(p->dev);
+        if (p->ring.in) p->ops->host_free(p->dev, p->ring.in);
+        if (p->ring.out) p->ops->host_free(p->dev, p->ring.out);
+        if (p->dev) p->ops->close(p->dev);
     }
     free(p->recs.buf);
     free(p->prepq.buf);
@@ -398,8 +364,7 @@ static void free_all(gp_pipeline *p)
     free(p);
 }
 
-static int start_threads(gp_pipeline *p)
-{
+static int start_threads(gp_pipeline *p) {
     int rc, nw = p->cfg.completion_workers, np = p->cfg.prep_workers;
     int batcher_started = 0, poller_started = 0;
     p->workers = calloc((size_t)nw, sizeof *p->workers);
@@ -411,14 +376,11 @@ static int start_threads(gp_pipeline *p)
     for (; p->nworkers < nw; p->nworkers++)
         if ((rc = pthread_create(&p->workers[p->nworkers], NULL, gp__worker_main, p)) != 0)
             goto fail_create;
-    if ((rc = pthread_create(&p->poller, NULL, gp__poller_main, p)) != 0)
-        goto fail_create;
+    if ((rc = pthread_create(&p->poller, NULL, gp__poller_main, p)) != 0) goto fail_create;
     poller_started = 1;
     for (; p->npreps < np; p->npreps++)
-        if ((rc = pthread_create(&p->preps[p->npreps], NULL, prep_main, p)) != 0)
-            goto fail_create;
-    if ((rc = pthread_create(&p->batcher, NULL, gp__batcher_main, p)) != 0)
-        goto fail_create;
+        if ((rc = pthread_create(&p->preps[p->npreps], NULL, prep_main, p)) != 0) goto fail_create;
+    if ((rc = pthread_create(&p->batcher, NULL, gp__batcher_main, p)) != 0) goto fail_create;
     return GP_OK;
 fail_create:
     rc = GP__ERR(&p->err, GP_ESYS, "pthread_create failed: errno %d", rc);
@@ -427,16 +389,12 @@ fail:
     return rc;
 }
 
-int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_t err_len)
-{
+int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_t err_len) {
     int rc;
-    if (err && err_len)
-        err[0] = '\0';
-    if (!out)
-        return invalid(err, err_len, "out: NULL");
+    if (err && err_len) err[0] = '\0';
+    if (!out) return invalid(err, err_len, "out: NULL");
     *out = NULL;
-    if (!cfg)
-        return invalid(err, err_len, "cfg: NULL");
+    if (!cfg) return invalid(err, err_len, "cfg: NULL");
 
     gp_pipeline *p = calloc(1, sizeof *p);
     if (!p) {
@@ -455,11 +413,9 @@ int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_
     p->stats.t_create_ns = gp__now_ns();
     const gp_config *c = &p->cfg;
 
-    if ((rc = open_backend(p)) != GP_OK)
-        goto fail;
+    if ((rc = open_backend(p)) != GP_OK) goto fail;
     void *in = NULL, *outb = NULL;
-    if ((rc = p->ops->host_alloc(p->dev, c->capacity * c->item_in_bytes, &in)) != GP_OK)
-        goto fail;
+    if ((rc = p->ops->host_alloc(p->dev, c->capacity * c->item_in_bytes, &in)) != GP_OK) goto fail;
     p->ring.in = in; /* owned before ring init so a failure frees it */
     if ((rc = p->ops->host_alloc(p->dev, c->capacity * c->item_out_bytes, &outb)) != GP_OK)
         goto fail;
@@ -476,26 +432,20 @@ int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_
         goto fail;
     }
     for (int i = 0; i < p->nslots; i++)
-        if ((rc = slot_init(p, &p->slots[i], i)) != GP_OK)
-            goto fail;
-    if ((rc = sync_init(p)) != GP_OK)
-        goto fail;
-    if ((rc = start_threads(p)) != GP_OK)
-        goto fail;
+        if ((rc = slot_init(p, &p->slots[i], i)) != GP_OK) goto fail;
+    if ((rc = sync_init(p)) != GP_OK) goto fail;
+    if ((rc = start_threads(p)) != GP_OK) goto fail;
     *out = p;
     return GP_OK;
 
 fail:
-    if (err && err_len)
-        gp__err_copy(&p->err, err, err_len);
+    if (err && err_len) gp__err_copy(&p->err, err, err_len);
     free_all(p);
     return rc;
 }
 
-int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode)
-{
-    if (!p)
-        return GP_OK;
+int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode) {
+    if (!p) return GP_OK;
     stop_threads(p, mode == GP_DESTROY_CANCEL, 1, 1);
     wait_calls(p);
     int rc = atomic_load_explicit(&p->failed, memory_order_relaxed) ? GP_EDEVICE : GP_OK;
@@ -507,8 +457,7 @@ int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode)
 
 /* Enter/leave a call of the submit family. The shard comes from the caller's stack address
    (threads' stacks are megabytes apart), so threads rarely share a counter's cache line. */
-static unsigned call_enter(gp_pipeline *p)
-{
+static unsigned call_enter(gp_pipeline *p) {
     int here;
     uint64_t a = (uint64_t)(uintptr_t)&here >> 20;
     unsigned s = (unsigned)((a * UINT64_C(0x9E3779B97F4A7C15)) >> 60) % GP__CALL_SHARDS;
@@ -518,28 +467,22 @@ static unsigned call_enter(gp_pipeline *p)
     return s;
 }
 
-static int call_leave(gp_pipeline *p, unsigned s, int rc)
-{
+static int call_leave(gp_pipeline *p, unsigned s, int rc) {
     /* Release: the call's last touch of the pipeline happens before destroy frees it. */
     atomic_fetch_sub_explicit(&p->calls[s].n, 1, memory_order_release);
     return rc;
 }
 
-static int claim(gp_pipeline *p, uint64_t *idx)
-{
-    if (atomic_load_explicit(&p->failed, memory_order_relaxed))
-        return GP_EDEVICE;
+static int claim(gp_pipeline *p, uint64_t *idx) {
+    if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return GP_EDEVICE;
     uint64_t blocked = 0;
     int rc = gp__ring_claim(&p->ring, p->cfg.full_policy == GP_FULL_BLOCK, idx, &blocked);
-    if (blocked)
-        GP__BUMP(p->stats.backpressure_ns, blocked);
-    if (rc == GP_EAGAIN)
-        GP__BUMP(p->stats.rejected_full, 1);
+    if (blocked) GP__BUMP(p->stats.backpressure_ns, blocked);
+    if (rc == GP_EAGAIN) GP__BUMP(p->stats.rejected_full, 1);
     return rc;
 }
 
-static void fill(gp__item *it, gp_done_fn done, void *user, uint64_t deadline_ns)
-{
+static void fill(gp__item *it, gp_done_fn done, void *user, uint64_t deadline_ns) {
     it->done = done;
     it->user = user;
     it->deadline_ns = deadline_ns;
@@ -548,22 +491,18 @@ static void fill(gp__item *it, gp_done_fn done, void *user, uint64_t deadline_ns
     it->flags = 0;
 }
 
-static void publish(gp_pipeline *p, uint64_t idx)
-{
+static void publish(gp_pipeline *p, uint64_t idx) {
     gp__ring_publish(&p->ring, idx);
     gp__notify_wake(&p->bwake);
 }
 
 int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
-                                uint64_t deadline_ns, gp_done_fn done, void *user)
-{
+                                uint64_t deadline_ns, gp_done_fn done, void *user) {
     uint64_t idx;
-    if (!p || !input || !done || bytes != p->ring.in_bytes)
-        return GP_EINVAL;
+    if (!p || !input || !done || bytes != p->ring.in_bytes) return GP_EINVAL;
     unsigned call = call_enter(p);
     int rc = claim(p, &idx);
-    if (rc != GP_OK)
-        return call_leave(p, call, rc);
+    if (rc != GP_OK) return call_leave(p, call, rc);
     memcpy(gp__ring_in(&p->ring, idx), input, bytes);
     fill(gp__ring_item(&p->ring, idx), done, user, deadline_ns);
     publish(p, idx);
@@ -571,21 +510,17 @@ int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
 }
 
 int gp_pipeline_submit(gp_pipeline *p, const void *input, size_t bytes, gp_done_fn done,
-                       void *user)
-{
+                       void *user) {
     return gp_pipeline_submit_deadline(p, input, bytes, 0, done, user);
 }
 
-int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes,
-                            uint64_t deadline_ns, gp_done_fn done, void *user)
-{
+int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes, uint64_t deadline_ns,
+                            gp_done_fn done, void *user) {
     uint64_t idx;
-    if (!p || !done || (!src && src_bytes) || p->cfg.prep_workers == 0)
-        return GP_EINVAL;
+    if (!p || !done || (!src && src_bytes) || p->cfg.prep_workers == 0) return GP_EINVAL;
     unsigned call = call_enter(p);
     int rc = claim(p, &idx);
-    if (rc != GP_OK)
-        return call_leave(p, call, rc);
+    if (rc != GP_OK) return call_leave(p, call, rc);
     gp__item *it = gp__ring_item(&p->ring, idx);
     fill(it, done, user, deadline_ns);
     it->src = src;
@@ -595,11 +530,9 @@ int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes,
     return call_leave(p, call, GP_OK);
 }
 
-int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r)
-{
+int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r) {
     uint64_t idx;
-    if (!p || !r)
-        return GP_EINVAL;
+    if (!p || !r) return GP_EINVAL;
     unsigned call = call_enter(p);
     int rc = claim(p, &idx);
     if (rc == GP_OK) {
@@ -611,10 +544,8 @@ int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r)
     return call_leave(p, call, rc);
 }
 
-int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user)
-{
-    if (!p || !r || !done || r->data != gp__ring_in(&p->ring, r->seq))
-        return GP_EINVAL;
+int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user) {
+    if (!p || !r || !done || r->data != gp__ring_in(&p->ring, r->seq)) return GP_EINVAL;
     unsigned call = call_enter(p);
     fill(gp__ring_item(&p->ring, r->seq), done, user, r->deadline_ns);
     publish(p, r->seq);
@@ -622,10 +553,8 @@ int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void 
     return call_leave(p, call, GP_OK);
 }
 
-int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r)
-{
-    if (!p || !r || r->data != gp__ring_in(&p->ring, r->seq))
-        return GP_EINVAL;
+int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r) {
+    if (!p || !r || r->data != gp__ring_in(&p->ring, r->seq)) return GP_EINVAL;
     unsigned call = call_enter(p);
     fill(gp__ring_item(&p->ring, r->seq), NULL, NULL, 0);
     GP__BUMP(p->stats.abandoned, 1);
@@ -641,11 +570,9 @@ typedef struct infer_wait {
     void *out;
 } infer_wait;
 
-static void infer_done(void *user, int status, const void *output, size_t bytes)
-{
+static void infer_done(void *user, int status, const void *output, size_t bytes) {
     infer_wait *w = user;
-    if (status == GP_OK)
-        memcpy(w->out, output, bytes);
+    if (status == GP_OK) memcpy(w->out, output, bytes);
     pthread_mutex_lock(&w->mu);
     w->status = status;
     w->done = 1;
@@ -654,13 +581,10 @@ static void infer_done(void *user, int status, const void *output, size_t bytes)
 }
 
 int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *output,
-                      size_t out_bytes)
-{
-    if (!p || !input || !output || out_bytes != p->ring.out_bytes)
-        return GP_EINVAL;
+                      size_t out_bytes) {
+    if (!p || !input || !output || out_bytes != p->ring.out_bytes) return GP_EINVAL;
     infer_wait w = {.out = output};
-    if (pthread_mutex_init(&w.mu, NULL) != 0)
-        return GP_ESYS;
+    if (pthread_mutex_init(&w.mu, NULL) != 0) return GP_ESYS;
     if (pthread_cond_init(&w.cv, NULL) != 0) {
         pthread_mutex_destroy(&w.mu);
         return GP_ESYS;
@@ -680,24 +604,19 @@ int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *
 
 /* ---- flush / drain -------------------------------------------------------------------- */
 
-int gp_pipeline_flush(gp_pipeline *p)
-{
-    if (!p)
-        return GP_EINVAL;
+int gp_pipeline_flush(gp_pipeline *p) {
+    if (!p) return GP_EINVAL;
     uint64_t t = gp__ring_claimed(&p->ring);
     uint64_t cur = atomic_load_explicit(&p->flush_upto, memory_order_relaxed);
-    while (cur < t && !atomic_compare_exchange_weak_explicit(&p->flush_upto, &cur, t,
-                                                             memory_order_relaxed,
-                                                             memory_order_relaxed))
+    while (cur < t && !atomic_compare_exchange_weak_explicit(
+                          &p->flush_upto, &cur, t, memory_order_relaxed, memory_order_relaxed))
         ;
     gp__notify_wake(&p->bwake);
     return GP_OK;
 }
 
-int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us)
-{
-    if (!p)
-        return GP_EINVAL;
+int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us) {
+    if (!p) return GP_EINVAL;
     uint64_t target = gp__ring_claimed(&p->ring);
     gp_pipeline_flush(p);
     uint64_t deadline = timeout_us < 0 ? 0 : gp__now_ns() + (uint64_t)timeout_us * 1000u;
@@ -716,18 +635,15 @@ int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us)
 
 /* ---- introspection -------------------------------------------------------------------- */
 
-int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len)
-{
+int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len) {
     if (!p) {
-        if (buf && len)
-            buf[0] = '\0';
+        if (buf && len) buf[0] = '\0';
         return GP_EINVAL;
     }
     return gp__err_copy(&p->err, buf, len);
 }
 
-int gp_pipeline_stats(gp_pipeline *p, gp_stats *s)
-{
+int gp_pipeline_stats(gp_pipeline *p, gp_stats *s) {
     if (!p || !s || s->struct_size < offsetof(gp_stats, backend) + sizeof s->backend ||
         s->struct_size > sizeof *s)
         return GP_EINVAL;

@@ -47,7 +47,7 @@ typedef struct gp__batchrec {
     int slot;
     int status; /* GP_OK, GP_ECOMPUTE, GP_EDEVICE: applies to items still GP_OK */
     gp_close_reason reason;
-    int done;   /* callbacks ran; guarded by recs.mu */
+    int done; /* callbacks ran; guarded by recs.mu */
 } gp__batchrec;
 
 /* Batch records between batcher, poller and callback workers: cursors into `buf`
@@ -74,7 +74,7 @@ typedef struct gp__prepq {
 struct gp_pipeline {
     gp_config cfg; /* copy, read-only after create */
     const gp__device_ops *ops;
-    void *dev;     /* backend context */
+    void *dev; /* backend context */
     gp_backend backend;
     int fell_back;
     char fallback_reason[160];

@@ -63,28 +63,23 @@ void gp__ring_fini(gp__ring *r);
    GP_OK, GP_EAGAIN (full, !block) or GP_ESHUTDOWN (closed). */
 int gp__ring_claim(gp__ring *r, int block, uint64_t *idx, uint64_t *blocked_ns);
 
-static inline gp__item *gp__ring_item(gp__ring *r, uint64_t idx)
-{
+static inline gp__item *gp__ring_item(gp__ring *r, uint64_t idx) {
     return &r->items[idx & r->mask];
 }
-static inline void *gp__ring_in(gp__ring *r, uint64_t idx)
-{
+static inline void *gp__ring_in(gp__ring *r, uint64_t idx) {
     return r->in + (idx & r->mask) * r->in_bytes;
 }
-static inline void *gp__ring_out(gp__ring *r, uint64_t idx)
-{
+static inline void *gp__ring_out(gp__ring *r, uint64_t idx) {
     return r->out + (idx & r->mask) * r->out_bytes;
 }
 
 /* Make item idx visible to the batcher: release orders the slot's contents before it. */
-static inline void gp__ring_publish(gp__ring *r, uint64_t idx)
-{
+static inline void gp__ring_publish(gp__ring *r, uint64_t idx) {
     atomic_store_explicit(&gp__ring_item(r, idx)->seq, idx + 1, memory_order_release);
 }
 
 /* Has item idx been published? Acquire pairs with the publish. */
-static inline int gp__ring_is_published(gp__ring *r, uint64_t idx)
-{
+static inline int gp__ring_is_published(gp__ring *r, uint64_t idx) {
     return atomic_load_explicit(&gp__ring_item(r, idx)->seq, memory_order_acquire) == idx + 1;
 }
 
@@ -95,15 +90,13 @@ void gp__ring_release(gp__ring *r, uint64_t first, uint64_t n);
 uint64_t gp__ring_close(gp__ring *r);
 
 /* Claimed indices so far, without the closed bit. */
-static inline uint64_t gp__ring_claimed(gp__ring *r)
-{
+static inline uint64_t gp__ring_claimed(gp__ring *r) {
     return atomic_load_explicit(&r->tail, memory_order_acquire) & ~GP__RING_CLOSED;
 }
 
 /* Largest contiguous run of ring slots starting at idx, at most n long (a span wraps at the
    ring's end, so a batch moves in one or two copies). */
-static inline uint64_t gp__ring_run(const gp__ring *r, uint64_t idx, uint64_t n)
-{
+static inline uint64_t gp__ring_run(const gp__ring *r, uint64_t idx, uint64_t n) {
     uint64_t to_end = r->capacity - (idx & r->mask);
     return n < to_end ? n : to_end;
 }

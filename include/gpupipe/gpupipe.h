@@ -40,21 +40,21 @@ extern "C" {
 /* Error codes. Values are pinned: never renumbered, only appended.                          */
 /* ---------------------------------------------------------------------------------------- */
 
-#define GP_ERRNO_MAP(X)                                                                        \
-    X(OK, 0, "success")                                                                        \
-    X(EINVAL, -1, "invalid argument")                                                          \
-    X(ENOMEM, -2, "out of memory")                                                             \
-    X(EAGAIN, -3, "ring is full")                                                              \
-    X(ETIMEDOUT, -4, "deadline or timeout expired")                                            \
-    X(ECANCELED, -5, "canceled: pipeline destroyed without drain")                             \
-    X(ESHUTDOWN, -6, "pipeline is shutting down")                                              \
-    X(ECOMPUTE, -7, "compute function failed for this batch")                                  \
-    X(EDEVICE, -8, "device error")                                                             \
-    X(ENODEV, -9, "no usable device")                                                          \
-    X(EMODEL, -10, "invalid model file or spec")                                               \
-    X(ESYS, -11, "system call failed")                                                         \
-    X(EIO, -12, "I/O error")                                                                   \
-    X(EPREP, -13, "prep function failed for this item")                                        \
+#define GP_ERRNO_MAP(X)                                                                            \
+    X(OK, 0, "success")                                                                            \
+    X(EINVAL, -1, "invalid argument")                                                              \
+    X(ENOMEM, -2, "out of memory")                                                                 \
+    X(EAGAIN, -3, "ring is full")                                                                  \
+    X(ETIMEDOUT, -4, "deadline or timeout expired")                                                \
+    X(ECANCELED, -5, "canceled: pipeline destroyed without drain")                                 \
+    X(ESHUTDOWN, -6, "pipeline is shutting down")                                                  \
+    X(ECOMPUTE, -7, "compute function failed for this batch")                                      \
+    X(EDEVICE, -8, "device error")                                                                 \
+    X(ENODEV, -9, "no usable device")                                                              \
+    X(EMODEL, -10, "invalid model file or spec")                                                   \
+    X(ESYS, -11, "system call failed")                                                             \
+    X(EIO, -12, "I/O error")                                                                       \
+    X(EPREP, -13, "prep function failed for this item")                                            \
     X(ENOTSUP, -14, "not supported by this build or backend")
 
 typedef enum gp_errno {
@@ -188,19 +188,19 @@ typedef void (*gp_log_fn)(void *user, gp_log_level level, const char *msg);
 typedef struct gp_config {
     size_t struct_size; /* set by gp_config_init() */
 
-    gp_backend backend;           /* default GP_BACKEND_AUTO */
-    int devices[GP_MAX_DEVICES];  /* CUDA device ids the slots are spread over */
-    int num_devices;              /* default 0 = device 0 only */
-    size_t item_in_bytes;         /* bytes of one input item (required, > 0) */
-    size_t item_out_bytes;        /* bytes of one output item (required, > 0) */
-    size_t capacity;              /* ring items, a power of two >= max_batch;
-                                     default 0 = next power of two of 4 * max_batch * inflight */
-    size_t max_batch;             /* default 64 */
+    gp_backend backend;                 /* default GP_BACKEND_AUTO */
+    int devices[GP_MAX_DEVICES];        /* CUDA device ids the slots are spread over */
+    int num_devices;                    /* default 0 = device 0 only */
+    size_t item_in_bytes;               /* bytes of one input item (required, > 0) */
+    size_t item_out_bytes;              /* bytes of one output item (required, > 0) */
+    size_t capacity;                    /* ring items, a power of two >= max_batch;
+                                           default 0 = next power of two of 4 * max_batch * inflight */
+    size_t max_batch;                   /* default 64 */
     size_t preferred[GP_MAX_PREFERRED]; /* preferred batch sizes, ascending, <= max_batch */
     int num_preferred;                  /* default 0 */
-    uint32_t max_delay_us;        /* default 0: dispatch as soon as a slot is free */
-    int inflight;                 /* in-flight batch slots, 1..64; default 3 */
-    gp_full_policy full_policy;   /* default GP_FULL_BLOCK */
+    uint32_t max_delay_us;              /* default 0: dispatch as soon as a slot is free */
+    int inflight;                       /* in-flight batch slots, 1..64; default 3 */
+    gp_full_policy full_policy;         /* default GP_FULL_BLOCK */
 
     gp_compute_fn compute; /* required */
     void *compute_user;
@@ -217,8 +217,8 @@ typedef struct gp_config {
 
     int completion_workers; /* callback threads, 1..64; default 1 (submit-order callbacks) */
 
-    int cuda_graphs;      /* CUDA: capture the compute per batch-size bucket; default 0 */
-    int spin_wait;        /* CUDA: completion spins on events instead of blocking; default 0 */
+    int cuda_graphs; /* CUDA: capture the compute per batch-size bucket; default 0 */
+    int spin_wait;   /* CUDA: completion spins on events instead of blocking; default 0 */
 
     gp_log_fn log; /* optional */
     void *log_user;
@@ -352,9 +352,9 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
 typedef struct gp_stats {
     size_t struct_size; /* set by the caller to sizeof(gp_stats) before the call */
 
-    gp_backend backend;       /* the backend that runs: HOST or CUDA */
-    int fell_back;            /* 1 when AUTO chose host because no device was usable */
-    char fallback_reason[160];/* why, when fell_back */
+    gp_backend backend;        /* the backend that runs: HOST or CUDA */
+    int fell_back;             /* 1 when AUTO chose host because no device was usable */
+    char fallback_reason[160]; /* why, when fell_back */
 
     uint64_t wall_ns;       /* since create */
     uint64_t submitted;     /* accepted items */
@@ -376,18 +376,18 @@ typedef struct gp_stats {
     uint64_t prep_busy_ns;     /* time prep workers spent in prep (sum) */
     uint64_t h2d_bytes;
     uint64_t d2h_bytes;
-    uint64_t starved_ns;       /* batcher found no item to send */
-    uint64_t backpressure_ns;  /* producers blocked on a full ring (sum over producers) */
-    uint64_t saturated_ns;     /* batcher had a batch but every slot was busy */
-    uint64_t enqueue_ns;       /* host time to enqueue batches (copies + compute launch) */
+    uint64_t starved_ns;      /* batcher found no item to send */
+    uint64_t backpressure_ns; /* producers blocked on a full ring (sum over producers) */
+    uint64_t saturated_ns;    /* batcher had a batch but every slot was busy */
+    uint64_t enqueue_ns;      /* host time to enqueue batches (copies + compute launch) */
 
     /* Latency percentiles, nanoseconds (log-linear histogram, <= 1/16 relative error). */
-    uint64_t queue_wait_p50, queue_wait_p95, queue_wait_p99; /* submit -> dispatch */
+    uint64_t queue_wait_p50, queue_wait_p95, queue_wait_p99;     /* submit -> dispatch */
     uint64_t latency_p50, latency_p95, latency_p99, latency_max; /* submit -> callback */
 
     /* CUDA graphs (0 on host). */
     uint64_t graph_replays;
-    uint64_t graph_eager;      /* batches run without a graph */
+    uint64_t graph_eager; /* batches run without a graph */
     char graph_eager_reason[96];
 
     /* Appended in 0.1.0. Sums for means and for Prometheus histograms. */

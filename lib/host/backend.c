@@ -67,40 +67,34 @@ struct gp__stream {
     int stop;
 };
 
-static void sleep_ns(uint64_t ns)
-{
+static void sleep_ns(uint64_t ns) {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
     while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) != 0)
         ; /* EINTR: sleep the rest */
 }
 
 /* Wait for our turn on a simulated engine, hold it for `us` microseconds, pass it on. */
-static void engine_busy(host_ctx *c, int which, uint64_t ticket, double us)
-{
-    if (!c->simulate[which])
-        return;
+static void engine_busy(host_ctx *c, int which, uint64_t ticket, double us) {
+    if (!c->simulate[which]) return;
     engine *e = &c->engine[which];
     pthread_mutex_lock(&e->mu);
     while (e->serving != ticket)
         pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
-    if (us > 0)
-        sleep_ns((uint64_t)(us * 1000.0));
+    if (us > 0) sleep_ns((uint64_t)(us * 1000.0));
     pthread_mutex_lock(&e->mu);
     e->serving++;
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 
-static uint64_t take_ticket(host_ctx *c, int which)
-{
-    return c->simulate[which] ? atomic_fetch_add_explicit(&c->engine[which].next, 1,
-                                                          memory_order_relaxed)
-                              : 0;
+static uint64_t take_ticket(host_ctx *c, int which) {
+    return c->simulate[which]
+               ? atomic_fetch_add_explicit(&c->engine[which].next, 1, memory_order_relaxed)
+               : 0;
 }
 
-static void run_op(host_ctx *c, stream_op *op)
-{
+static void run_op(host_ctx *c, stream_op *op) {
     switch (op->kind) {
     case OP_H2D:
     case OP_D2H:
@@ -129,15 +123,13 @@ static void run_op(host_ctx *c, stream_op *op)
     }
 }
 
-static void *stream_main(void *arg)
-{
+static void *stream_main(void *arg) {
     gp__stream *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (s->head == s->tail && !s->stop)
             pthread_cond_wait(&s->cv, &s->mu);
-        if (s->head == s->tail)
-            break;
+        if (s->head == s->tail) break;
         stream_op op = s->ops[s->head % STREAM_OPS];
         pthread_mutex_unlock(&s->mu);
         run_op(s->ctx, &op);
@@ -149,8 +141,7 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
-static int enqueue(gp__stream *s, const stream_op *op)
-{
+static int enqueue(gp__stream *s, const stream_op *op) {
     pthread_mutex_lock(&s->mu);
     while (s->tail - s->head == STREAM_OPS)
         pthread_cond_wait(&s->cv, &s->mu);
@@ -163,11 +154,9 @@ static int enqueue(gp__stream *s, const stream_op *op)
 
 /* ---- the table ------------------------------------------------------------------------ */
 
-static int host_open(const gp_config *cfg, gp__errsink *sink, void **out)
-{
+static int host_open(const gp_config *cfg, gp__errsink *sink, void **out) {
     host_ctx *c = calloc(1, sizeof *c);
-    if (!c)
-        return GP__ERR(sink, GP_ENOMEM, "host backend context");
+    if (!c) return GP__ERR(sink, GP_ENOMEM, "host backend context");
     c->sink = sink;
     c->copy_bytes_per_s = cfg->sim_copy_bytes_per_s;
     c->compute_us = cfg->sim_compute_us;
@@ -192,8 +181,7 @@ static int host_open(const gp_config *cfg, gp__errsink *sink, void **out)
     return GP_OK;
 }
 
-static void host_close(void *ctx)
-{
+static void host_close(void *ctx) {
     host_ctx *c = ctx;
     for (int i = 0; i < ENGINE_COUNT; i++) {
         pthread_cond_destroy(&c->engine[i].cv);
@@ -202,39 +190,32 @@ static void host_close(void *ctx)
     free(c);
 }
 
-static int host_alloc(void *ctx, size_t bytes, void **p)
-{
+static int host_alloc(void *ctx, size_t bytes, void **p) {
     host_ctx *c = ctx;
     size_t rounded = (bytes + 63) & ~(size_t)63;
     *p = aligned_alloc(64, rounded ? rounded : 64);
     return *p ? GP_OK : GP__ERR(c->sink, GP_ENOMEM, "host buffer of %zu bytes", bytes);
 }
 
-static void host_free(void *ctx, void *p)
-{
+static void host_free(void *ctx, void *p) {
     free(p);
 }
 
-static int host_dev_alloc(void *ctx, int device, size_t bytes, void **p)
-{
+static int host_dev_alloc(void *ctx, int device, size_t bytes, void **p) {
     return host_alloc(ctx, bytes, p);
 }
 
-static void host_dev_free(void *ctx, int device, void *p)
-{
+static void host_dev_free(void *ctx, int device, void *p) {
     free(p);
 }
 
-static int host_stream_create(void *ctx, int device, gp__stream **out)
-{
+static int host_stream_create(void *ctx, int device, gp__stream **out) {
     host_ctx *c = ctx;
     gp__stream *s = calloc(1, sizeof *s);
     int rc;
-    if (!s)
-        return GP__ERR(c->sink, GP_ENOMEM, "host stream");
+    if (!s) return GP__ERR(c->sink, GP_ENOMEM, "host stream");
     s->ctx = c;
-    if ((rc = pthread_mutex_init(&s->mu, NULL)) != 0)
-        goto fail;
+    if ((rc = pthread_mutex_init(&s->mu, NULL)) != 0) goto fail;
     if ((rc = pthread_cond_init(&s->cv, NULL)) != 0) {
         pthread_mutex_destroy(&s->mu);
         goto fail;
@@ -252,8 +233,7 @@ fail:
 }
 
 /* Runs what was queued, then stops the thread. */
-static void host_stream_destroy(void *ctx, gp__stream *s)
-{
+static void host_stream_destroy(void *ctx, gp__stream *s) {
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
     pthread_cond_broadcast(&s->cv);
@@ -264,40 +244,40 @@ static void host_stream_destroy(void *ctx, gp__stream *s)
     free(s);
 }
 
-static void host_stream_bind(void *ctx, gp__stream *s, gp_batch *b)
-{
+static void host_stream_bind(void *ctx, gp__stream *s, gp_batch *b) {
     b->stream = NULL;
     b->impl = NULL;
     b->device = -1;
 }
 
-static int host_copy_h2d(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes)
-{
-    stream_op op = {.kind = OP_H2D, .dst = dst, .src = src, .bytes = bytes,
+static int host_copy_h2d(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes) {
+    stream_op op = {.kind = OP_H2D,
+                    .dst = dst,
+                    .src = src,
+                    .bytes = bytes,
                     .ticket = take_ticket(ctx, ENGINE_H2D)};
     return enqueue(s, &op);
 }
 
-static int host_copy_d2h(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes)
-{
-    stream_op op = {.kind = OP_D2H, .dst = dst, .src = src, .bytes = bytes,
+static int host_copy_d2h(void *ctx, gp__stream *s, void *dst, const void *src, size_t bytes) {
+    stream_op op = {.kind = OP_D2H,
+                    .dst = dst,
+                    .src = src,
+                    .bytes = bytes,
                     .ticket = take_ticket(ctx, ENGINE_D2H)};
     return enqueue(s, &op);
 }
 
-static int host_launch(void *ctx, gp__stream *s, gp__launch *l)
-{
+static int host_launch(void *ctx, gp__stream *s, gp__launch *l) {
     stream_op op = {.kind = OP_LAUNCH, .launch = l, .ticket = take_ticket(ctx, ENGINE_COMPUTE)};
     return enqueue(s, &op);
 }
 
-static int host_event_create(void *ctx, int device, gp__event **out)
-{
+static int host_event_create(void *ctx, int device, gp__event **out) {
     host_ctx *c = ctx;
     gp__event *e = calloc(1, sizeof *e);
     int rc;
-    if (!e)
-        return GP__ERR(c->sink, GP_ENOMEM, "host event");
+    if (!e) return GP__ERR(c->sink, GP_ENOMEM, "host event");
     if ((rc = pthread_mutex_init(&e->mu, NULL)) != 0) {
         free(e);
         return GP__ERR(c->sink, GP_ESYS, "pthread_mutex_init: errno %d", rc);
@@ -311,15 +291,13 @@ static int host_event_create(void *ctx, int device, gp__event **out)
     return GP_OK;
 }
 
-static void host_event_destroy(void *ctx, gp__event *e)
-{
+static void host_event_destroy(void *ctx, gp__event *e) {
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);
     free(e);
 }
 
-static int host_event_record(void *ctx, gp__event *e, gp__stream *s)
-{
+static int host_event_record(void *ctx, gp__event *e, gp__stream *s) {
     pthread_mutex_lock(&e->mu);
     uint64_t target = ++e->recorded;
     pthread_mutex_unlock(&e->mu);
@@ -327,8 +305,7 @@ static int host_event_record(void *ctx, gp__event *e, gp__stream *s)
     return enqueue(s, &op);
 }
 
-static int host_event_wait(void *ctx, gp__event *e)
-{
+static int host_event_wait(void *ctx, gp__event *e) {
     pthread_mutex_lock(&e->mu);
     while (e->completed < e->recorded)
         pthread_cond_wait(&e->cv, &e->mu);
@@ -336,8 +313,7 @@ static int host_event_wait(void *ctx, gp__event *e)
     return GP_OK;
 }
 
-static int host_event_time_ns(void *ctx, gp__event *e, uint64_t *ns)
-{
+static int host_event_time_ns(void *ctx, gp__event *e, uint64_t *ns) {
     pthread_mutex_lock(&e->mu);
     *ns = e->t_ns;
     pthread_mutex_unlock(&e->mu);

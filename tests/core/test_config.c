@@ -10,20 +10,17 @@
 
 #include "gpt.h"
 
-static int noop(void *user, const gp_batch *b)
-{
+static int noop(void *user, const gp_batch *b) {
     return GP_OK;
 }
 
 static _Atomic int callbacks;
 
-static void count_cb(void *user, int status, const void *out, size_t bytes)
-{
+static void count_cb(void *user, int status, const void *out, size_t bytes) {
     atomic_fetch_add(&callbacks, 1);
 }
 
-static void base(gp_config *c)
-{
+static void base(gp_config *c) {
     gpt_config(c, GP_BACKEND_HOST);
     c->item_in_bytes = 16;
     c->item_out_bytes = 8;
@@ -35,10 +32,9 @@ typedef struct bad_case {
     void (*apply)(gp_config *c);
 } bad_case;
 
-#define CASE(field, body)                                                                      \
-    static void set_##field(gp_config *c)                                                      \
-    {                                                                                          \
-        body;                                                                                  \
+#define CASE(field, body)                                                                          \
+    static void set_##field(gp_config *c) {                                                        \
+        body;                                                                                      \
     }
 CASE(struct_size, c->struct_size = 3)
 CASE(struct_size_big, c->struct_size = sizeof *c + 8)
@@ -106,8 +102,7 @@ static const bad_case cases[] = {
     {"config.sim_compute_us_per_item", set_sim_compute_us_per_item},
 };
 
-static void invalid_fields(void)
-{
+static void invalid_fields(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gp_config c;
         base(&c);
@@ -124,8 +119,7 @@ static void invalid_fields(void)
     printf("%zu invalid configs rejected with the field named\n", sizeof cases / sizeof cases[0]);
 }
 
-static void null_arguments(void)
-{
+static void null_arguments(void) {
     gp_config c;
     base(&c);
     gp_pipeline *p;
@@ -164,8 +158,7 @@ static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
 static int gate_open, gate_entered;
 
-static void gated_cb(void *user, int status, const void *out, size_t bytes)
-{
+static void gated_cb(void *user, int status, const void *out, size_t bytes) {
     pthread_mutex_lock(&gate_mu);
     gate_entered = 1;
     pthread_cond_broadcast(&gate_cv);
@@ -175,14 +168,12 @@ static void gated_cb(void *user, int status, const void *out, size_t bytes)
     atomic_fetch_add(&callbacks, 1);
 }
 
-static void *destroyer(void *arg)
-{
+static void *destroyer(void *arg) {
     GPT_RC(gp_pipeline_destroy(arg, GP_DESTROY_DRAIN), GP_OK);
     return NULL;
 }
 
-static void submit_after_shutdown(void)
-{
+static void submit_after_shutdown(void) {
     gp_config c;
     base(&c);
     gp_pipeline *p = gpt_create(&c);
@@ -216,8 +207,7 @@ static void submit_after_shutdown(void)
     printf("submit during destroy: GP_ESHUTDOWN, no callback for it\n");
 }
 
-static void error_table(void)
-{
+static void error_table(void) {
     GPT_CHECK(strcmp(gp_err_name(GP_EINVAL), "GP_EINVAL") == 0);
     GPT_CHECK(strcmp(gp_err_name(GP_OK), "GP_OK") == 0);
     GPT_CHECK(strcmp(gp_err_name(12345), "GP_UNKNOWN") == 0);
@@ -236,8 +226,7 @@ static void error_table(void)
     GPT_CHECK(strcmp(gp_version(), GP_VERSION_STRING) == 0);
 }
 
-int main(void)
-{
+int main(void) {
     error_table();
     invalid_fields();
     null_arguments();

@@ -19,25 +19,23 @@ typedef struct state {
     gp_pipeline *p;
     uint32_t per_producer;
     int ordered;
-    uint8_t *seen;                    /* (producer, k) */
+    uint8_t *seen; /* (producer, k) */
     _Atomic uint64_t callbacks;
-    int64_t last_k[PRODUCERS];        /* ordered runs only: one worker */
+    int64_t last_k[PRODUCERS]; /* ordered runs only: one worker */
     uint64_t last_seq;
     int any_seq;
 } state;
 
 static state S;
 
-static void fill(uint32_t *w, uint32_t id, uint32_t k)
-{
+static void fill(uint32_t *w, uint32_t id, uint32_t k) {
     w[0] = id;
     w[1] = k;
     w[2] = id ^ (k * 7u);
     w[3] = 0xabcd0000u | id;
 }
 
-static void done(void *user, int status, const void *out, size_t bytes)
-{
+static void done(void *user, int status, const void *out, size_t bytes) {
     uint64_t u = (uint64_t)(uintptr_t)user;
     uint32_t id = (uint32_t)(u >> 56), k = (uint32_t)(u >> 32) & 0xffffff;
     uint64_t seq = u & 0xffffffffu;
@@ -63,8 +61,7 @@ static void done(void *user, int status, const void *out, size_t bytes)
     atomic_fetch_add_explicit(&S.callbacks, 1, memory_order_relaxed);
 }
 
-static void *producer(void *arg)
-{
+static void *producer(void *arg) {
     uint32_t id = (uint32_t)(uintptr_t)arg;
     uint32_t w[WORDS];
     for (uint32_t k = 0; k < S.per_producer; k++) {
@@ -84,8 +81,7 @@ static void *producer(void *arg)
     return NULL;
 }
 
-static void run(gp_backend backend, uint32_t per_producer, int workers)
-{
+static void run(gp_backend backend, uint32_t per_producer, int workers) {
     gp_config cfg;
     gpt_config(&cfg, backend);
     cfg.item_in_bytes = cfg.item_out_bytes = WORDS * 4;
@@ -129,8 +125,7 @@ static void run(gp_backend backend, uint32_t per_producer, int workers)
     free(S.seen);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     gp_backend b = gpt_backend(argc, argv);
     run(b, 250000, 1);
     run(b, 50000, 4);

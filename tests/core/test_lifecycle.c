@@ -26,8 +26,7 @@ static struct {
     int n;
 } T = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void reset(void)
-{
+static void reset(void) {
     pthread_mutex_lock(&T.mu);
     memset(T.count, 0, sizeof T.count);
     for (int i = 0; i < NTAGS; i++)
@@ -36,17 +35,14 @@ static void reset(void)
     pthread_mutex_unlock(&T.mu);
 }
 
-static void sleep_ms(int ms)
-{
+static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-static void done(void *user, int status, const void *out, size_t bytes)
-{
+static void done(void *user, int status, const void *out, size_t bytes) {
     int tag = (int)(intptr_t)user;
-    if (status == GP_OK)
-        GPT_EQ(((const uint32_t *)out)[0], gpt_word((uint32_t)tag));
+    if (status == GP_OK) GPT_EQ(((const uint32_t *)out)[0], gpt_word((uint32_t)tag));
     pthread_mutex_lock(&T.mu);
     T.status[tag] = status;
     T.count[tag]++;
@@ -54,23 +50,20 @@ static void done(void *user, int status, const void *out, size_t bytes)
     pthread_mutex_unlock(&T.mu);
 }
 
-static int ncallbacks(void)
-{
+static int ncallbacks(void) {
     pthread_mutex_lock(&T.mu);
     int n = T.n;
     pthread_mutex_unlock(&T.mu);
     return n;
 }
 
-static void base(gp_config *c)
-{
+static void base(gp_config *c) {
     gpt_config(c, backend);
     c->item_in_bytes = c->item_out_bytes = WORDS * 4;
     c->compute = gpt_transform;
 }
 
-static int submit(gp_pipeline *p, int tag)
-{
+static int submit(gp_pipeline *p, int tag) {
     uint32_t w[WORDS] = {(uint32_t)tag, 7};
     return gp_pipeline_submit(p, w, sizeof w, done, (void *)(intptr_t)tag);
 }
@@ -82,16 +75,14 @@ typedef struct blocked_producer {
     _Atomic int returned;
 } blocked_producer;
 
-static void *block_submit(void *arg)
-{
+static void *block_submit(void *arg) {
     blocked_producer *b = arg;
     GPT_RC(submit(b->p, 100), GP_OK);
     atomic_store(&b->returned, 1);
     return NULL;
 }
 
-static void full_ring(gp_full_policy policy)
-{
+static void full_ring(gp_full_policy policy) {
     gpt_gate gate;
     gpt_gate_init(&gate);
     gp_config c;
@@ -142,8 +133,7 @@ static void full_ring(gp_full_policy policy)
 
 static gpt_gate cb_gate, prep_gate;
 
-static int gated_prep(void *user, const void *src, size_t n, void *slot, size_t slot_bytes)
-{
+static int gated_prep(void *user, const void *src, size_t n, void *slot, size_t slot_bytes) {
     pthread_mutex_lock(&prep_gate.mu);
     prep_gate.entered++;
     while (!prep_gate.open)
@@ -153,8 +143,7 @@ static int gated_prep(void *user, const void *src, size_t n, void *slot, size_t 
     return GP_OK;
 }
 
-static void cb_wait(void *user, int status, const void *out, size_t bytes)
-{
+static void cb_wait(void *user, int status, const void *out, size_t bytes) {
     pthread_mutex_lock(&cb_gate.mu);
     cb_gate.entered++;
     while (!cb_gate.open)
@@ -168,15 +157,13 @@ typedef struct destroy_arg {
     gp_destroy_mode mode;
 } destroy_arg;
 
-static void *destroy_thread(void *arg)
-{
+static void *destroy_thread(void *arg) {
     destroy_arg *d = arg;
     GPT_RC(gp_pipeline_destroy(d->p, d->mode), GP_OK);
     return NULL;
 }
 
-static void destroy_every_stage(gp_destroy_mode mode)
-{
+static void destroy_every_stage(gp_destroy_mode mode) {
     gpt_gate gate;
     gpt_gate_init(&gate);
     gpt_gate_init(&cb_gate);
@@ -209,9 +196,9 @@ static void destroy_every_stage(gp_destroy_mode mode)
     /* Items 10..12: prep running (10) and queued (11, 12). */
     static uint32_t raw[3][WORDS] = {{10, 7}, {11, 7}, {12, 7}};
     for (int i = 0; i < 3; i++)
-        GPT_RC(gp_pipeline_submit_prep(p, raw[i], sizeof raw[i], 0, done,
-                                       (void *)(intptr_t)(10 + i)),
-               GP_OK);
+        GPT_RC(
+            gp_pipeline_submit_prep(p, raw[i], sizeof raw[i], 0, done, (void *)(intptr_t)(10 + i)),
+            GP_OK);
     gpt_gate_wait_entered(&prep_gate, 1);
 
     destroy_arg d = {p, mode};
@@ -249,27 +236,23 @@ typedef struct live {
 
 static _Atomic int live_callbacks;
 
-static void live_done(void *user, int status, const void *out, size_t bytes)
-{
+static void live_done(void *user, int status, const void *out, size_t bytes) {
     GPT_CHECK(status == GP_OK || status == GP_ECANCELED);
     atomic_fetch_add(&live_callbacks, 1);
 }
 
-static void *live_producer(void *arg)
-{
+static void *live_producer(void *arg) {
     live *l = arg;
     uint32_t w[WORDS] = {1, 2};
     for (;;) {
         int rc = gp_pipeline_submit(l->p, w, sizeof w, live_done, NULL);
-        if (rc == GP_ESHUTDOWN)
-            return NULL;
+        if (rc == GP_ESHUTDOWN) return NULL;
         GPT_RC(rc, GP_OK);
         atomic_fetch_add(l->accepted, 1);
     }
 }
 
-static void destroy_under_load(gp_destroy_mode mode)
-{
+static void destroy_under_load(gp_destroy_mode mode) {
     gp_config c;
     base(&c);
     c.capacity = 256;
@@ -298,11 +281,9 @@ static void destroy_under_load(gp_destroy_mode mode)
 
 static _Atomic uint64_t fail_seq;
 
-static int failing_compute(void *user, const gp_batch *b)
-{
+static int failing_compute(void *user, const gp_batch *b) {
     uint64_t s = atomic_load(&fail_seq);
-    if (s >= b->first_seq && s < b->first_seq + b->n)
-        return 42;
+    if (s >= b->first_seq && s < b->first_seq + b->n) return 42;
     return gpt_transform(user, b);
 }
 
@@ -314,8 +295,7 @@ static struct {
     int nb;
 } TR = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void trace(void *user, const gp_batch_trace *t)
-{
+static void trace(void *user, const gp_batch_trace *t) {
     pthread_mutex_lock(&TR.mu);
     TR.first[TR.nb] = t->first_seq;
     TR.n[TR.nb] = t->n;
@@ -323,8 +303,7 @@ static void trace(void *user, const gp_batch_trace *t)
     pthread_mutex_unlock(&TR.mu);
 }
 
-static void compute_fails(void)
-{
+static void compute_fails(void) {
     gp_config c;
     base(&c);
     c.compute = failing_compute;
@@ -373,21 +352,17 @@ static void compute_fails(void)
 
 /* ---- prep workers --------------------------------------------------------------------- */
 
-static int prep_fn(void *user, const void *src, size_t n, void *slot, size_t slot_bytes)
-{
+static int prep_fn(void *user, const void *src, size_t n, void *slot, size_t slot_bytes) {
     uint32_t tag = *(const uint32_t *)src;
-    if (tag == 77)
-        return GP_EINVAL; /* this item's own status */
-    if (tag == 78)
-        return 5; /* not a GP code: becomes GP_EPREP */
+    if (tag == 77) return GP_EINVAL; /* this item's own status */
+    if (tag == 78) return 5;         /* not a GP code: becomes GP_EPREP */
     uint32_t *w = slot;
     w[0] = tag;
     w[1] = 7;
     return GP_OK;
 }
 
-static void prep_workers(void)
-{
+static void prep_workers(void) {
     gp_config c;
     base(&c);
     c.prep_workers = 3;
@@ -412,8 +387,7 @@ static void prep_workers(void)
 
 /* ---- infer and abandon ---------------------------------------------------------------- */
 
-static void infer_and_abandon(void)
-{
+static void infer_and_abandon(void) {
     gp_config c;
     base(&c);
     reset();
@@ -436,8 +410,7 @@ static void infer_and_abandon(void)
     GPT_EQ(T.status[1], GP_OK);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     backend = gpt_backend(argc, argv);
     printf("full ring, fail:\n");
     full_ring(GP_FULL_FAIL);

@@ -18,17 +18,14 @@ static gp_batch_trace tr[BATCHES + 8];
 static int ntr;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void on_batch(void *user, const gp_batch_trace *t)
-{
+static void on_batch(void *user, const gp_batch_trace *t) {
     pthread_mutex_lock(&mu);
-    if (ntr < BATCHES + 8)
-        tr[ntr] = *t;
+    if (ntr < BATCHES + 8) tr[ntr] = *t;
     ntr++;
     pthread_mutex_unlock(&mu);
 }
 
-static void done(void *user, int status, const void *out, size_t bytes)
-{
+static void done(void *user, int status, const void *out, size_t bytes) {
     GPT_RC(status, GP_OK);
 }
 
@@ -37,13 +34,11 @@ static double ms(uint64_t t) /* relative to the first batch's start */
     return (double)((int64_t)t - (int64_t)tr[0].t_start) * 1e-6;
 }
 
-static int intersect(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
-{
+static int intersect(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1) {
     return a0 < b1 && b0 < a1;
 }
 
-int main(void)
-{
+int main(void) {
     gp_config c;
     gpt_config(&c, GP_BACKEND_HOST);
     c.item_in_bytes = c.item_out_bytes = ITEM;

@@ -30,15 +30,13 @@ static struct {
 static gp_backend backend;
 static gpt_gate gate;
 
-static void on_batch(void *user, const gp_batch_trace *t)
-{
+static void on_batch(void *user, const gp_batch_trace *t) {
     pthread_mutex_lock(&T.mu);
     T.b[T.nb++] = (seen_batch){t->n, t->reason};
     pthread_mutex_unlock(&T.mu);
 }
 
-static void done(void *user, int status, const void *out, size_t bytes)
-{
+static void done(void *user, int status, const void *out, size_t bytes) {
     int tag = (int)(intptr_t)user;
     if (status == GP_OK) {
         const uint32_t *o = out;
@@ -52,16 +50,14 @@ static void done(void *user, int status, const void *out, size_t bytes)
     pthread_mutex_unlock(&T.mu);
 }
 
-static int callbacks(void)
-{
+static int callbacks(void) {
     pthread_mutex_lock(&T.mu);
     int n = T.ncb;
     pthread_mutex_unlock(&T.mu);
     return n;
 }
 
-static void wait_callbacks(int n, double max_s)
-{
+static void wait_callbacks(int n, double max_s) {
     double t0 = gpt_now();
     while (callbacks() < n) {
         GPT_CHECK(gpt_now() - t0 < max_s);
@@ -70,8 +66,7 @@ static void wait_callbacks(int n, double max_s)
     }
 }
 
-static gp_pipeline *make(int inflight, uint32_t delay_us, const size_t *pref, int npref)
-{
+static gp_pipeline *make(int inflight, uint32_t delay_us, const size_t *pref, int npref) {
     memset(T.b, 0, sizeof T.b);
     T.nb = T.ncb = 0;
     for (int i = 0; i < 1024; i++)
@@ -93,18 +88,15 @@ static gp_pipeline *make(int inflight, uint32_t delay_us, const size_t *pref, in
     return gpt_create(&c);
 }
 
-static void submit(gp_pipeline *p, int tag, uint64_t deadline_ns)
-{
+static void submit(gp_pipeline *p, int tag, uint64_t deadline_ns) {
     uint32_t w[WORDS] = {(uint32_t)tag, 0};
     GPT_RC(gp_pipeline_submit_deadline(p, w, sizeof w, deadline_ns, done, (void *)(intptr_t)tag),
            GP_OK);
 }
 
-static void expect_batches(const seen_batch *want, int n)
-{
+static void expect_batches(const seen_batch *want, int n) {
     pthread_mutex_lock(&T.mu);
-    if (T.nb != n)
-        fprintf(stderr, "got %d batches, want %d\n", T.nb, n);
+    if (T.nb != n) fprintf(stderr, "got %d batches, want %d\n", T.nb, n);
     for (int i = 0; i < T.nb; i++)
         fprintf(T.nb == n ? stdout : stderr, "  batch %d: n=%zu %s\n", i, T.b[i].n,
                 gp_close_reason_name(T.b[i].reason));
@@ -116,15 +108,13 @@ static void expect_batches(const seen_batch *want, int n)
     pthread_mutex_unlock(&T.mu);
 }
 
-static void sleep_ms(int ms)
-{
+static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
 /* A free slot and no delay: one item leaves at once. */
-static void slot_free(void)
-{
+static void slot_free(void) {
     gp_pipeline *p = make(3, 0, NULL, 0);
     submit(p, 0, 0);
     wait_callbacks(1, 10);
@@ -133,8 +123,7 @@ static void slot_free(void)
 }
 
 /* The only slot is busy: later items wait and leave as one batch when it frees. */
-static void grow_while_busy(void)
-{
+static void grow_while_busy(void) {
     gp_pipeline *p = make(1, 0, NULL, 0);
     gpt_gate_close(&gate);
     submit(p, 0, 0);
@@ -153,8 +142,7 @@ static void grow_while_busy(void)
 }
 
 /* Growth stops at max_batch. */
-static void full(void)
-{
+static void full(void) {
     gp_pipeline *p = make(1, 0, NULL, 0);
     gpt_gate_close(&gate);
     submit(p, 0, 0);
@@ -176,8 +164,7 @@ static void full(void)
 }
 
 /* With a delay, a small batch waits for it even though slots are free. */
-static void delay(void)
-{
+static void delay(void) {
     gp_pipeline *p = make(3, 30000, NULL, 0);
     double t0 = gpt_now();
     for (int i = 0; i < 5; i++)
@@ -202,8 +189,7 @@ static void delay(void)
 }
 
 /* Reaching the largest preferred size sends that many without waiting for the delay. */
-static void preferred(void)
-{
+static void preferred(void) {
     static const size_t pref[] = {4, 8};
     gp_pipeline *p = make(3, 5000000, pref, 2);
     double t0 = gpt_now();
@@ -221,8 +207,7 @@ static void preferred(void)
 
 /* Deadlines are checked up to the H2D copy: expired at the head -> skipped; expired inside a
    span -> rides along, ETIMEDOUT, no output. Callbacks stay in submit order. */
-static void deadlines(void)
-{
+static void deadlines(void) {
     gp_pipeline *p = make(1, 0, NULL, 0);
     gpt_gate_close(&gate);
     submit(p, 0, 0);
@@ -251,8 +236,7 @@ static void deadlines(void)
 }
 
 /* Flush sends now; destroy sends the rest with reason shutdown. */
-static void flush_and_shutdown(void)
-{
+static void flush_and_shutdown(void) {
     gp_pipeline *p = make(3, 10000000, NULL, 0);
     for (int i = 0; i < 3; i++)
         submit(p, i, 0);
@@ -266,15 +250,17 @@ static void flush_and_shutdown(void)
     expect_batches((seen_batch[]){{3, GP_CLOSE_FLUSH}, {2, GP_CLOSE_SHUTDOWN}}, 2);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     backend = gpt_backend(argc, argv);
     static const struct {
         const char *name;
         void (*fn)(void);
-    } cases[] = {{"slot-free", slot_free},   {"grow-while-busy", grow_while_busy},
-                 {"full", full},             {"delay", delay},
-                 {"preferred", preferred},   {"deadlines", deadlines},
+    } cases[] = {{"slot-free", slot_free},
+                 {"grow-while-busy", grow_while_busy},
+                 {"full", full},
+                 {"delay", delay},
+                 {"preferred", preferred},
+                 {"deadlines", deadlines},
                  {"flush+shutdown", flush_and_shutdown}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         printf("%s:\n", cases[i].name);

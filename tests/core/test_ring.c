@@ -24,8 +24,7 @@ typedef struct prod {
     int id;
 } prod;
 
-static void *producer(void *arg)
-{
+static void *producer(void *arg) {
     prod *pr = arg;
     gp__ring *r = &pr->c->ring;
     for (uint32_t k = 0; k < PER_PRODUCER; k++) {
@@ -41,8 +40,7 @@ static void *producer(void *arg)
     return NULL;
 }
 
-static void run(int producers)
-{
+static void run(int producers) {
     ctx c = {.producers = producers};
     static uint32_t in[CAP * WORDS], out[CAP];
     GPT_RC(gp__ring_init(&c.ring, CAP, sizeof(uint32_t) * WORDS, sizeof(uint32_t),
@@ -73,8 +71,7 @@ static void run(int producers)
             c.seen[key] = 1;
             n++;
         }
-        if (n)
-            gp__ring_release(&c.ring, head, n);
+        if (n) gp__ring_release(&c.ring, head, n);
         head += n;
     }
     for (int i = 0; i < producers; i++)
@@ -90,8 +87,7 @@ static void run(int producers)
     gp__ring_fini(&c.ring);
 }
 
-static void full_nonblocking(void)
-{
+static void full_nonblocking(void) {
     gp__ring r;
     static unsigned char in[4 * 8], out[4 * 8];
     GPT_RC(gp__ring_init(&r, 4, 8, 8, in, out), GP_OK);
@@ -109,8 +105,7 @@ static void full_nonblocking(void)
     gp__ring_fini(&r);
 }
 
-int main(void)
-{
+int main(void) {
     full_nonblocking();
     for (int producers = 1; producers <= 8; producers++) {
         run(producers);

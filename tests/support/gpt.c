@@ -3,10 +3,8 @@
 #include <string.h>
 #include <time.h>
 
-gp_backend gpt_backend(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "cuda") == 0)
-        return GP_BACKEND_CUDA;
+gp_backend gpt_backend(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "cuda") == 0) return GP_BACKEND_CUDA;
     if (argc > 1 && strcmp(argv[1], "host") != 0) {
         fprintf(stderr, "unknown backend '%s' (host | cuda)\n", argv[1]);
         exit(2);
@@ -14,14 +12,12 @@ gp_backend gpt_backend(int argc, char **argv)
     return GP_BACKEND_HOST;
 }
 
-void gpt_config(gp_config *cfg, gp_backend backend)
-{
+void gpt_config(gp_config *cfg, gp_backend backend) {
     gp_config_init(cfg);
     cfg->backend = backend;
 }
 
-gp_pipeline *gpt_create(const gp_config *cfg)
-{
+gp_pipeline *gpt_create(const gp_config *cfg) {
     gp_pipeline *p = NULL;
     char err[512];
     int rc = gp_pipeline_create(cfg, &p, err, sizeof err);
@@ -36,8 +32,7 @@ gp_pipeline *gpt_create(const gp_config *cfg)
     return p;
 }
 
-int gpt_transform(void *user, const gp_batch *b)
-{
+int gpt_transform(void *user, const gp_batch *b) {
     size_t words = b->n * b->in_bytes / 4;
     if (b->backend == GP_BACKEND_CUDA) {
 #ifdef GPT_HAVE_CUDA_TRANSFORM
@@ -53,38 +48,33 @@ int gpt_transform(void *user, const gp_batch *b)
     return GP_OK;
 }
 
-double gpt_now(void)
-{
+double gpt_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void gpt_gate_init(gpt_gate *g)
-{
+void gpt_gate_init(gpt_gate *g) {
     GPT_EQ(pthread_mutex_init(&g->mu, NULL), 0);
     GPT_EQ(pthread_cond_init(&g->cv, NULL), 0);
     g->open = 0;
     g->entered = 0;
 }
 
-void gpt_gate_open(gpt_gate *g)
-{
+void gpt_gate_open(gpt_gate *g) {
     pthread_mutex_lock(&g->mu);
     g->open = 1;
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
 }
 
-void gpt_gate_close(gpt_gate *g)
-{
+void gpt_gate_close(gpt_gate *g) {
     pthread_mutex_lock(&g->mu);
     g->open = 0;
     pthread_mutex_unlock(&g->mu);
 }
 
-void gpt_gate_wait_entered(gpt_gate *g, int n)
-{
+void gpt_gate_wait_entered(gpt_gate *g, int n) {
     double t0 = gpt_now();
     pthread_mutex_lock(&g->mu);
     while (g->entered < n) {
@@ -97,8 +87,7 @@ void gpt_gate_wait_entered(gpt_gate *g, int n)
     pthread_mutex_unlock(&g->mu);
 }
 
-static void gate_pass(void *arg)
-{
+static void gate_pass(void *arg) {
     gpt_gate *g = arg;
     pthread_mutex_lock(&g->mu);
     g->entered++;
@@ -107,12 +96,10 @@ static void gate_pass(void *arg)
     pthread_mutex_unlock(&g->mu);
 }
 
-int gpt_gate_compute(void *user, const gp_batch *b)
-{
+int gpt_gate_compute(void *user, const gp_batch *b) {
     if (b->backend == GP_BACKEND_CUDA) {
 #ifdef GPT_HAVE_CUDA_TRANSFORM
-        if (gpt_cuda_host_func(b->stream, gate_pass, user) != 0)
-            return GP_EDEVICE;
+        if (gpt_cuda_host_func(b->stream, gate_pass, user) != 0) return GP_EDEVICE;
 #else
         return GP_ENOTSUP;
 #endif

@@ -13,33 +13,33 @@
 
 #define GPT_SKIP 77
 
-#define GPT_CHECK(cond)                                                                        \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define GPT_CHECK(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define GPT_EQ(a, b)                                                                           \
-    do {                                                                                       \
-        long long gpt_a_ = (long long)(a), gpt_b_ = (long long)(b);                            \
-        if (gpt_a_ != gpt_b_) {                                                                \
-            fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a,  \
-                    #b, gpt_a_, gpt_b_);                                                       \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define GPT_EQ(a, b)                                                                               \
+    do {                                                                                           \
+        long long gpt_a_ = (long long)(a), gpt_b_ = (long long)(b);                                \
+        if (gpt_a_ != gpt_b_) {                                                                    \
+            fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, #b,  \
+                    gpt_a_, gpt_b_);                                                               \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* An error code compare that prints names. */
-#define GPT_RC(expr, want)                                                                     \
-    do {                                                                                       \
-        int gpt_rc_ = (expr);                                                                  \
-        if (gpt_rc_ != (want)) {                                                               \
-            fprintf(stderr, "%s:%d: %s returned %s, want %s\n", __FILE__, __LINE__, #expr,     \
-                    gp_err_name(gpt_rc_), gp_err_name(want));                                  \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define GPT_RC(expr, want)                                                                         \
+    do {                                                                                           \
+        int gpt_rc_ = (expr);                                                                      \
+        if (gpt_rc_ != (want)) {                                                                   \
+            fprintf(stderr, "%s:%d: %s returned %s, want %s\n", __FILE__, __LINE__, #expr,         \
+                    gp_err_name(gpt_rc_), gp_err_name(want));                                      \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* Backend from argv[1] ("host" | "cuda"); default host. */
@@ -55,8 +55,7 @@ gp_pipeline *gpt_create(const gp_config *cfg);
 /* The known per-item transform: every 32-bit word w of an item becomes gpt_word(w). Item
    sizes must be multiples of 4 and in == out size. Runs as a host loop on the host backend
    and as a CUDA kernel on the CUDA backend. user: unused. */
-static inline uint32_t gpt_word(uint32_t w)
-{
+static inline uint32_t gpt_word(uint32_t w) {
     return w * 2654435761u + 12345u;
 }
 int gpt_transform(void *user, const gp_batch *b);

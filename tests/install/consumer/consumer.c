@@ -3,8 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int inc(void *user, const gp_batch *b)
-{
+static int inc(void *user, const gp_batch *b) {
     const unsigned char *in = b->in;
     unsigned char *out = b->out;
     for (size_t i = 0; i < b->n; i++)
@@ -12,8 +11,7 @@ static int inc(void *user, const gp_batch *b)
     return GP_OK;
 }
 
-int main(void)
-{
+int main(void) {
     gp_config c;
     gp_config_init(&c);
     c.backend = GP_BACKEND_HOST;
