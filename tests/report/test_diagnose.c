@@ -1,0 +1,134 @@
+/*
+ * gp__diagnose from counters: the rules behind each verdict and their order, on crafted
+ * snapshots. This is where "enqueue" (host launch work longer than the device compute, the
+ * CUDA-graphs case) is tested: the host backend's launch is a queue push and cannot show it.
+ * test_doctor reproduces the other verdicts on a running pipeline.
+ */
+#include <string.h>
+
+#include "gpt.h"
+#include "pipeline.h"
+
+#define MS 1000000ull
+
+/* One second of a healthy-looking pipeline: 1000 batches of 64, nothing saturated. */
+static gp_stats base(void) {
+    gp_stats s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    s.backend = GP_BACKEND_CUDA;
+    s.wall_ns = 1000 * MS;
+    s.batches = 1000;
+    s.batch_items = s.submitted = s.completed = s.completed_ok = 64000;
+    s.batch_hist[7] = 1000;
+    s.close_reasons[GP_CLOSE_SLOT_FREE] = 1000;
+    s.max_batch = 64;
+    s.capacity = 1024;
+    s.item_in_bytes = 4096;
+    s.item_out_bytes = 64;
+    s.inflight = 3;
+    s.completion_workers = 1;
+    s.h2d_busy_ns = 200 * MS;
+    s.compute_busy_ns = 400 * MS;
+    s.d2h_busy_ns = 20 * MS;
+    s.callback_busy_ns = 100 * MS;
+    s.enqueue_ns = 20 * MS;
+    s.h2d_bytes = 64000ull * 4096;
+    s.d2h_bytes = 64000ull * 64;
+    s.latency_p50 = 2 * MS;
+    s.latency_p99 = 4 * MS;
+    return s;
+}
+
+static gp__verdict verdict(const gp_stats *s, const char *must_say) {
+    gp__diag d;
+    gp__diagnose(s, &d);
+    printf("%-14s why: %s\n%14s knob: %s\n", gp__verdict_name(d.verdict), d.why, "", d.knob);
+    if (must_say && !strstr(d.why, must_say) && !strstr(d.knob, must_say)) {
+        fprintf(stderr, "diagnosis does not say '%s'\n", must_say);
+        GPT_CHECK(0);
+    }
+    return d.verdict;
+}
+
+int main(void) {
+    gp_stats s = base();
+    GPT_EQ(verdict(&s, "no stage is saturated"), GP__V_MIXED);
+
+    /* Each saturated resource names itself; the busiest wins. */
+    s = base();
+    s.compute_busy_ns = 950 * MS;
+    GPT_EQ(verdict(&s, "compute busy 95%"), GP__V_COMPUTE);
+    s.h2d_busy_ns = 970 * MS;
+    GPT_EQ(verdict(&s, "H2D copies busy 97%"), GP__V_H2D);
+    s = base();
+    s.d2h_busy_ns = 900 * MS;
+    GPT_EQ(verdict(&s, "argmax"), GP__V_D2H);
+    s = base();
+    s.callback_busy_ns = 1700 * MS; /* two workers at 85% */
+    s.completion_workers = 2;
+    GPT_EQ(verdict(&s, "completion workers busy 85%"), GP__V_CALLBACKS);
+    s = base();
+    s.prep_workers = 4;
+    s.prep_busy_ns = 3600 * MS;
+    s.starved_ns = 800 * MS;
+    GPT_EQ(verdict(&s, "raise prep_workers (now 4)"), GP__V_PREP);
+
+    /* Enqueue: the batcher busy launching, more host time per batch than device time. */
+    s = base();
+    s.enqueue_ns = 850 * MS;
+    s.compute_busy_ns = 300 * MS;
+    GPT_EQ(verdict(&s, "cuda_graphs=1"), GP__V_ENQUEUE);
+    s.cuda_graphs = 1;
+    s.graph_eager = 1000;
+    snprintf(s.graph_eager_reason, sizeof s.graph_eager_reason, "capture failed");
+    GPT_EQ(verdict(&s, "capture failed"), GP__V_ENQUEUE);
+    /* ...but not when the device takes longer per batch than the launch: then it is compute. */
+    s = base();
+    s.enqueue_ns = 850 * MS;
+    s.compute_busy_ns = 900 * MS;
+    GPT_EQ(verdict(&s, NULL), GP__V_COMPUTE);
+
+    /* Below saturation: small batches on a delay, then slots, then starvation. */
+    s = base();
+    s.max_delay_us = 2000;
+    s.close_reasons[GP_CLOSE_SLOT_FREE] = 100;
+    s.close_reasons[GP_CLOSE_DELAY] = 900;
+    s.batch_items = 4000;
+    s.starved_ns = 600 * MS;
+    GPT_EQ(verdict(&s, "2000 us max_delay_us timer"), GP__V_SMALL_BATCHES);
+    s.batch_items = 50000; /* batches near full: the delay does its job */
+    GPT_EQ(verdict(&s, "producers submit"), GP__V_PRODUCERS);
+    s = base();
+    s.inflight = 1;
+    s.saturated_ns = 700 * MS;
+    GPT_EQ(verdict(&s, "raise inflight (now 1)"), GP__V_INFLIGHT);
+    s = base();
+    s.starved_ns = 690 * MS;
+    GPT_EQ(verdict(&s, "GPU is starved"), GP__V_PRODUCERS);
+
+    /* No batch yet; and AUTO's fallback outranks everything, the bottleneck is kept. */
+    s = base();
+    s.batches = s.batch_items = s.completed = 0;
+    GPT_EQ(verdict(&s, NULL), GP__V_NO_WORK);
+    s = base();
+    s.backend = GP_BACKEND_HOST;
+    s.fell_back = 1;
+    snprintf(s.fallback_reason, sizeof s.fallback_reason, "cudaGetDeviceCount: no device");
+    s.compute_busy_ns = 990 * MS;
+    gp__diag d;
+    gp__diagnose(&s, &d);
+    GPT_EQ(d.verdict, GP__V_GPU_NOT_USED);
+    GPT_EQ(d.bottleneck, GP__V_COMPUTE);
+
+    /* Degenerate counters never divide by zero or print nonsense. */
+    memset(&s, 0, sizeof s);
+    s.batches = 1;
+    gp__diagnose(&s, &d);
+    GPT_CHECK(d.items_per_s == 0 && d.compute == 0);
+    for (int v = 0; v < GP__V_COUNT_; v++)
+        GPT_CHECK(strcmp(gp__verdict_name((gp__verdict)v), "unknown") != 0);
+    GPT_CHECK(strcmp(gp__verdict_name(GP__V_COUNT_), "unknown") == 0);
+    printf("diagnose: ok\n");
+    return 0;
+}
