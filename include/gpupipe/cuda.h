@@ -1,0 +1,76 @@
+/*
+ * gpupipe/cuda.h — CUDA-typed views of a batch, for compute functions on the CUDA backend.
+ *
+ * The only public gpupipe header that includes CUDA headers. Available when the library was
+ * built with the CUDA backend (GP_HAVE_CUDA is then a compile definition of the gpupipe
+ * targets); gp_cuda_cudnn() only when it was also built with cuDNN (GP_HAVE_CUDNN).
+ *
+ * Ownership and threading, for every accessor below:
+ *  - Everything returned belongs to the batch's in-flight slot: one stream, one cuBLAS handle,
+ *    one cuBLASLt handle and workspace, one cuDNN handle per slot, created at
+ *    gp_pipeline_create and destroyed by gp_pipeline_destroy. Never destroy them, never
+ *    rebind the handles to another stream, never free the workspace.
+ *  - They are valid during the compute call and during compute_setup / compute_teardown for
+ *    the same slot (gp_config), nowhere else.
+ *  - Calls for one slot never run concurrently, so a compute may use the slot's handles
+ *    without locking; calls for different slots may run concurrently on other threads.
+ *  - The compute only enqueues on the stream; it must not synchronize it, the device or the
+ *    context (that stalls the pipeline, and breaks CUDA-graph capture).
+ *  - With config.cuda_graphs the compute is called once per slot and batch-size bucket at
+ *    create, under stream capture, and replayed afterwards: it must enqueue the same work for
+ *    the same b->n every time and must not depend on b->first_seq.
+ *  - On a batch that is not a CUDA batch (host backend) the accessors return NULL / 0 / -1.
+ *    NULL is also CUDA's legacy default stream: check b->backend before using the stream.
+ */
+#ifndef GPUPIPE_CUDA_H
+#define GPUPIPE_CUDA_H
+
+#include <stddef.h>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#if defined(GP_HAVE_CUDNN)
+#include <cudnn.h>
+#endif
+
+#include "gpupipe/gpupipe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The slot's non-blocking stream, the one b->stream holds. Copies and the event that tells
+   the pipeline the batch is done are ordered on it: enqueue all of the batch's work here (or
+   join other streams back into it with events before returning). */
+GP_API cudaStream_t gp_cuda_stream(const gp_batch *b);
+
+/* The slot's cuBLAS handle, already bound to gp_cuda_stream(b), with its own device workspace
+   set (cublasSetWorkspace: 32 MiB on compute capability 9.0 and later, 4 MiB before), so
+   cuBLAS allocates nothing during the run or under graph capture. Math mode and pointer mode
+   are the defaults; a compute may change them (the handle is the slot's alone). */
+GP_API cublasHandle_t gp_cuda_cublas(const gp_batch *b);
+
+/* The slot's cuBLASLt handle. cuBLASLt takes the stream and workspace per call: pass
+   gp_cuda_stream(b) and gp_cuda_workspace(b, &bytes). */
+GP_API cublasLtHandle_t gp_cuda_cublaslt(const gp_batch *b);
+
+/* The slot's cuBLASLt workspace on the slot's device (not the one cuBLAS uses); its size goes
+   to *bytes when `bytes` is not NULL. Valid for work enqueued on gp_cuda_stream(b) only. */
+GP_API void *gp_cuda_workspace(const gp_batch *b, size_t *bytes);
+
+#if defined(GP_HAVE_CUDNN)
+/* The slot's cuDNN handle, set to gp_cuda_stream(b) (cudnnSetStream). cuDNN workspaces are the
+   compute's: allocate them in compute_setup, not per batch. */
+GP_API cudnnHandle_t gp_cuda_cudnn(const gp_batch *b);
+#endif
+
+/* The CUDA device id of the slot (== b->device); -1 for a host batch. It is the calling
+   thread's current device during compute and compute_setup; compute_teardown should call
+   cudaSetDevice(gp_cuda_device(b)) before touching the device. */
+GP_API int gp_cuda_device(const gp_batch *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUPIPE_CUDA_H */
