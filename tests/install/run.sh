@@ -16,8 +16,13 @@ libdir=$(dirname "$(find "$prefix" -name 'libgpupipe.so' | head -1)")
 soname=$(objdump -p "$libdir/libgpupipe.so" | awk '/SONAME/ {print $2}')
 case "$soname" in libgpupipe.so.[0-9]*) ;; *) echo "bad SONAME '$soname'"; exit 1;; esac
 
+# Consumers are built with the tree's flags, so a sanitizer build links its runtime.
+cflags=$(sed -n 's/^CMAKE_C_FLAGS:STRING=//p' "$build/CMakeCache.txt")
+ldflags=$(sed -n 's/^CMAKE_EXE_LINKER_FLAGS:STRING=//p' "$build/CMakeCache.txt")
+
 # 1. CMake package.
 cmake -S "$src/tests/install/consumer" -B "$tmp/cm" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_C_FLAGS="$cflags" -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
   > "$tmp/cm.log" || { cat "$tmp/cm.log"; exit 1; }
 cmake --build "$tmp/cm" > "$tmp/cmb.log" || { cat "$tmp/cmb.log"; exit 1; }
 "$tmp/cm/consumer_shared"
@@ -25,7 +30,7 @@ cmake --build "$tmp/cm" > "$tmp/cmb.log" || { cat "$tmp/cmb.log"; exit 1; }
 
 # 2. pkg-config.
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
-cc -std=c11 $(pkg-config --cflags gpupipe) "$src/tests/install/consumer/consumer.c" \
+cc -std=c11 $cflags $ldflags $(pkg-config --cflags gpupipe) "$src/tests/install/consumer/consumer.c" \
   -o "$tmp/pc_consumer" $(pkg-config --libs gpupipe) -Wl,-rpath,"$libdir"
 "$tmp/pc_consumer"
 echo "install: find_package (shared, static) and pkg-config consumers built and ran"
