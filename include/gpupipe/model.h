@@ -187,6 +187,13 @@ GP_API int gp_model_configure(gp_model *m, gp_config *cfg);
 GP_API int gp_model_run_host(gp_model *m, size_t n, const void *in, void *out, char *err,
                              size_t err_len);
 
+/*
+ * The detail of the last failure inside a pipeline's use of the model (a compute_setup that
+ * failed, e.g. "CUDA layers not built" or a cuDNN error; a batch that failed). Copies a
+ * NUL-terminated string into `buf` and returns that failure's code (GP_OK if none). Any thread.
+ */
+GP_API int gp_model_last_error(gp_model *m, char *buf, size_t len);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Utilities                                                                                 */
 /* ---------------------------------------------------------------------------------------- */

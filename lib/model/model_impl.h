@@ -174,8 +174,10 @@ struct gp_model {
     float **allocs;
     int n_allocs, cap_allocs;
 
-    pthread_mutex_t mu; /* guards slots and cuda's lazy creation */
+    pthread_mutex_t mu; /* guards slots, last_err and cuda's lazy creation */
     gp__mslot *slots;
+    int last_code; /* the last setup/compute failure, for gp_model_last_error */
+    char last_err[256];
 
     /* CUDA layers' model-wide state (weights per device, ...), created lazily by
        gp__model_cuda_setup under `mu` and freed by gp__model_cuda_free. NULL otherwise. */
@@ -218,6 +220,9 @@ uint16_t gp__f32_to_f16(float f);
 float gp__f16_to_f32(uint16_t h);
 uint16_t gp__f32_to_bf16(float f);
 float gp__bf16_to_f32(uint16_t h);
+
+/* A 64-byte aligned array of n floats owned by the model (freed with it); NULL on failure. */
+float *gp__model_alloc(gp__model *m, size_t n);
 
 /* Name of an op kind / activation ("conv2d", "relu", ...). */
 const char *gp__op_name(gp__op_kind k);

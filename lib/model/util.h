@@ -15,18 +15,14 @@ typedef struct gp__err {
 int gp__errf(gp__err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* a * b into *out; 0 on overflow. */
-static inline int gp__mul_ok(size_t a, size_t b, size_t *out)
-{
-    if (a != 0 && b > SIZE_MAX / a)
-        return 0;
+static inline int gp__mul_ok(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return 0;
     *out = a * b;
     return 1;
 }
 
-static inline int gp__add_ok(size_t a, size_t b, size_t *out)
-{
-    if (b > SIZE_MAX - a)
-        return 0;
+static inline int gp__add_ok(size_t a, size_t b, size_t *out) {
+    if (b > SIZE_MAX - a) return 0;
     *out = a + b;
     return 1;
 }

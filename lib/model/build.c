@@ -1,0 +1,671 @@
+/*
+ * Spec + tensors -> IR (model_impl.h): resolve shapes line by line, check every tensor the
+ * spec names, fold batchnorm, fuse activations, plan buffers.
+ */
+#include "build.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "spec.h"
+
+/* A value: an activation. Views (flatten) share their root's storage. */
+typedef struct bval {
+    gp__shape shape;
+    int root;     /* value that owns the storage (itself for non-views) */
+    int producer; /* op index that writes the root; -1 for the input */
+    int saved;    /* some tag names it (root only) */
+    int last_use; /* last op index that reads it (root only) */
+    int buf;      /* assigned buffer (root only) */
+} bval;
+
+typedef struct tagent {
+    char name[GP__SPEC_MAX_NAME];
+    int val;
+} tagent;
+
+typedef struct bctx {
+    gp__model *m;
+    const gp__st *st;
+    gp__err *e;
+    bval *vals;
+    int n_vals, cap_vals;
+    int cap_ops;
+    int *op_src, *op_src2, *op_dst; /* value ids per op, while building */
+    tagent *tags;
+    int n_tags, cap_tags;
+    const gp__spec_line *l; /* the line being built, for messages */
+    int rc;                 /* why new_op failed */
+} bctx;
+
+static int oom(bctx *c) {
+    return gp__errf(c->e, GP_ENOMEM, "out of memory building the model");
+}
+
+static int grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return 1;
+    int ncap = *cap ? *cap * 2 : 16;
+    while (ncap < need)
+        ncap *= 2;
+    void *np = realloc(*p, (size_t)ncap * elem);
+    if (!np) return 0;
+    *p = np;
+    *cap = ncap;
+    return 1;
+}
+
+static int new_val(bctx *c, gp__shape s, int producer) {
+    if (!grow((void **)&c->vals, &c->cap_vals, c->n_vals + 1, sizeof *c->vals)) return -1;
+    int v = c->n_vals++;
+    c->vals[v] =
+        (bval){.shape = s, .root = v, .producer = producer, .last_use = producer, .buf = -100};
+    return v;
+}
+
+static void fmt_shape(gp__shape s, char *buf, size_t len) {
+    if (s.rank == 1)
+        snprintf(buf, len, "%d", s.c);
+    else
+        snprintf(buf, len, "%dx%dx%d", s.c, s.h, s.w);
+}
+
+static void fmt_dims(const uint64_t *d, int rank, char *buf, size_t len) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < rank && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? "," : "", (unsigned long long)d[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+static int lerr(bctx *c, const char *fmt, const char *detail) {
+    char msg[200];
+    snprintf(msg, sizeof msg, fmt, detail);
+    if (c->l->name[0])
+        return gp__errf(c->e, GP_EMODEL, "spec line %d: %s '%s': %s", c->l->line,
+                        gp__spec_kind_name(c->l->kind), c->l->name, msg);
+    return gp__errf(c->e, GP_EMODEL, "spec line %d: %s: %s", c->l->line,
+                    gp__spec_kind_name(c->l->kind), msg);
+}
+
+/* Find `<name>.<suffix>`; check rank and (where want[i] >= 0) each dim. required == 0: a
+   missing tensor gives *t = NULL and GP_OK. */
+static int tensor(bctx *c, const char *suffix, int rank, const int64_t *want, int required,
+                  const gp__st_tensor **t) {
+    char full[GP__SPEC_MAX_NAME + 32];
+    snprintf(full, sizeof full, "%s.%s", c->l->name, suffix);
+    *t = gp__st_find(c->st, full);
+    if (!*t) {
+        if (!required) return GP_OK;
+        return gp__errf(c->e, GP_EMODEL, "spec line %d: %s '%s': tensor '%s' is missing",
+                        c->l->line, gp__spec_kind_name(c->l->kind), c->l->name, full);
+    }
+    int ok = (*t)->rank == rank;
+    for (int i = 0; ok && i < rank; i++)
+        ok = (*t)->shape[i] >= 1 && (*t)->shape[i] <= GP__SPEC_MAX_DIM &&
+             (want[i] < 0 || (uint64_t)want[i] == (*t)->shape[i]);
+    if (!ok) {
+        char got[96], exp[96];
+        fmt_dims((*t)->shape, (*t)->rank, got, sizeof got);
+        size_t o = (size_t)snprintf(exp, sizeof exp, "[");
+        for (int i = 0; i < rank && o < sizeof exp; i++) {
+            if (want[i] < 0)
+                o += (size_t)snprintf(exp + o, sizeof exp - o, "%s*", i ? "," : "");
+            else
+                o += (size_t)snprintf(exp + o, sizeof exp - o, "%s%lld", i ? "," : "",
+                                      (long long)want[i]);
+        }
+        if (o < sizeof exp) snprintf(exp + o, sizeof exp - o, "]");
+        return gp__errf(c->e, GP_EMODEL,
+                        "spec line %d: %s '%s': tensor '%s' has shape %s, expected %s", c->l->line,
+                        gp__spec_kind_name(c->l->kind), c->l->name, full, got, exp);
+    }
+    return GP_OK;
+}
+
+/* fp32 copy of a tensor (numel floats), owned by the model. */
+static int load_f32(bctx *c, const gp__st_tensor *t, size_t numel, float **out) {
+    *out = gp__model_alloc(c->m, numel);
+    if (!*out) return oom(c);
+    return gp__st_read_f32(c->st, t, *out, c->e);
+}
+
+#define GP__MAX_ACT_ELEMS (1u << 28) /* per item: 1 GiB of fp32 */
+
+/* Append an op reading value `src` and producing a new value of shape `out`. -1 on failure
+   with c->rc set. */
+static int new_op(bctx *c, gp__op_kind kind, gp__shape in, gp__shape out, int src) {
+    gp__model *m = c->m;
+    if (gp__shape_numel(out) > GP__MAX_ACT_ELEMS) {
+        char b[64];
+        fmt_shape(out, b, sizeof b);
+        c->rc = lerr(c, "the output (%s) is too large", b);
+        return -1;
+    }
+    c->rc = oom(c);
+    int old_cap = c->cap_ops;
+    if (!grow((void **)&m->ops, &c->cap_ops, m->n_ops + 1, sizeof *m->ops)) return -1;
+    if (c->cap_ops != old_cap) {
+        size_t cap = (size_t)c->cap_ops;
+        int *a = realloc(c->op_src, cap * sizeof *a);
+        if (!a) return -1;
+        c->op_src = a;
+        if (!(a = realloc(c->op_src2, cap * sizeof *a))) return -1;
+        c->op_src2 = a;
+        if (!(a = realloc(c->op_dst, cap * sizeof *a))) return -1;
+        c->op_dst = a;
+    }
+    int i = m->n_ops;
+    gp__op *op = &m->ops[i];
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->line = c->l->line;
+    op->in = in;
+    op->out = out;
+    op->src2 = -3;
+    op->groups = 1;
+    op->stride_h = op->stride_w = op->dil_h = op->dil_w = 1;
+    c->op_src[i] = src;
+    c->op_src2[i] = -1;
+    int v = new_val(c, out, i);
+    if (v < 0) return -1;
+    c->op_dst[i] = v;
+    m->n_ops++;
+    c->rc = GP_OK;
+    return i;
+}
+
+static int out_dim(int in, int pad, int dil, int k, int stride, int *out) {
+    long span = (long)dil * (k - 1) + 1;
+    long num = (long)in + 2L * pad - span;
+    if (num < 0) return 0;
+    *out = (int)(num / stride + 1);
+    return 1;
+}
+
+static int need_rank3(bctx *c, gp__shape s) {
+    if (s.rank == 3) return GP_OK;
+    char b[64];
+    fmt_shape(s, b, sizeof b);
+    return lerr(c, "needs a C x H x W input, got %s features", b);
+}
+
+static int need_rank1(bctx *c, gp__shape s) {
+    if (s.rank == 1) return GP_OK;
+    char b[64];
+    fmt_shape(s, b, sizeof b);
+    return lerr(c, "needs features (rank 1), got %s: add flatten", b);
+}
+
+static int build_conv(bctx *c, int *cur) {
+    const gp__spec_line *l = c->l;
+    gp__shape in = c->vals[*cur].shape;
+    int rc = need_rank3(c, in);
+    if (rc != GP_OK) return rc;
+    if (in.c % l->groups != 0) {
+        char b[64];
+        snprintf(b, sizeof b, "%d input channels are not divisible by groups=%d", in.c, l->groups);
+        return lerr(c, "%s", b);
+    }
+    const gp__st_tensor *w, *b;
+    int64_t want_w[4] = {-1, in.c / l->groups, -1, -1};
+    if ((rc = tensor(c, "weight", 4, want_w, 1, &w)) != GP_OK) return rc;
+    int cout = (int)w->shape[0], kh = (int)w->shape[2], kw = (int)w->shape[3];
+    if (cout % l->groups != 0) {
+        char m[96];
+        snprintf(m, sizeof m, "%d output channels are not divisible by groups=%d", cout, l->groups);
+        return lerr(c, "%s", m);
+    }
+    int64_t want_b[1] = {cout};
+    if ((rc = tensor(c, "bias", 1, want_b, 0, &b)) != GP_OK) return rc;
+    gp__shape out = {3, cout, 0, 0};
+    if (!out_dim(in.h, l->padding[0], l->dilation[0], kh, l->stride[0], &out.h) ||
+        !out_dim(in.w, l->padding[1], l->dilation[1], kw, l->stride[1], &out.w)) {
+        char m[64];
+        fmt_shape(in, m, sizeof m);
+        return lerr(c, "the kernel does not fit the padded %s input", m);
+    }
+    int i = new_op(c, GP__OP_CONV2D, in, out, *cur);
+    if (i < 0) return c->rc;
+    gp__op *op = &c->m->ops[i];
+    snprintf(op->name, sizeof op->name, "%s", l->name);
+    op->kh = kh, op->kw = kw;
+    op->stride_h = l->stride[0], op->stride_w = l->stride[1];
+    op->pad_h = l->padding[0], op->pad_w = l->padding[1];
+    op->dil_h = l->dilation[0], op->dil_w = l->dilation[1];
+    op->groups = l->groups;
+    op->weight_count = (size_t)cout * (size_t)(in.c / l->groups) * (size_t)kh * (size_t)kw;
+    float *wp, *bp;
+    if ((rc = load_f32(c, w, op->weight_count, &wp)) != GP_OK) return rc;
+    if (b) {
+        if ((rc = load_f32(c, b, (size_t)cout, &bp)) != GP_OK) return rc;
+    } else {
+        if (!(bp = gp__model_alloc(c->m, (size_t)cout))) return oom(c);
+        memset(bp, 0, (size_t)cout * sizeof *bp);
+    }
+    op->weight = wp;
+    op->bias = bp;
+    op->flops = 2.0 * (double)op->weight_count * (double)out.h * (double)out.w;
+    *cur = c->op_dst[i];
+    return GP_OK;
+}
+
+static int build_batchnorm(bctx *c, int cur) {
+    bval *v = &c->vals[cur];
+    int p = v->producer;
+    if (v->root != cur || p < 0 || c->m->ops[p].kind != GP__OP_CONV2D ||
+        c->m->ops[p].act != GP__ACT_NONE || v->saved)
+        return lerr(c, "%s", "must directly follow a conv2d (it is folded into it)");
+    gp__op *op = &c->m->ops[p];
+    int C = op->out.c, rc;
+    int64_t want[1] = {C};
+    const gp__st_tensor *mean, *var, *gamma, *beta;
+    if ((rc = tensor(c, "running_mean", 1, want, 1, &mean)) != GP_OK ||
+        (rc = tensor(c, "running_var", 1, want, 1, &var)) != GP_OK ||
+        (rc = tensor(c, "weight", 1, want, 0, &gamma)) != GP_OK ||
+        (rc = tensor(c, "bias", 1, want, 0, &beta)) != GP_OK)
+        return rc;
+    float *t = malloc(4 * (size_t)C * sizeof *t);
+    if (!t) return oom(c);
+    float *fm = t, *fv = t + C, *fg = t + 2 * C, *fb = t + 3 * C;
+    rc = gp__st_read_f32(c->st, mean, fm, c->e);
+    if (rc == GP_OK) rc = gp__st_read_f32(c->st, var, fv, c->e);
+    if (rc == GP_OK && gamma) rc = gp__st_read_f32(c->st, gamma, fg, c->e);
+    if (rc == GP_OK && beta) rc = gp__st_read_f32(c->st, beta, fb, c->e);
+    if (rc != GP_OK) {
+        free(t);
+        return rc;
+    }
+    float *w = (float *)op->weight, *b = (float *)op->bias; /* owned by the model */
+    size_t per = op->weight_count / (size_t)C;
+    for (int o = 0; o < C; o++) {
+        double g = gamma ? fg[o] : 1.0, be = beta ? fb[o] : 0.0;
+        double s = g / sqrt((double)fv[o] + c->l->eps);
+        for (size_t k = 0; k < per; k++)
+            w[(size_t)o * per + k] = (float)(w[(size_t)o * per + k] * s);
+        b[o] = (float)(((double)b[o] - fm[o]) * s + be);
+    }
+    free(t);
+    return GP_OK;
+}
+
+static int build_linear(bctx *c, int *cur) {
+    gp__shape in = c->vals[*cur].shape;
+    int rc = need_rank1(c, in);
+    if (rc != GP_OK) return rc;
+    const gp__st_tensor *w, *b;
+    int64_t want_w[2] = {-1, in.c};
+    if ((rc = tensor(c, "weight", 2, want_w, 1, &w)) != GP_OK) return rc;
+    int out_f = (int)w->shape[0];
+    int64_t want_b[1] = {out_f};
+    if ((rc = tensor(c, "bias", 1, want_b, 0, &b)) != GP_OK) return rc;
+    int i = new_op(c, GP__OP_LINEAR, in, (gp__shape){1, out_f, 1, 1}, *cur);
+    if (i < 0) return c->rc;
+    gp__op *op = &c->m->ops[i];
+    snprintf(op->name, sizeof op->name, "%s", c->l->name);
+    op->weight_count = (size_t)out_f * (size_t)in.c;
+    float *wp, *bp;
+    if ((rc = load_f32(c, w, op->weight_count, &wp)) != GP_OK) return rc;
+    if (b) {
+        if ((rc = load_f32(c, b, (size_t)out_f, &bp)) != GP_OK) return rc;
+    } else {
+        if (!(bp = gp__model_alloc(c->m, (size_t)out_f))) return oom(c);
+        memset(bp, 0, (size_t)out_f * sizeof *bp);
+    }
+    op->weight = wp;
+    op->bias = bp;
+    op->flops = 2.0 * (double)op->weight_count;
+    *cur = c->op_dst[i];
+    return GP_OK;
+}
+
+static int build_pool(bctx *c, int *cur, gp__op_kind kind) {
+    const gp__spec_line *l = c->l;
+    gp__shape in = c->vals[*cur].shape;
+    int rc = need_rank3(c, in);
+    if (rc != GP_OK) return rc;
+    int sh = l->has_stride ? l->stride[0] : l->kernel[0];
+    int sw = l->has_stride ? l->stride[1] : l->kernel[1];
+    if (l->padding[0] > l->kernel[0] / 2 || l->padding[1] > l->kernel[1] / 2)
+        return lerr(c, "%s", "padding must be at most half the kernel (as PyTorch)");
+    gp__shape out = {3, in.c, 0, 0};
+    if (!out_dim(in.h, l->padding[0], 1, l->kernel[0], sh, &out.h) ||
+        !out_dim(in.w, l->padding[1], 1, l->kernel[1], sw, &out.w)) {
+        char m[64];
+        fmt_shape(in, m, sizeof m);
+        return lerr(c, "the kernel does not fit the padded %s input", m);
+    }
+    int i = new_op(c, kind, in, out, *cur);
+    if (i < 0) return c->rc;
+    gp__op *op = &c->m->ops[i];
+    op->kh = l->kernel[0], op->kw = l->kernel[1];
+    op->stride_h = sh, op->stride_w = sw;
+    op->pad_h = l->padding[0], op->pad_w = l->padding[1];
+    op->flops = (double)gp__shape_numel(out) * (double)(op->kh * op->kw);
+    *cur = c->op_dst[i];
+    return GP_OK;
+}
+
+static int build_act(bctx *c, int *cur, gp__act act) {
+    bval *v = &c->vals[*cur];
+    int p = v->producer;
+    if (v->root == *cur && p >= 0 && !v->saved && c->m->ops[p].act == GP__ACT_NONE &&
+        (c->m->ops[p].kind == GP__OP_CONV2D || c->m->ops[p].kind == GP__OP_LINEAR ||
+         c->m->ops[p].kind == GP__OP_ADD)) {
+        c->m->ops[p].act = act; /* fused: nothing else can read the pre-activation value */
+        return GP_OK;
+    }
+    int i = new_op(c, GP__OP_ACT, v->shape, v->shape, *cur);
+    if (i < 0) return c->rc;
+    c->m->ops[i].act = act;
+    c->m->ops[i].flops = (double)gp__shape_numel(v->shape);
+    *cur = c->op_dst[i];
+    return GP_OK;
+}
+
+static int find_tag(bctx *c, int *val) {
+    for (int i = 0; i < c->n_tags; i++)
+        if (strcmp(c->tags[i].name, c->l->name) == 0) {
+            *val = c->tags[i].val;
+            return GP_OK;
+        }
+    return gp__errf(c->e, GP_EMODEL, "spec line %d: %s: unknown tag '%s' (no 'save %s' before)",
+                    c->l->line, gp__spec_kind_name(c->l->kind), c->l->name, c->l->name);
+}
+
+static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line) {
+    gp__model *m = c->m;
+    int cur = *cur_io, rc = GP_OK;
+    *stage_line = 0;
+    for (int li = 1; li < sp->n; li++) {
+        const gp__spec_line *l = &sp->lines[li];
+        c->l = l;
+        if (*stage_line)
+            return gp__errf(c->e, GP_EMODEL,
+                            "spec line %d: nothing may follow the output stage (line %d)", l->line,
+                            *stage_line);
+        switch (l->kind) {
+        case GP__SPEC_INPUT:
+            return gp__errf(c->e, GP_EMODEL, "spec line %d: input given twice (first at line %d)",
+                            l->line, sp->lines[0].line);
+        case GP__SPEC_CONV2D:
+            rc = build_conv(c, &cur);
+            break;
+        case GP__SPEC_BATCHNORM2D:
+            rc = build_batchnorm(c, cur);
+            break;
+        case GP__SPEC_LINEAR:
+            rc = build_linear(c, &cur);
+            break;
+        case GP__SPEC_MAXPOOL2D:
+            rc = build_pool(c, &cur, GP__OP_MAXPOOL2D);
+            break;
+        case GP__SPEC_AVGPOOL2D:
+            rc = build_pool(c, &cur, GP__OP_AVGPOOL2D);
+            break;
+        case GP__SPEC_GLOBALAVGPOOL: {
+            gp__shape in = c->vals[cur].shape;
+            if ((rc = need_rank3(c, in)) != GP_OK) break;
+            int i = new_op(c, GP__OP_GLOBALAVGPOOL, in, (gp__shape){3, in.c, 1, 1}, cur);
+            if (i < 0) return c->rc;
+            m->ops[i].flops = (double)gp__shape_numel(in);
+            cur = c->op_dst[i];
+            break;
+        }
+        case GP__SPEC_RELU:
+            rc = build_act(c, &cur, GP__ACT_RELU);
+            break;
+        case GP__SPEC_GELU:
+            rc = build_act(c, &cur, GP__ACT_GELU);
+            break;
+        case GP__SPEC_SIGMOID:
+            rc = build_act(c, &cur, GP__ACT_SIGMOID);
+            break;
+        case GP__SPEC_TANH:
+            rc = build_act(c, &cur, GP__ACT_TANH);
+            break;
+        case GP__SPEC_FLATTEN: {
+            gp__shape s = c->vals[cur].shape;
+            if (s.rank == 1) break; /* already flat: identity, as torch.flatten(x, 1) on (N, F) */
+            int v = new_val(c, (gp__shape){1, (int)gp__shape_numel(s), 1, 1}, -1);
+            if (v < 0) return oom(c);
+            c->vals[v].root = c->vals[cur].root;
+            c->vals[v].producer = c->vals[c->vals[cur].root].producer;
+            cur = v;
+            break;
+        }
+        case GP__SPEC_SOFTMAX: {
+            gp__shape in = c->vals[cur].shape;
+            if ((rc = need_rank1(c, in)) != GP_OK) break;
+            int i = new_op(c, GP__OP_SOFTMAX, in, in, cur);
+            if (i < 0) return c->rc;
+            m->ops[i].flops = 3.0 * in.c;
+            cur = c->op_dst[i];
+            break;
+        }
+        case GP__SPEC_SAVE: {
+            int t = -1;
+            for (int i = 0; i < c->n_tags; i++)
+                if (strcmp(c->tags[i].name, l->name) == 0) t = i;
+            if (t < 0) {
+                if (!grow((void **)&c->tags, &c->cap_tags, c->n_tags + 1, sizeof *c->tags))
+                    return oom(c);
+                t = c->n_tags++;
+                snprintf(c->tags[t].name, sizeof c->tags[t].name, "%s", l->name);
+            }
+            c->tags[t].val = cur;
+            c->vals[c->vals[cur].root].saved = 1;
+            c->vals[cur].saved = 1;
+            break;
+        }
+        case GP__SPEC_RESTORE:
+            rc = find_tag(c, &cur);
+            break;
+        case GP__SPEC_ADD: {
+            int other;
+            if ((rc = find_tag(c, &other)) != GP_OK) break;
+            gp__shape a = c->vals[cur].shape, b = c->vals[other].shape;
+            if (a.rank != b.rank || a.c != b.c || a.h != b.h || a.w != b.w) {
+                char sa[64], sb[64], msg[160];
+                fmt_shape(a, sa, sizeof sa);
+                fmt_shape(b, sb, sizeof sb);
+                snprintf(msg, sizeof msg, "shapes differ: current %s, saved %s", sa, sb);
+                return lerr(c, "%s", msg);
+            }
+            int i = new_op(c, GP__OP_ADD, a, a, cur);
+            if (i < 0) return c->rc;
+            c->op_src2[i] = other;
+            m->ops[i].flops = (double)gp__shape_numel(a);
+            cur = c->op_dst[i];
+            break;
+        }
+        case GP__SPEC_ARGMAX:
+        case GP__SPEC_TOPK: {
+            gp__shape in = c->vals[cur].shape;
+            if ((rc = need_rank1(c, in)) != GP_OK) break;
+            int k = l->kind == GP__SPEC_ARGMAX ? 1 : l->k;
+            if (k > in.c) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "k=%d exceeds the %d features", k, in.c);
+                return lerr(c, "%s", msg);
+            }
+            int i = new_op(c, l->kind == GP__SPEC_ARGMAX ? GP__OP_ARGMAX : GP__OP_TOPK, in,
+                           (gp__shape){1, k, 1, 1}, cur);
+            if (i < 0) return c->rc;
+            m->ops[i].k = k;
+            m->ops[i].flops = (double)in.c;
+            cur = c->op_dst[i];
+            *stage_line = l->line;
+            break;
+        }
+        case GP__SPEC_KIND_COUNT_:
+            break;
+        }
+        if (rc != GP_OK) return rc;
+    }
+    *cur_io = cur;
+    return GP_OK;
+}
+
+static int build_input(bctx *c, const gp__spec *sp, int *cur) {
+    gp__model *m = c->m;
+    const gp__spec_line *l = &sp->lines[0];
+    c->l = l;
+    if (l->kind != GP__SPEC_INPUT)
+        return gp__errf(c->e, GP_EMODEL, "spec line %d: the first op must be 'input', not '%s'",
+                        l->line, gp__spec_kind_name(l->kind));
+    gp_tensor_info *ii = &m->in_info;
+    ii->dtype = l->dtype;
+    ii->rank = l->rank;
+    size_t numel = 1;
+    for (int d = 0; d < l->rank; d++) {
+        ii->dims[d] = l->dims[d];
+        numel *= (size_t)l->dims[d];
+    }
+    ii->bytes = numel * gp_dtype_size(l->dtype);
+    gp__shape chw = {1, l->dims[0], 1, 1};
+    if (l->rank == 3)
+        chw = l->hwc ? (gp__shape){3, l->dims[2], l->dims[0], l->dims[1]}
+                     : (gp__shape){3, l->dims[0], l->dims[1], l->dims[2]};
+    m->in_shape = chw;
+    int v0 = new_val(c, chw, -1);
+    if (v0 < 0) return oom(c);
+    c->vals[v0].buf = GP__BUF_INPUT;
+    *cur = v0;
+    if (l->dtype == GP_DTYPE_F32 && !l->hwc && !l->n_mean && !l->n_std) return GP_OK;
+    int i = new_op(c, GP__OP_PREP, chw, chw, v0);
+    if (i < 0) return c->rc;
+    gp__op *op = &m->ops[i];
+    op->in_dtype = l->dtype;
+    op->hwc = l->hwc;
+    float *ms = gp__model_alloc(m, 2 * (size_t)chw.c);
+    if (!ms) return oom(c);
+    for (int ch = 0; ch < chw.c; ch++) {
+        ms[ch] = l->n_mean ? l->mean[l->n_mean == 1 ? 0 : ch] : 0.0f;
+        ms[chw.c + ch] = l->n_std ? l->std[l->n_std == 1 ? 0 : ch] : 1.0f;
+    }
+    op->mean = ms;
+    op->std = ms + chw.c;
+    op->flops = 2.0 * (double)gp__shape_numel(chw);
+    *cur = c->op_dst[i];
+    return GP_OK;
+}
+
+/* Liveness and buffer assignment (see "Buffers" in model_impl.h). */
+static int plan_buffers(bctx *c, int final) {
+    gp__model *m = c->m;
+    int n = m->n_ops;
+    for (int i = 0; i < n; i++) {
+        int r = c->vals[c->op_src[i]].root;
+        if (c->vals[r].last_use < i) c->vals[r].last_use = i;
+        if (c->op_src2[i] >= 0) {
+            r = c->vals[c->op_src2[i]].root;
+            if (c->vals[r].last_use < i) c->vals[r].last_use = i;
+        }
+    }
+    int *holder = NULL; /* per buffer: the root value in it */
+    int cap_h = 0, cap_b = 0;
+    for (int i = 0; i < n; i++) {
+        int dv = c->op_dst[i];
+        size_t need = gp__shape_numel(c->vals[dv].shape);
+        if (i == n - 1) {
+            c->vals[dv].buf = GP__BUF_OUTPUT;
+            continue;
+        }
+        (void) final;
+        int chosen = -1;
+        gp__op_kind k = m->ops[i].kind;
+        if (k == GP__OP_ACT || k == GP__OP_ADD) {
+            int cands[2] = {c->op_src[i], c->op_src2[i]};
+            for (int j = 0; j < 2 && chosen < 0; j++) {
+                if (cands[j] < 0) continue;
+                int r = c->vals[cands[j]].root;
+                if (c->vals[r].buf >= 0 && c->vals[r].last_use == i) chosen = c->vals[r].buf;
+            }
+        }
+        if (chosen < 0) {
+            int best = -1, largest = -1;
+            for (int b = 0; b < m->n_bufs; b++) {
+                if (c->vals[holder[b]].last_use >= i) continue;
+                if (m->bufs[b].elems >= need &&
+                    (best < 0 || m->bufs[b].elems < m->bufs[best].elems))
+                    best = b;
+                if (largest < 0 || m->bufs[b].elems > m->bufs[largest].elems) largest = b;
+            }
+            chosen = best >= 0 ? best : largest;
+            if (chosen < 0) {
+                if (!grow((void **)&m->bufs, &cap_b, m->n_bufs + 1, sizeof *m->bufs) ||
+                    !grow((void **)&holder, &cap_h, m->n_bufs + 1, sizeof *holder)) {
+                    free(holder);
+                    return oom(c);
+                }
+                chosen = m->n_bufs++;
+                m->bufs[chosen] = (gp__buf){0, 0};
+            }
+            if (m->bufs[chosen].elems < need) m->bufs[chosen].elems = need;
+        }
+        holder[chosen] = dv;
+        c->vals[dv].buf = chosen;
+    }
+    free(holder);
+    size_t off = 0;
+    for (int b = 0; b < m->n_bufs; b++) {
+        m->bufs[b].offset = off;
+        off += (m->bufs[b].elems + GP__BUF_ALIGN - 1) / GP__BUF_ALIGN * GP__BUF_ALIGN;
+    }
+    m->scratch_elems = off;
+    for (int i = 0; i < n; i++) {
+        gp__op *op = &m->ops[i];
+        op->src = c->vals[c->vals[c->op_src[i]].root].buf;
+        op->dst = c->vals[c->op_dst[i]].buf;
+        if (c->op_src2[i] >= 0) op->src2 = c->vals[c->vals[c->op_src2[i]].root].buf;
+    }
+    return GP_OK;
+}
+
+int gp__model_build(gp__model *m, const char *spec_text, const gp__st *st, gp__err *e) {
+    gp__spec sp;
+    int rc = gp__spec_parse(spec_text, &sp, e);
+    if (rc != GP_OK) return rc;
+    bctx c = {.m = m, .st = st, .e = e};
+    int cur = 0, stage_line = 0;
+    if ((rc = build_input(&c, &sp, &cur)) != GP_OK) goto out;
+    if ((rc = build_lines(&c, &sp, &cur, &stage_line)) != GP_OK) goto out;
+    c.l = &sp.lines[sp.n - 1];
+    /* The result must be written to the output by the last op. */
+    int root = c.vals[cur].root;
+    if (c.vals[root].producer < 0 || c.vals[root].producer != m->n_ops - 1 ||
+        c.vals[root].buf == GP__BUF_INPUT) {
+        gp__shape s = c.vals[cur].shape;
+        int i = new_op(&c, GP__OP_COPY, s, s, cur);
+        if (i < 0) {
+            rc = c.rc;
+            goto out;
+        }
+        cur = c.op_dst[i];
+    }
+    gp__shape fs = c.vals[cur].shape;
+    gp_tensor_info *oi = &m->out_info;
+    oi->dtype = stage_line ? GP_DTYPE_I64 : GP_DTYPE_F32;
+    oi->rank = fs.rank;
+    oi->dims[0] = fs.c;
+    if (fs.rank == 3) {
+        oi->dims[1] = fs.h;
+        oi->dims[2] = fs.w;
+    }
+    oi->bytes = gp__shape_numel(fs) * gp_dtype_size(oi->dtype);
+    if ((rc = plan_buffers(&c, cur)) != GP_OK) goto out;
+    m->flops = 0;
+    for (int i = 0; i < m->n_ops; i++)
+        m->flops += m->ops[i].flops;
+out:
+    free(c.vals);
+    free(c.op_src);
+    free(c.op_src2);
+    free(c.op_dst);
+    free(c.tags);
+    gp__spec_free(&sp);
+    return rc;
+}

@@ -1,0 +1,123 @@
+/* Host GEMM (see gemm.h). Built with -O3 -ffp-contract=fast (lib/model/sources.cmake); on
+   x86-64 with GCC the driver is cloned for AVX2+FMA and picked at load time (ifunc). */
+#include "gemm.h"
+
+#include <string.h>
+
+/* Vector extensions (GCC, Clang): 8 floats; aligned(4) so loads need no alignment. */
+typedef float gp__v8 __attribute__((vector_size(32), aligned(4)));
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) &&       \
+    !defined(GP_NO_TARGET_CLONES)
+#define GP__CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define GP__CLONES
+#endif
+
+size_t gp__gemm_packed_elems(size_t M, size_t K) {
+    return (M + GP__MR - 1) / GP__MR * GP__MR * K;
+}
+
+size_t gp__gemm_work_elems(void) {
+    return (size_t)GP__KC * GP__NC;
+}
+
+void gp__gemm_pack_a(size_t M, size_t K, const float *A, size_t lda, float *Ap) {
+    for (size_t p = 0; p * GP__MR < M; p++) {
+        float *d = Ap + p * GP__MR * K;
+        for (size_t k = 0; k < K; k++)
+            for (size_t r = 0; r < GP__MR; r++) {
+                size_t i = p * GP__MR + r;
+                d[k * GP__MR + r] = i < M ? A[i * lda + k] : 0.0f;
+            }
+    }
+}
+
+/* B block (kc x nc at B) into NR-column panels: d[panel][k][j], zero columns past nc. */
+static inline __attribute__((always_inline)) void pack_b(size_t kc, size_t nc, const float *B,
+                                                         ptrdiff_t rsb, ptrdiff_t csb, float *d) {
+    for (size_t jp = 0; jp < nc; jp += GP__NR) {
+        size_t nr = nc - jp < GP__NR ? nc - jp : GP__NR;
+        float *p = d + jp * kc;
+        if (csb == 1) {
+            for (size_t k = 0; k < kc; k++) {
+                const float *s = B + (ptrdiff_t)k * rsb + (ptrdiff_t)jp;
+                for (size_t j = 0; j < nr; j++)
+                    p[k * GP__NR + j] = s[j];
+                for (size_t j = nr; j < GP__NR; j++)
+                    p[k * GP__NR + j] = 0.0f;
+            }
+        } else {
+            for (size_t j = 0; j < GP__NR; j++) {
+                if (j >= nr) {
+                    for (size_t k = 0; k < kc; k++)
+                        p[k * GP__NR + j] = 0.0f;
+                    continue;
+                }
+                const float *s = B + (ptrdiff_t)(jp + j) * csb;
+                for (size_t k = 0; k < kc; k++)
+                    p[k * GP__NR + j] = s[(ptrdiff_t)k * rsb];
+            }
+        }
+    }
+}
+
+/* MR x NR tile: acc = sum_k a[k][:] (x) b[k][:]. 12 vector accumulators. */
+static inline __attribute__((always_inline)) void micro(size_t kc, const float *a, const float *b,
+                                                        float acc[GP__MR][GP__NR]) {
+    gp__v8 c[GP__MR][2];
+    memset(c, 0, sizeof c);
+    for (size_t k = 0; k < kc; k++) {
+        gp__v8 b0 = *(const gp__v8 *)(b + k * GP__NR);
+        gp__v8 b1 = *(const gp__v8 *)(b + k * GP__NR + 8);
+        const float *ak = a + k * GP__MR;
+        for (int i = 0; i < GP__MR; i++) {
+            gp__v8 ai = (gp__v8){0} + ak[i];
+            c[i][0] += ai * b0;
+            c[i][1] += ai * b1;
+        }
+    }
+    memcpy(acc, c, sizeof c);
+}
+
+static inline __attribute__((always_inline)) void store(float acc[GP__MR][GP__NR], size_t mr,
+                                                        size_t nr, float *C, ptrdiff_t rsc,
+                                                        ptrdiff_t csc, int first, int last,
+                                                        const float *bias, gp__act act) {
+    for (size_t i = 0; i < mr; i++) {
+        float *row = C + (ptrdiff_t)i * rsc;
+        float bi = bias ? bias[i] : 0.0f;
+        for (size_t j = 0; j < nr; j++) {
+            float v = acc[i][j];
+            float *dst = row + (ptrdiff_t)j * csc;
+            if (!first) v += *dst;
+            if (last) v = gp__act_apply(act, v + bi);
+            *dst = v;
+        }
+    }
+}
+
+GP__CLONES
+void gp__gemm(size_t M, size_t N, size_t K, const float *Ap, const float *B, ptrdiff_t rsb,
+              ptrdiff_t csb, float *C, ptrdiff_t rsc, ptrdiff_t csc, const float *bias, gp__act act,
+              float *work) {
+    float acc[GP__MR][GP__NR];
+    for (size_t jc = 0; jc < N; jc += GP__NC) {
+        size_t nc = N - jc < GP__NC ? N - jc : GP__NC;
+        for (size_t pc = 0; pc < K; pc += GP__KC) {
+            size_t kc = K - pc < GP__KC ? K - pc : GP__KC;
+            int first = pc == 0, last = pc + kc >= K;
+            pack_b(kc, nc, B + (ptrdiff_t)pc * rsb + (ptrdiff_t)jc * csb, rsb, csb, work);
+            for (size_t ip = 0; ip < M; ip += GP__MR) {
+                size_t mr = M - ip < GP__MR ? M - ip : GP__MR;
+                const float *a = Ap + ip * K + pc * GP__MR;
+                for (size_t jp = 0; jp < nc; jp += GP__NR) {
+                    size_t nr = nc - jp < GP__NR ? nc - jp : GP__NR;
+                    micro(kc, a, work + jp * kc, acc);
+                    store(acc, mr, nr, C + (ptrdiff_t)ip * rsc + (ptrdiff_t)(jc + jp) * csc, rsc,
+                          csc, first, last, bias ? bias + ip : NULL, act);
+                }
+            }
+        }
+    }
+}

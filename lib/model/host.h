@@ -1,0 +1,17 @@
+/* Host implementation of every op (the reference; model_impl.h gives the semantics). */
+#ifndef GP_LIB_MODEL_HOST_H
+#define GP_LIB_MODEL_HOST_H
+
+#include "model_impl.h"
+#include "util.h"
+
+/* After the IR is built: pack CONV2D / LINEAR weights for the host GEMM (op->host_packed) and
+   set m->host_work_elems. GP_ENOMEM. */
+int gp__host_prepare(gp__model *m, gp__err *e);
+
+/* Run the op list on n items. scratch: capacity * m->scratch_elems floats (n <= capacity);
+   work: m->host_work_elems floats, 64-byte aligned. */
+int gp__host_run(const gp__model *m, size_t n, const void *in, void *out, float *scratch,
+                 size_t capacity, float *work);
+
+#endif

@@ -1,0 +1,362 @@
+/* Layer spec parser (see spec.h). */
+#include "spec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[GP__SPEC_KIND_COUNT_] = {
+    [GP__SPEC_INPUT] = "input",
+    [GP__SPEC_CONV2D] = "conv2d",
+    [GP__SPEC_BATCHNORM2D] = "batchnorm2d",
+    [GP__SPEC_LINEAR] = "linear",
+    [GP__SPEC_MAXPOOL2D] = "maxpool2d",
+    [GP__SPEC_AVGPOOL2D] = "avgpool2d",
+    [GP__SPEC_GLOBALAVGPOOL] = "globalavgpool",
+    [GP__SPEC_RELU] = "relu",
+    [GP__SPEC_GELU] = "gelu",
+    [GP__SPEC_SIGMOID] = "sigmoid",
+    [GP__SPEC_TANH] = "tanh",
+    [GP__SPEC_FLATTEN] = "flatten",
+    [GP__SPEC_SOFTMAX] = "softmax",
+    [GP__SPEC_SAVE] = "save",
+    [GP__SPEC_RESTORE] = "restore",
+    [GP__SPEC_ADD] = "add",
+    [GP__SPEC_ARGMAX] = "argmax",
+    [GP__SPEC_TOPK] = "topk",
+};
+
+const char *gp__spec_kind_name(gp__spec_kind k) {
+    return (unsigned)k < GP__SPEC_KIND_COUNT_ ? kind_names[k] : "?";
+}
+
+#define MAX_TOKENS 32
+#define MAX_TOKEN 512
+
+typedef struct tok {
+    const char *p;
+    size_t n;
+} tok;
+
+static int tok_is(tok t, const char *s) {
+    return strlen(s) == t.n && memcmp(t.p, s, t.n) == 0;
+}
+
+/* Strict decimal integer in [lo, hi]. */
+static int parse_int(const char *p, size_t n, int lo, int hi, int *out) {
+    if (n == 0 || n > 10) return 0;
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    if (v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* "N" or "HxW". */
+static int parse_pair(tok v, int lo, int out[2]) {
+    const char *x = memchr(v.p, 'x', v.n);
+    if (!x) return parse_int(v.p, v.n, lo, GP__SPEC_MAX_DIM, &out[0]) && (out[1] = out[0], 1);
+    size_t a = (size_t)(x - v.p);
+    return parse_int(v.p, a, lo, GP__SPEC_MAX_DIM, &out[0]) &&
+           parse_int(x + 1, v.n - a - 1, lo, GP__SPEC_MAX_DIM, &out[1]);
+}
+
+static int parse_double(tok v, double *out) {
+    char buf[64];
+    if (v.n == 0 || v.n >= sizeof buf) return 0;
+    memcpy(buf, v.p, v.n);
+    buf[v.n] = '\0';
+    /* strtod accepts hex, inf, nan and leading spaces: allow only plain decimal forms. */
+    for (size_t i = 0; i < v.n; i++)
+        if (!strchr("0123456789.eE+-", buf[i])) return 0;
+    char *end;
+    errno = 0;
+    double d = strtod(buf, &end);
+    if (end != buf + v.n || errno != 0 || !isfinite(d)) return 0;
+    *out = d;
+    return 1;
+}
+
+/* Comma-separated floats, at most `max`. */
+static int parse_floats(tok v, float *out, int max, int *n) {
+    *n = 0;
+    size_t i = 0;
+    while (i <= v.n) {
+        size_t j = i;
+        while (j < v.n && v.p[j] != ',')
+            j++;
+        double d;
+        if (*n == max || !parse_double((tok){v.p + i, j - i}, &d)) return 0;
+        out[(*n)++] = (float)d;
+        i = j + 1;
+    }
+    return 1;
+}
+
+typedef struct lctx {
+    gp__err *e;
+    int line;
+    const char *op;
+} lctx;
+
+static int lerr(lctx *c, const char *what, tok t) {
+    return gp__errf(c->e, GP_EMODEL, "spec line %d: %s: %s '%.*s'", c->line, c->op, what,
+                    (int)(t.n > 80 ? 80 : t.n), t.p);
+}
+
+/* Which options each kind accepts. */
+enum {
+    O_KERNEL = 1 << 0,
+    O_STRIDE = 1 << 1,
+    O_PADDING = 1 << 2,
+    O_DILATION = 1 << 3,
+    O_GROUPS = 1 << 4,
+    O_EPS = 1 << 5,
+    O_K = 1 << 6,
+    O_LAYOUT = 1 << 7,
+    O_MEAN = 1 << 8,
+    O_STD = 1 << 9,
+};
+
+static const struct {
+    int opts;
+    int name; /* 1: takes a layer name, 2: takes a tag */
+} kind_info[GP__SPEC_KIND_COUNT_] = {
+    [GP__SPEC_INPUT] = {O_LAYOUT | O_MEAN | O_STD, 0},
+    [GP__SPEC_CONV2D] = {O_STRIDE | O_PADDING | O_DILATION | O_GROUPS, 1},
+    [GP__SPEC_BATCHNORM2D] = {O_EPS, 1},
+    [GP__SPEC_LINEAR] = {0, 1},
+    [GP__SPEC_MAXPOOL2D] = {O_KERNEL | O_STRIDE | O_PADDING, 0},
+    [GP__SPEC_AVGPOOL2D] = {O_KERNEL | O_STRIDE | O_PADDING, 0},
+    [GP__SPEC_SAVE] = {0, 2},
+    [GP__SPEC_RESTORE] = {0, 2},
+    [GP__SPEC_ADD] = {0, 2},
+    [GP__SPEC_TOPK] = {O_K, 0},
+};
+
+static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen) {
+    const char *eq = memchr(t.p, '=', t.n);
+    tok key = {t.p, (size_t)(eq - t.p)};
+    tok val = {eq + 1, t.n - key.n - 1};
+    static const struct {
+        const char *name;
+        int bit;
+    } keys[] = {{"kernel", O_KERNEL},
+                {"stride", O_STRIDE},
+                {"padding", O_PADDING},
+                {"dilation", O_DILATION},
+                {"groups", O_GROUPS},
+                {"eps", O_EPS},
+                {"k", O_K},
+                {"layout", O_LAYOUT},
+                {"mean", O_MEAN},
+                {"std", O_STD}};
+    int bit = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (tok_is(key, keys[i].name)) bit = keys[i].bit;
+    if (!bit || !(allowed & bit)) return lerr(c, "unknown option", key);
+    if (*seen & bit) return lerr(c, "option given twice", key);
+    *seen |= bit;
+    int ok = 0;
+    switch (bit) {
+    case O_KERNEL:
+        ok = parse_pair(val, 1, l->kernel);
+        break;
+    case O_STRIDE:
+        ok = parse_pair(val, 1, l->stride);
+        l->has_stride = 1;
+        break;
+    case O_PADDING:
+        ok = parse_pair(val, 0, l->padding);
+        break;
+    case O_DILATION:
+        ok = parse_pair(val, 1, l->dilation);
+        break;
+    case O_GROUPS:
+        ok = parse_int(val.p, val.n, 1, GP__SPEC_MAX_DIM, &l->groups);
+        break;
+    case O_EPS:
+        ok = parse_double(val, &l->eps) && l->eps > 0;
+        break;
+    case O_K:
+        ok = parse_int(val.p, val.n, 1, GP__SPEC_MAX_DIM, &l->k);
+        break;
+    case O_LAYOUT:
+        ok = tok_is(val, "hwc") || tok_is(val, "chw");
+        l->hwc = tok_is(val, "hwc");
+        break;
+    case O_MEAN:
+        ok = parse_floats(val, l->mean, GP__SPEC_MAX_CH, &l->n_mean);
+        break;
+    case O_STD:
+        ok = parse_floats(val, l->std, GP__SPEC_MAX_CH, &l->n_std);
+        for (int i = 0; ok && i < l->n_std; i++)
+            ok = l->std[i] != 0.0f;
+        break;
+    }
+    if (!ok) return lerr(c, "bad value", t);
+    return GP_OK;
+}
+
+static int parse_input(lctx *c, gp__spec_line *l, tok *tk, int nt, int *used) {
+    if (nt < 3)
+        return gp__errf(c->e, GP_EMODEL, "spec line %d: input: expected 'input <f32|u8> <shape>'",
+                        c->line);
+    if (tok_is(tk[1], "f32"))
+        l->dtype = GP_DTYPE_F32;
+    else if (tok_is(tk[1], "u8"))
+        l->dtype = GP_DTYPE_U8;
+    else
+        return lerr(c, "unknown dtype (f32 | u8)", tk[1]);
+    tok s = tk[2];
+    l->rank = 0;
+    size_t i = 0;
+    while (i <= s.n) {
+        size_t j = i;
+        while (j < s.n && s.p[j] != 'x')
+            j++;
+        if (l->rank == 3 || !parse_int(s.p + i, j - i, 1, 1 << 24, &l->dims[l->rank]))
+            return lerr(c, "bad shape (features, or C x H x W as 3x32x32)", s);
+        l->rank++;
+        i = j + 1;
+    }
+    if (l->rank == 2) return lerr(c, "bad shape (features, or C x H x W as 3x32x32)", s);
+    size_t total = 1;
+    for (int d = 0; d < l->rank; d++)
+        total *= (size_t)l->dims[d];
+    if (total > (1u << 28)) return lerr(c, "shape too large", s);
+    *used = 3;
+    return GP_OK;
+}
+
+static int parse_line(lctx *c, gp__spec_line *l, tok *tk, int nt) {
+    int kind = -1;
+    for (int k = 0; k < GP__SPEC_KIND_COUNT_; k++)
+        if (tok_is(tk[0], kind_names[k])) kind = k;
+    if (kind < 0)
+        return gp__errf(c->e, GP_EMODEL, "spec line %d: unknown op '%.*s'", c->line,
+                        (int)(tk[0].n > 80 ? 80 : tk[0].n), tk[0].p);
+    l->kind = (gp__spec_kind)kind;
+    c->op = kind_names[kind];
+    l->stride[0] = l->stride[1] = 1;
+    l->dilation[0] = l->dilation[1] = 1;
+    l->groups = 1;
+    l->eps = 1e-5;
+    int used = 1, rc;
+    if (kind == GP__SPEC_INPUT && (rc = parse_input(c, l, tk, nt, &used)) != GP_OK) return rc;
+    if (kind_info[kind].name) {
+        const char *what = kind_info[kind].name == 1 ? "layer name" : "tag";
+        if (nt < 2 || memchr(tk[1].p, '=', tk[1].n))
+            return gp__errf(c->e, GP_EMODEL, "spec line %d: %s: expected a %s", c->line, c->op,
+                            what);
+        if (tk[1].n >= GP__SPEC_MAX_NAME) return lerr(c, "name too long", tk[1]);
+        memcpy(l->name, tk[1].p, tk[1].n);
+        l->name[tk[1].n] = '\0';
+        used = 2;
+    }
+    int seen = 0;
+    for (int i = used; i < nt; i++) {
+        if (!memchr(tk[i].p, '=', tk[i].n)) return lerr(c, "unexpected word", tk[i]);
+        if ((rc = parse_option(c, l, tk[i], kind_info[kind].opts, &seen)) != GP_OK) return rc;
+    }
+    if ((kind == GP__SPEC_MAXPOOL2D || kind == GP__SPEC_AVGPOOL2D) && !(seen & O_KERNEL))
+        return gp__errf(c->e, GP_EMODEL, "spec line %d: %s: kernel=K is required", c->line, c->op);
+    if (kind == GP__SPEC_TOPK && !(seen & O_K))
+        return gp__errf(c->e, GP_EMODEL, "spec line %d: topk: k=K is required", c->line);
+    if (kind == GP__SPEC_INPUT) {
+        if (l->hwc && l->rank != 3)
+            return gp__errf(c->e, GP_EMODEL, "spec line %d: input: layout=hwc needs H x W x C",
+                            c->line);
+        int ch = l->rank == 3 ? (l->hwc ? l->dims[2] : l->dims[0]) : l->dims[0];
+        if ((l->n_mean && l->n_mean != 1 && l->n_mean != ch) ||
+            (l->n_std && l->n_std != 1 && l->n_std != ch))
+            return gp__errf(c->e, GP_EMODEL,
+                            "spec line %d: input: mean/std need 1 or %d values (one per channel), "
+                            "got %d/%d",
+                            c->line, ch, l->n_mean, l->n_std);
+        if ((l->n_mean || l->n_std) && l->rank != 3)
+            return gp__errf(c->e, GP_EMODEL, "spec line %d: input: mean/std need a C x H x W input",
+                            c->line);
+    }
+    return GP_OK;
+}
+
+int gp__spec_parse(const char *text, gp__spec *out, gp__err *e) {
+    out->lines = NULL;
+    out->n = 0;
+    if (!text) return gp__errf(e, GP_EMODEL, "no spec");
+    int cap = 0, line = 0, rc = GP_OK;
+    const char *p = text;
+    while (*p) {
+        line++;
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        const char *hash = memchr(p, '#', len);
+        size_t body = hash ? (size_t)(hash - p) : len;
+        tok tk[MAX_TOKENS];
+        int nt = 0;
+        lctx c = {e, line, ""};
+        for (size_t i = 0; i < body;) {
+            while (i < body && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r'))
+                i++;
+            if (i == body) break;
+            size_t j = i;
+            while (j < body && p[j] != ' ' && p[j] != '\t' && p[j] != '\r')
+                j++;
+            if (nt == MAX_TOKENS) {
+                rc = gp__errf(e, GP_EMODEL, "spec line %d: too many words", line);
+                goto fail;
+            }
+            if ((unsigned char)p[i] < 0x20 || j - i > MAX_TOKEN) {
+                rc = gp__errf(e, GP_EMODEL, "spec line %d: bad character or word too long", line);
+                goto fail;
+            }
+            for (size_t k = i; k < j; k++) {
+                if ((unsigned char)p[k] < 0x20 || p[k] == 0x7f) {
+                    rc = gp__errf(e, GP_EMODEL, "spec line %d: control character", line);
+                    goto fail;
+                }
+            }
+            tk[nt++] = (tok){p + i, j - i};
+            i = j;
+        }
+        if (nt > 0) {
+            if (out->n == cap) {
+                int ncap = cap ? cap * 2 : 16;
+                gp__spec_line *nl = realloc(out->lines, (size_t)ncap * sizeof *nl);
+                if (!nl) {
+                    rc = gp__errf(e, GP_ENOMEM, "out of memory");
+                    goto fail;
+                }
+                out->lines = nl;
+                cap = ncap;
+            }
+            gp__spec_line *l = &out->lines[out->n];
+            memset(l, 0, sizeof *l);
+            l->line = line;
+            if ((rc = parse_line(&c, l, tk, nt)) != GP_OK) goto fail;
+            out->n++;
+        }
+        if (!eol) break;
+        p = eol + 1;
+    }
+    if (out->n == 0) {
+        rc = gp__errf(e, GP_EMODEL, "spec is empty (it needs at least an 'input' line)");
+        goto fail;
+    }
+    return GP_OK;
+fail:
+    gp__spec_free(out);
+    return rc;
+}
+
+void gp__spec_free(gp__spec *s) {
+    if (!s) return;
+    free(s->lines);
+    s->lines = NULL;
+    s->n = 0;
+}
