@@ -1,0 +1,128 @@
+/*
+ * gpupipe/cuda.h on a real device: the slot's stream, cuBLAS handle (bound to the stream,
+ * with a workspace), cuBLASLt handle and workspace, cuDNN handle, device id, checked in
+ * compute_setup and used by the compute (out = 2 * in through cublasSscal), with
+ *   eager          graphs off: every batch eager, the reason says so;
+ *   graphs         every batch a graph replay, padded up to its bucket;
+ *   uncapturable   graphs on, but the compute synchronizes its stream (illegal under
+ *                  capture): every bucket falls back to eager, with the reason in stats.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "gpupipe/cuda.h"
+#include "gpu_util.h"
+
+enum { FLOATS = 48, MAX_BATCH = 32, N = 2000 };
+
+typedef struct hctx {
+    int uncapturable;
+    _Atomic int setups, bad_setup;
+} hctx;
+
+static int setup(void *user, const gp_batch *b) {
+    hctx *h = user;
+    cudaStream_t st = gp_cuda_stream(b), bound = NULL;
+    int cur = -1, bad = 0;
+    size_t ws = 0;
+    bad |= st == NULL || (void *)st != b->stream;
+    bad |= gp_cuda_device(b) != b->device;
+    bad |= cudaGetDevice(&cur) != cudaSuccess || cur != b->device;
+    bad |= gp_cuda_cublas(b) == NULL;
+    bad |= cublasGetStream(gp_cuda_cublas(b), &bound) != CUBLAS_STATUS_SUCCESS || bound != st;
+    bad |= gp_cuda_cublaslt(b) == NULL;
+    bad |= gp_cuda_workspace(b, &ws) == NULL || ws < (4u << 20);
+#if defined(GP_HAVE_CUDNN)
+    cudaStream_t dnn_st = NULL;
+    bad |= gp_cuda_cudnn(b) == NULL;
+    bad |= cudnnGetStream(gp_cuda_cudnn(b), &dnn_st) != CUDNN_STATUS_SUCCESS || dnn_st != st;
+#endif
+    if (bad) fprintf(stderr, "slot %d: a cuda.h accessor is wrong\n", b->slot);
+    atomic_fetch_add(&h->setups, 1);
+    atomic_fetch_or(&h->bad_setup, bad);
+    return GP_OK;
+}
+
+static int scale2(void *user, const gp_batch *b) {
+    hctx *h = user;
+    cudaStream_t st = gp_cuda_stream(b);
+    size_t floats = b->n * b->in_bytes / sizeof(float);
+    const float two = 2.0f;
+    if (h->uncapturable && cudaStreamSynchronize(st) != cudaSuccess)
+        return 7; /* under capture: illegal, so the bucket stays eager */
+    if (cudaMemcpyAsync(b->out, b->in, floats * sizeof(float), cudaMemcpyDeviceToDevice, st) !=
+        cudaSuccess)
+        return 1;
+    if (cublasSscal(gp_cuda_cublas(b), (int)floats, &two, b->out, 1) != CUBLAS_STATUS_SUCCESS)
+        return 2;
+    return GP_OK;
+}
+
+typedef struct fitem {
+    uint64_t index;
+    _Atomic int calls, ok;
+} fitem;
+static fitem items[N];
+
+static float in_value(uint64_t i, size_t k) {
+    return (float)((i * 31 + k) % 1000) * 0.25f - 100.0f;
+}
+
+static void done(void *user, int status, const void *out, size_t bytes) {
+    fitem *it = user;
+    int ok = status == GP_OK && bytes == FLOATS * sizeof(float);
+    for (size_t k = 0; ok && k < FLOATS; k++)
+        ok = ((const float *)out)[k] == 2.0f * in_value(it->index, k);
+    atomic_store(&it->ok, ok);
+    atomic_fetch_add(&it->calls, 1);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "eager";
+    hctx h = {.uncapturable = strcmp(mode, "uncapturable") == 0};
+    gp_config c;
+    gpt_config(&c, GP_BACKEND_CUDA);
+    c.item_in_bytes = c.item_out_bytes = FLOATS * sizeof(float);
+    c.max_batch = MAX_BATCH;
+    c.inflight = 2;
+    c.cuda_graphs = strcmp(mode, "eager") != 0;
+    c.compute = scale2;
+    c.compute_setup = setup;
+    c.compute_user = &h;
+    gp_pipeline *p = gpt_create(&c);
+    GPT_EQ(atomic_load(&h.setups), c.inflight);
+    GPT_EQ(atomic_load(&h.bad_setup), 0);
+
+    uint64_t i = 0;
+    unsigned seed = 7;
+    float buf[FLOATS];
+    while (i < N) {
+        seed = seed * 1103515245u + 12345u;
+        uint64_t burst = 1 + (seed >> 16) % MAX_BATCH;
+        for (uint64_t k = 0; k < burst && i < N; k++, i++) {
+            items[i].index = i;
+            for (size_t w = 0; w < FLOATS; w++)
+                buf[w] = in_value(i, w);
+            GPT_RC(gp_pipeline_submit(p, buf, sizeof buf, done, &items[i]), GP_OK);
+        }
+        gpu_drain(p); /* one burst, one or a few batches: many sizes */
+    }
+    for (uint64_t k = 0; k < N; k++) {
+        GPT_EQ(atomic_load(&items[k].calls), 1);
+        GPT_EQ(atomic_load(&items[k].ok), 1);
+    }
+    gp_stats s = gpu_stats(p);
+    printf("%s: %llu batches, graph replays %llu, eager %llu, reason: %s\n", mode,
+           (unsigned long long)s.batches, (unsigned long long)s.graph_replays,
+           (unsigned long long)s.graph_eager, s.graph_eager_reason);
+    if (strcmp(mode, "graphs") == 0) {
+        GPT_EQ(s.graph_replays, s.batches);
+        GPT_EQ(s.graph_eager, 0);
+    } else {
+        GPT_EQ(s.graph_replays, 0);
+        GPT_EQ(s.graph_eager, s.batches);
+        GPT_CHECK(strstr(s.graph_eager_reason, h.uncapturable ? "slot" : "cuda_graphs is 0"));
+    }
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    return 0;
+}
