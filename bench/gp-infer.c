@@ -1,0 +1,490 @@
+/*
+ * gp-infer: run a model on every item of an .npy file through a gpupipe pipeline, write the
+ * outputs as .npy.
+ *
+ *   gp-infer --model M.safetensors [--spec FILE] --input X.npy --output Y.npy
+ *            [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]
+ *            [--precision fp32|tf32|fp16|bf16] [--describe] [--quiet]
+ *   gp-infer --demo mlp|cnn [--save-demo FILE] [--input X.npy --output Y.npy] ...
+ *
+ * X holds N items: shape (N, *item shape), dtype as the model's input (f32 '<f4', u8 '|u1').
+ * Y gets shape (N, *output shape), f32 '<f4' or i64 '<i8'. C order, little-endian.
+ * Exit status: 0 ok; 1 a run-time failure; 2 usage; 3 bad model or input file (shape/dtype
+ * mismatch, missing tensor, ...); 4 the requested backend is not usable here.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpupipe/gpupipe.h>
+#include <gpupipe/model.h>
+
+enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_INPUT = 3, EXIT_NODEV = 4 };
+
+/* ---- .npy (format versions 1-3; C order; little-endian f4, u1, i8, i4) ------------------ */
+
+typedef struct npy {
+    char descr[8]; /* "<f4", "|u1", "<i8", "<i4" */
+    int rank;
+    int64_t shape[8];
+    size_t elem, count; /* element size, element count */
+    void *data;
+} npy;
+
+static const struct {
+    const char *descr, *alt;
+    gp_dtype dtype;
+} npy_types[] = {{"<f4", "<f4", GP_DTYPE_F32},
+                 {"|u1", "<u1", GP_DTYPE_U8},
+                 {"<i8", "<i8", GP_DTYPE_I64},
+                 {"<i4", "<i4", GP_DTYPE_I32}};
+
+static int npy_dtype(const char *descr, gp_dtype *t) {
+    for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
+        if (!strcmp(descr, npy_types[i].descr) || !strcmp(descr, npy_types[i].alt)) {
+            *t = npy_types[i].dtype;
+            return 1;
+        }
+    return 0;
+}
+
+static const char *skip_ws(const char *p) {
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+/* Parse the header dict {'descr': '<f4', 'fortran_order': False, 'shape': (N, ...), }. */
+static int npy_parse_header(const char *h, npy *a, char *err, size_t len) {
+    const char *d = strstr(h, "'descr':"), *f = strstr(h, "'fortran_order':"),
+               *s = strstr(h, "'shape':");
+    if (!d || !f || !s) return snprintf(err, len, "header lacks descr, fortran_order or shape"), -1;
+    d = skip_ws(d + 8);
+    if (*d != '\'') return snprintf(err, len, "bad descr"), -1;
+    const char *e = strchr(d + 1, '\'');
+    if (!e || e - d - 1 >= (long)sizeof a->descr)
+        return snprintf(err, len, "unsupported descr"), -1;
+    memcpy(a->descr, d + 1, (size_t)(e - d - 1));
+    a->descr[e - d - 1] = '\0';
+    gp_dtype t;
+    if (!npy_dtype(a->descr, &t))
+        return snprintf(err, len, "unsupported dtype '%s' (f4, u1, i8, i4 little-endian)",
+                        a->descr),
+               -1;
+    a->elem = gp_dtype_size(t);
+    f = skip_ws(f + 16);
+    if (strncmp(f, "False", 5) != 0)
+        return snprintf(err, len, "Fortran-order arrays are not supported"), -1;
+    s = skip_ws(s + 8);
+    if (*s != '(') return snprintf(err, len, "bad shape"), -1;
+    s++;
+    a->rank = 0;
+    a->count = 1;
+    for (;;) {
+        s = skip_ws(s);
+        if (*s == ')') break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || errno || v < 0 || a->rank == 8) return snprintf(err, len, "bad shape"), -1;
+        a->shape[a->rank++] = v;
+        if ((size_t)v && a->count > SIZE_MAX / 16 / (size_t)v)
+            return snprintf(err, len, "shape too large"), -1;
+        a->count *= (size_t)v;
+        s = skip_ws(end);
+        if (*s == ',')
+            s++;
+        else if (*s != ')')
+            return snprintf(err, len, "bad shape"), -1;
+    }
+    return 0;
+}
+
+static int npy_read(const char *path, npy *a, char *err, size_t len) {
+    memset(a, 0, sizeof *a);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return snprintf(err, len, "cannot open: %s", strerror(errno)), -1;
+    unsigned char pre[12];
+    int rc = -1;
+    char *hdr = NULL;
+    if (fread(pre, 1, 10, fp) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        snprintf(err, len, "not an .npy file");
+        goto out;
+    }
+    size_t hlen;
+    if (pre[6] == 1) {
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+    } else if (pre[6] == 2 || pre[6] == 3) {
+        if (fread(pre + 10, 1, 2, fp) != 2) {
+            snprintf(err, len, "truncated header");
+            goto out;
+        }
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+    } else {
+        snprintf(err, len, "unsupported .npy version %d", pre[6]);
+        goto out;
+    }
+    if (hlen > (1u << 20) || !(hdr = malloc(hlen + 1)) || fread(hdr, 1, hlen, fp) != hlen) {
+        snprintf(err, len, "bad or truncated header");
+        goto out;
+    }
+    hdr[hlen] = '\0';
+    if (npy_parse_header(hdr, a, err, len) != 0) goto out;
+    size_t bytes = a->count * a->elem;
+    a->data = malloc(bytes ? bytes : 1);
+    if (!a->data) {
+        snprintf(err, len, "out of memory (%zu bytes)", bytes);
+        goto out;
+    }
+    if (fread(a->data, 1, bytes, fp) != bytes) {
+        snprintf(err, len, "data is shorter than its shape says (%zu bytes expected)", bytes);
+        goto out;
+    }
+    if (fgetc(fp) != EOF) {
+        snprintf(err, len, "trailing bytes after the data");
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc != 0) {
+        free(a->data);
+        a->data = NULL;
+    }
+    free(hdr);
+    fclose(fp);
+    return rc;
+}
+
+static int npy_write(const char *path, const char *descr, const int64_t *shape, int rank,
+                     const void *data, size_t bytes, char *err, size_t len) {
+    char dict[256];
+    size_t o = (size_t)snprintf(dict, sizeof dict,
+                                "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+    for (int i = 0; i < rank; i++)
+        o += (size_t)snprintf(dict + o, sizeof dict - o, "%" PRId64 "%s", shape[i],
+                              rank == 1 || i + 1 < rank ? ", " : "");
+    o += (size_t)snprintf(dict + o, sizeof dict - o, "), }");
+    size_t total = 10 + o + 1;
+    size_t pad = (64 - total % 64) % 64; /* header padded to 64 bytes, ends in '\n' */
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    size_t hlen = o + pad + 1;
+    pre[8] = (unsigned char)(hlen & 0xFF);
+    pre[9] = (unsigned char)(hlen >> 8);
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return snprintf(err, len, "cannot create: %s", strerror(errno)), -1;
+    int bad = fwrite(pre, 1, 10, fp) != 10 || fwrite(dict, 1, o, fp) != o;
+    for (size_t i = 0; i < pad && !bad; i++)
+        bad = fputc(' ', fp) == EOF;
+    bad = bad || fputc('\n', fp) == EOF || fwrite(data, 1, bytes, fp) != bytes;
+    bad = fclose(fp) != 0 || bad;
+    if (bad) return snprintf(err, len, "write failed: %s", strerror(errno)), -1;
+    return 0;
+}
+
+/* ---- the run ------------------------------------------------------------------------------ */
+
+typedef struct run {
+    const unsigned char *in;
+    unsigned char *out;
+    size_t in_bytes, out_bytes, n;
+    gp_pipeline *p;
+    atomic_size_t next;   /* next item a producer takes */
+    atomic_size_t failed; /* items that completed with an error */
+    atomic_int first_status;
+    atomic_int submit_rc;
+} run;
+
+typedef struct item_ctx {
+    run *r;
+    size_t index;
+} item_ctx;
+
+typedef struct producer {
+    run *r;
+    item_ctx *items;
+} producer;
+
+static void done(void *user, int status, const void *output, size_t bytes) {
+    item_ctx *it = user;
+    if (status != GP_OK) {
+        int zero = GP_OK;
+        atomic_compare_exchange_strong(&it->r->first_status, &zero, status);
+        atomic_fetch_add(&it->r->failed, 1);
+        return;
+    }
+    memcpy(it->r->out + it->index * it->r->out_bytes, output, bytes);
+}
+
+static void *produce(void *arg) {
+    producer *pr = arg;
+    run *r = pr->r;
+    for (;;) {
+        size_t i = atomic_fetch_add(&r->next, 1);
+        if (i >= r->n) break;
+        int rc =
+            gp_pipeline_submit(r->p, r->in + i * r->in_bytes, r->in_bytes, done, &pr->items[i]);
+        if (rc != GP_OK) {
+            int zero = GP_OK;
+            atomic_compare_exchange_strong(&r->submit_rc, &zero, rc);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: gp-infer (--model M.safetensors [--spec FILE] | --demo mlp|cnn [--save-demo F])\n"
+        "                [--input X.npy --output Y.npy] [--backend auto|host|cuda]\n"
+        "                [--batch N] [--inflight K] [--producers P]\n"
+        "                [--precision fp32|tf32|fp16|bf16] [--describe] [--quiet]\n");
+}
+
+static void shape_str(const int64_t *d, int rank, char *buf, size_t len) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rank && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? "x" : "", d[i]);
+}
+
+static int parse_size(const char *s, size_t lo, size_t hi, size_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return 0;
+    *out = (size_t)v;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    const char *model_path = NULL, *demo = NULL, *save_demo = NULL, *spec = NULL;
+    const char *in_path = NULL, *out_path = NULL, *backend_s = "auto", *prec_s = "fp32";
+    size_t batch = 64, inflight = 3, producers = 2;
+    int describe = 0, quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **sval = NULL;
+        size_t *nval = NULL, lo = 1, hi = 1u << 16;
+        if (!strcmp(a, "--model"))
+            sval = &model_path;
+        else if (!strcmp(a, "--demo"))
+            sval = &demo;
+        else if (!strcmp(a, "--save-demo"))
+            sval = &save_demo;
+        else if (!strcmp(a, "--spec"))
+            sval = &spec;
+        else if (!strcmp(a, "--input"))
+            sval = &in_path;
+        else if (!strcmp(a, "--output"))
+            sval = &out_path;
+        else if (!strcmp(a, "--backend"))
+            sval = &backend_s;
+        else if (!strcmp(a, "--precision"))
+            sval = &prec_s;
+        else if (!strcmp(a, "--batch"))
+            nval = &batch;
+        else if (!strcmp(a, "--inflight"))
+            nval = &inflight, hi = 64;
+        else if (!strcmp(a, "--producers"))
+            nval = &producers, hi = 64;
+        else if (!strcmp(a, "--describe")) {
+            describe = 1;
+            continue;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+            continue;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "gp-infer: unknown argument '%s'\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "gp-infer: %s needs a value\n", a);
+            return EXIT_USAGE;
+        }
+        const char *v = argv[++i];
+        if (sval) {
+            *sval = v;
+        } else if (!parse_size(v, lo, hi, nval)) {
+            fprintf(stderr, "gp-infer: %s: '%s' is not a number in [%zu, %zu]\n", a, v, lo, hi);
+            return EXIT_USAGE;
+        }
+    }
+    gp_backend backend;
+    if (!strcmp(backend_s, "auto"))
+        backend = GP_BACKEND_AUTO;
+    else if (!strcmp(backend_s, "host"))
+        backend = GP_BACKEND_HOST;
+    else if (!strcmp(backend_s, "cuda"))
+        backend = GP_BACKEND_CUDA;
+    else {
+        fprintf(stderr, "gp-infer: --backend '%s': auto | host | cuda\n", backend_s);
+        return EXIT_USAGE;
+    }
+    gp_model_options opt;
+    gp_model_options_init(&opt);
+    if (gp_precision_parse(prec_s, &opt.precision) != GP_OK) {
+        fprintf(stderr, "gp-infer: --precision '%s': fp32 | tf32 | fp16 | bf16\n", prec_s);
+        return EXIT_USAGE;
+    }
+    if (!model_path == !demo || (demo && spec) || (save_demo && !demo) || !in_path != !out_path ||
+        (!in_path && !save_demo && !describe)) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    opt.spec_path = spec;
+
+    char err[512];
+    gp_model *m = NULL;
+    int rc;
+    if (demo) {
+        rc = gp_model_demo(demo, &opt, &m, err, sizeof err);
+        if (rc == GP_OK && save_demo) {
+            void *img;
+            size_t len;
+            rc = gp_model_demo_safetensors(demo, &opt, &img, &len, err, sizeof err);
+            if (rc == GP_OK) {
+                FILE *f = fopen(save_demo, "wb");
+                int bad = !f || fwrite(img, 1, len, f) != len;
+                bad = (f && fclose(f) != 0) || bad;
+                free(img);
+                if (bad) {
+                    fprintf(stderr, "gp-infer: %s: cannot write: %s\n", save_demo, strerror(errno));
+                    gp_model_free(m);
+                    return EXIT_RUN;
+                }
+            }
+        }
+    } else {
+        rc = gp_model_load(model_path, &opt, &m, err, sizeof err);
+    }
+    if (rc != GP_OK) {
+        fprintf(stderr, "gp-infer: model %s: %s: %s\n", demo ? demo : model_path, gp_err_name(rc),
+                err);
+        return rc == GP_EINVAL && demo ? EXIT_USAGE : EXIT_INPUT;
+    }
+    if (describe) gp_model_describe(m, stdout);
+    if (!in_path) {
+        gp_model_free(m);
+        return 0;
+    }
+
+    gp_tensor_info ii, oi;
+    gp_model_input_info(m, &ii);
+    gp_model_output_info(m, &oi);
+    char want[96], got[96];
+    shape_str(ii.dims, ii.rank, want, sizeof want);
+    npy x;
+    if (npy_read(in_path, &x, err, sizeof err) != 0) {
+        fprintf(stderr, "gp-infer: input %s: %s\n", in_path, err);
+        gp_model_free(m);
+        return EXIT_INPUT;
+    }
+    gp_dtype xt;
+    npy_dtype(x.descr, &xt);
+    int shape_ok = x.rank == ii.rank + 1;
+    for (int d = 0; shape_ok && d < ii.rank; d++)
+        shape_ok = x.shape[d + 1] == ii.dims[d];
+    if (xt != ii.dtype || !shape_ok) {
+        shape_str(x.shape, x.rank, got, sizeof got);
+        fprintf(stderr,
+                "gp-infer: input %s: has dtype %s and shape %s, but the model takes %s items of "
+                "shape %s: expected shape N x %s\n",
+                in_path, gp_dtype_name(xt), x.rank ? got : "()", gp_dtype_name(ii.dtype), want,
+                want);
+        free(x.data);
+        gp_model_free(m);
+        return EXIT_INPUT;
+    }
+    size_t n = (size_t)x.shape[0];
+    run r = {.in = x.data, .in_bytes = ii.bytes, .out_bytes = oi.bytes, .n = n};
+    r.out = calloc(n ? n : 1, oi.bytes);
+    item_ctx *items = malloc((n ? n : 1) * sizeof *items);
+    if (!r.out || !items) {
+        fprintf(stderr, "gp-infer: out of memory\n");
+        return EXIT_RUN;
+    }
+    for (size_t i = 0; i < n; i++)
+        items[i] = (item_ctx){&r, i};
+
+    gp_config cfg;
+    gp_config_init(&cfg);
+    cfg.backend = backend;
+    cfg.max_batch = batch;
+    cfg.inflight = (int)inflight;
+    gp_model_configure(m, &cfg);
+    int exit_code = 0;
+    rc = gp_pipeline_create(&cfg, &r.p, err, sizeof err);
+    if (rc != GP_OK) {
+        char detail[256] = "";
+        gp_model_last_error(m, detail, sizeof detail);
+        fprintf(stderr, "gp-infer: backend %s: %s: %s%s%s\n", backend_s, gp_err_name(rc), err,
+                detail[0] ? ": " : "", detail);
+        exit_code = rc == GP_ENODEV || rc == GP_ENOTSUP ? EXIT_NODEV : EXIT_RUN;
+        goto out;
+    }
+    double t0 = (double)gp_now_ns();
+    pthread_t th[64];
+    producer pr = {&r, items};
+    size_t started = 0;
+    for (; started < producers; started++)
+        if (pthread_create(&th[started], NULL, produce, &pr) != 0) break;
+    if (started == 0) produce(&pr);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    gp_pipeline_drain(r.p, -1);
+    double secs = ((double)gp_now_ns() - t0) * 1e-9;
+    gp_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    gp_pipeline_stats(r.p, &st);
+    if (!quiet) {
+        fprintf(stderr,
+                "gp-infer: %zu items in %.3f s (%.1f items/s), backend %s%s%s, %s, mean "
+                "batch %.1f\n",
+                n, secs, secs > 0 ? (double)n / secs : 0.0, gp_backend_name(st.backend),
+                st.fell_back ? " (fell back: " : "", st.fell_back ? st.fallback_reason : "",
+                st.backend == GP_BACKEND_CUDA ? gp_precision_name(opt.precision) : "fp32",
+                st.batches ? (double)st.batch_items / (double)st.batches : 0.0);
+        if (st.fell_back) fprintf(stderr, "gp-infer: note: AUTO fell back to the host backend\n");
+    }
+    int dr = gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
+    if (atomic_load(&r.submit_rc) != GP_OK) {
+        fprintf(stderr, "gp-infer: submit failed: %s\n", gp_err_name(atomic_load(&r.submit_rc)));
+        exit_code = EXIT_RUN;
+        goto out;
+    }
+    if (atomic_load(&r.failed) || dr != GP_OK) {
+        char detail[256] = "";
+        gp_model_last_error(m, detail, sizeof detail);
+        fprintf(stderr, "gp-infer: %zu of %zu items failed (%s)%s%s\n", atomic_load(&r.failed), n,
+                gp_err_name(atomic_load(&r.first_status) ? atomic_load(&r.first_status) : dr),
+                detail[0] ? ": " : "", detail);
+        exit_code = EXIT_RUN;
+        goto out;
+    }
+    int64_t yshape[GP_MODEL_MAX_RANK + 1];
+    yshape[0] = (int64_t)n;
+    for (int d = 0; d < oi.rank; d++)
+        yshape[d + 1] = oi.dims[d];
+    const char *descr = oi.dtype == GP_DTYPE_I64 ? "<i8" : "<f4";
+    if (npy_write(out_path, descr, yshape, oi.rank + 1, r.out, n * oi.bytes, err, sizeof err) !=
+        0) {
+        fprintf(stderr, "gp-infer: output %s: %s\n", out_path, err);
+        exit_code = EXIT_RUN;
+    }
+out:
+    free(items);
+    free(r.out);
+    free(x.data);
+    gp_model_free(m);
+    return exit_code;
+}
