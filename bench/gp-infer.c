@@ -448,13 +448,13 @@ int main(int argc, char **argv) {
     gp_pipeline_stats(r.p, &st);
     if (!quiet) {
         fprintf(stderr,
-                "gp-infer: %zu items in %.3f s (%.1f items/s), backend %s%s%s, %s, mean "
-                "batch %.1f\n",
+                "gp-infer: %zu items in %.3f s (%.1f items/s), backend %s%s%s%s, %s, mean batch "
+                "%.1f\n",
                 n, secs, secs > 0 ? (double)n / secs : 0.0, gp_backend_name(st.backend),
-                st.fell_back ? " (fell back: " : "", st.fell_back ? st.fallback_reason : "",
+                st.fell_back ? " (AUTO fell back: " : "", st.fell_back ? st.fallback_reason : "",
+                st.fell_back ? ")" : "",
                 st.backend == GP_BACKEND_CUDA ? gp_precision_name(opt.precision) : "fp32",
                 st.batches ? (double)st.batch_items / (double)st.batches : 0.0);
-        if (st.fell_back) fprintf(stderr, "gp-infer: note: AUTO fell back to the host backend\n");
     }
     int dr = gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
     if (atomic_load(&r.submit_rc) != GP_OK) {
