@@ -1,0 +1,473 @@
+/* gp-bench output: the header, the table with baselines and ratios, CSV, JSON and SVG. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp-bench.h"
+
+typedef struct sbuf {
+    char s[32];
+} sbuf;
+
+/* 3 significant digits, no exponent. */
+static sbuf sig3(double v) {
+    sbuf b;
+    double a = fabs(v);
+    int dec = a == 0 ? 0 : a < 1 ? 3 : a < 10 ? 2 : a < 100 ? 1 : 0;
+    if (a != 0 && a < 0.001) dec = 6;
+    snprintf(b.s, sizeof b.s, "%.*f", dec, v);
+    return b;
+}
+
+static sbuf rate(double v) {
+    sbuf b;
+    if (v >= 1e6)
+        snprintf(b.s, sizeof b.s, "%.28sM", sig3(v / 1e6).s);
+    else if (v >= 1e3)
+        snprintf(b.s, sizeof b.s, "%.28sk", sig3(v / 1e3).s);
+    else
+        snprintf(b.s, sizeof b.s, "%s", sig3(v).s);
+    return b;
+}
+
+static const char *arrival_name(const gb_opts *o, char *buf, size_t len) {
+    if (o->arrival == GB_RATE)
+        snprintf(buf, len, "rate=%g items/s (evenly spaced)", o->rate);
+    else if (o->arrival == GB_POISSON)
+        snprintf(buf, len, "poisson=%g items/s", o->rate);
+    else if (o->window)
+        snprintf(buf, len, "closed loop, %d items in flight per producer", o->window);
+    else
+        snprintf(buf, len, "closed loop, (inflight+2)*batch items in flight over the producers");
+    return buf;
+}
+
+int gb_best_point(const gb_run *r) {
+    int best = -1;
+    for (int i = 0; i < r->npts; i++)
+        if (best < 0 || r->pts[i].items_per_s > r->pts[best].items_per_s) best = i;
+    return best;
+}
+
+void gb_print_header(const gb_run *r, FILE *f) {
+    const gb_opts *o = r->o;
+    char arr[128];
+    fprintf(f, "gp-bench %s, %s, %s\n", gp_version(), r->date, r->machine);
+    fprintf(f, "workload  %s\n", r->workload_desc);
+    fprintf(f, "backend   %s", gp_backend_name(r->backend));
+    if (r->fell_back)
+        fprintf(f, " - AUTO fell back, the GPU is not used: %s", r->fallback_reason);
+    else if (r->backend == GP_BACKEND_HOST)
+        fprintf(f, " (requested)");
+    fprintf(f, "\nload      %s; %.3g s per point after %.3g s warm-up\n",
+            arrival_name(o, arr, sizeof arr), o->duration_s, o->warmup_s);
+}
+
+static int swept_inflight(const gb_opts *o) {
+    return o->ninflight > 1;
+}
+static int swept_producers(const gb_opts *o) {
+    return o->nproducers > 1;
+}
+static int swept_delay(const gb_opts *o) {
+    return o->ndelay > 1;
+}
+
+void gb_print_table(const gb_run *r, FILE *f) {
+    const gb_opts *o = r->o;
+    fprintf(f, "\n%6s", "batch");
+    if (swept_inflight(o)) fprintf(f, " %8s", "inflight");
+    if (swept_producers(o)) fprintf(f, " %9s", "producers");
+    if (swept_delay(o)) fprintf(f, " %8s", "delay us");
+    fprintf(f, " %9s %8s %8s %8s %8s %8s %8s %8s %6s %-13s", "items/s", "p50 ms", "p95 ms",
+            "p99 ms", "compute%", "H2D GB/s", "D2H GB/s", "enq us", "mean", "verdict");
+    if (o->bound) fprintf(f, " %9s %6s", "bound/s", "%bound");
+    fputc('\n', f);
+    for (int i = 0; i < r->npts; i++) {
+        const gb_point *p = &r->pts[i];
+        fprintf(f, "%6zu", p->batch);
+        if (swept_inflight(o)) fprintf(f, " %8d", p->inflight);
+        if (swept_producers(o)) fprintf(f, " %9d", p->producers);
+        if (swept_delay(o)) fprintf(f, " %8u", p->delay_us);
+        fprintf(f, " %9s %8s %8s %8s %7.1f%% %8s %8s %8s %6s %-13s", rate(p->items_per_s).s,
+                sig3(p->p50_us / 1e3).s, sig3(p->p95_us / 1e3).s, sig3(p->p99_us / 1e3).s,
+                100 * p->compute_busy, sig3(p->h2d_gbps).s, sig3(p->d2h_gbps).s,
+                sig3(p->enqueue_us).s, sig3(p->mean_batch).s, gp__verdict_name(p->verdict));
+        if (o->bound && p->bound_items_per_s > 0)
+            fprintf(f, " %9s %5.0f%%", rate(p->bound_items_per_s).s,
+                    100 * p->items_per_s / p->bound_items_per_s);
+        fputc('\n', f);
+    }
+
+    int best = gb_best_point(r);
+    fprintf(f, "\nbaselines (same compute, same run):\n");
+    if (r->naive.ran)
+        fprintf(f, "  naive  %s items/s, p50 %s ms, p99 %s ms: %s\n", rate(r->naive.items_per_s).s,
+                sig3(r->naive.p50_us / 1e3).s, sig3(r->naive.p99_us / 1e3).s, r->naive.how);
+    else
+        fprintf(f, "  naive  not run\n");
+    if (o->bound && best >= 0 && r->pts[best].bound_items_per_s > 0) {
+        const gb_point *p = &r->pts[best];
+        char lanes[96] = "";
+        if (p->bound_lanes > 1)
+            snprintf(lanes, sizeof lanes, " (CPU compute: %d batches at once, one per core)",
+                     p->bound_lanes);
+        fprintf(f,
+                "  bound  each stage alone (one slot), per batch size in the bound/s column; at "
+                "batch %zu: h2d %s us, compute %s us%s, d2h %s us per batch -> %s items/s\n",
+                p->batch, sig3(p->bound_h2d_us).s, sig3(p->bound_compute_us).s, lanes,
+                sig3(p->bound_d2h_us).s, rate(p->bound_items_per_s).s);
+    } else {
+        fprintf(f, "  bound  not run\n");
+    }
+    fprintf(f, "ratios: ");
+    if (best >= 0 && r->naive.ran && r->naive.items_per_s > 0)
+        fprintf(f, "pipeline/naive = %sx (best point, batch %zu: %s vs %s items/s)",
+                sig3(r->pts[best].items_per_s / r->naive.items_per_s).s, r->pts[best].batch,
+                rate(r->pts[best].items_per_s).s, rate(r->naive.items_per_s).s);
+    else
+        fprintf(f, "pipeline/naive = n/a");
+    if (best >= 0 && r->pts[best].bound_items_per_s > 0)
+        fprintf(f, "; pipeline/bound = %s (batch %zu: %s of %s items/s)\n",
+                sig3(r->pts[best].items_per_s / r->pts[best].bound_items_per_s).s,
+                r->pts[best].batch, rate(r->pts[best].items_per_s).s,
+                rate(r->pts[best].bound_items_per_s).s);
+    else
+        fprintf(f, "; pipeline/bound = n/a\n");
+}
+
+/* ---- CSV -------------------------------------------------------------------------------- */
+
+int gb_write_csv(const gb_run *r, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "kind,batch,inflight,producers,max_delay_us,items_per_s,offered_per_s,p50_us,"
+               "p95_us,p99_us,compute_busy_pct,h2d_busy_pct,d2h_busy_pct,h2d_gbps,d2h_gbps,"
+               "enqueue_us,mean_batch,verdict,bound_items_per_s,pipeline_over_bound\n");
+    for (int i = 0; i < r->npts; i++) {
+        const gb_point *p = &r->pts[i];
+        fprintf(f,
+                "pipeline,%zu,%d,%d,%u,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%.4g,%.4g,%.6g,%.6g,%.6g,"
+                "%.6g,%s,%.6g,%.6g\n",
+                p->batch, p->inflight, p->producers, p->delay_us, p->items_per_s, p->offered_per_s,
+                p->p50_us, p->p95_us, p->p99_us, 100 * p->compute_busy, 100 * p->h2d_busy,
+                100 * p->d2h_busy, p->h2d_gbps, p->d2h_gbps, p->enqueue_us, p->mean_batch,
+                gp__verdict_name(p->verdict), p->bound_items_per_s,
+                p->bound_items_per_s > 0 ? p->items_per_s / p->bound_items_per_s : 0);
+    }
+    if (r->naive.ran)
+        fprintf(f, "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0\n",
+                r->naive.items_per_s, r->naive.p50_us, r->naive.p99_us);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------- */
+
+static void jstr(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(f, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(f, "\\u%04x", *c);
+        else
+            fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+static double fin(double v) {
+    return isfinite(v) ? v : 0;
+}
+
+int gb_write_json(const gb_run *r, const char *path) {
+    const gb_opts *o = r->o;
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    char arr[128];
+    fprintf(f, "{\"tool\":\"gp-bench\",\"version\":");
+    jstr(f, gp_version());
+    fprintf(f, ",\"date\":");
+    jstr(f, r->date);
+    fprintf(f, ",\"machine\":");
+    jstr(f, r->machine);
+    fprintf(f, ",\"command\":");
+    jstr(f, o->command);
+    fprintf(f, ",\"workload\":");
+    jstr(f, r->workload_desc);
+    fprintf(f, ",\"backend\":\"%s\",\"fell_back\":%s,\"fallback_reason\":",
+            gp_backend_name(r->backend), r->fell_back ? "true" : "false");
+    jstr(f, r->fell_back ? r->fallback_reason : "");
+    fprintf(f, ",\"arrival\":");
+    jstr(f, arrival_name(o, arr, sizeof arr));
+    fprintf(f, ",\"duration_s\":%.6g,\"warmup_s\":%.6g,\"points\":[", o->duration_s, o->warmup_s);
+    for (int i = 0; i < r->npts; i++) {
+        const gb_point *p = &r->pts[i];
+        fprintf(f,
+                "%s{\"batch\":%zu,\"inflight\":%d,\"producers\":%d,\"max_delay_us\":%u,"
+                "\"window_s\":%.6g,\"completed\":%llu,\"failed\":%llu,\"items_per_s\":%.6g,"
+                "\"offered_per_s\":%.6g,\"p50_us\":%.6g,\"p95_us\":%.6g,\"p99_us\":%.6g,"
+                "\"compute_busy\":%.6g,\"h2d_busy\":%.6g,\"d2h_busy\":%.6g,\"h2d_gbps\":%.6g,"
+                "\"d2h_gbps\":%.6g,\"enqueue_us\":%.6g,\"mean_batch\":%.6g,\"verdict\":\"%s\","
+                "\"bound\":{\"items_per_s\":%.6g,\"h2d_us\":%.6g,\"compute_us\":%.6g,"
+                "\"d2h_us\":%.6g,\"compute_lanes\":%d}}",
+                i ? "," : "", p->batch, p->inflight, p->producers, p->delay_us, fin(p->window_s),
+                (unsigned long long)p->completed, (unsigned long long)p->failed,
+                fin(p->items_per_s), fin(p->offered_per_s), fin(p->p50_us), fin(p->p95_us),
+                fin(p->p99_us), fin(p->compute_busy), fin(p->h2d_busy), fin(p->d2h_busy),
+                fin(p->h2d_gbps), fin(p->d2h_gbps), fin(p->enqueue_us), fin(p->mean_batch),
+                gp__verdict_name(p->verdict), fin(p->bound_items_per_s), fin(p->bound_h2d_us),
+                fin(p->bound_compute_us), fin(p->bound_d2h_us), p->bound_lanes);
+    }
+    fprintf(f, "],\"naive\":");
+    if (r->naive.ran) {
+        fprintf(f, "{\"items_per_s\":%.6g,\"p50_us\":%.6g,\"p99_us\":%.6g,\"items\":%llu,\"how\":",
+                fin(r->naive.items_per_s), fin(r->naive.p50_us), fin(r->naive.p99_us),
+                (unsigned long long)r->naive.items);
+        jstr(f, r->naive.how);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    int best = gb_best_point(r);
+    fprintf(f, ",\"ratios\":{\"best_batch\":");
+    if (best >= 0)
+        fprintf(f, "%zu", r->pts[best].batch);
+    else
+        fputs("null", f);
+    fprintf(f, ",\"pipeline_over_naive\":");
+    if (best >= 0 && r->naive.ran && r->naive.items_per_s > 0)
+        fprintf(f, "%.6g", r->pts[best].items_per_s / r->naive.items_per_s);
+    else
+        fputs("null", f);
+    fprintf(f, ",\"pipeline_over_bound\":");
+    if (best >= 0 && r->pts[best].bound_items_per_s > 0)
+        fprintf(f, "%.6g", r->pts[best].items_per_s / r->pts[best].bound_items_per_s);
+    else
+        fputs("null", f);
+    fputs("}}\n", f);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* ---- SVG -------------------------------------------------------------------------------- */
+
+static void xml_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        default:
+            fputc(*s, f);
+        }
+    }
+}
+
+#define SVG_W 920
+#define SVG_H 600
+#define PLOT_X0 90
+#define PLOT_X1 (SVG_W - 210)
+
+typedef struct panel {
+    double y0, y1; /* pixel top and bottom */
+    double lo, hi; /* value range */
+    int logy;
+} panel;
+
+typedef struct xaxis {
+    double lo, hi; /* log2 of batch */
+} xaxis;
+
+static double px_x(const xaxis *x, double batch) {
+    double l = log2(batch);
+    if (x->hi <= x->lo) return (PLOT_X0 + PLOT_X1) / 2.0;
+    return PLOT_X0 + (l - x->lo) / (x->hi - x->lo) * (PLOT_X1 - PLOT_X0);
+}
+
+static double px_y(const panel *p, double v) {
+    double t;
+    if (p->logy)
+        t = (log10(fmax(v, p->lo)) - log10(p->lo)) / (log10(p->hi) - log10(p->lo));
+    else
+        t = (v - p->lo) / (p->hi - p->lo);
+    return p->y1 - t * (p->y1 - p->y0);
+}
+
+static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                               "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+
+/* Points of one series share inflight, producers and delay. */
+static int same_series(const gb_point *a, const gb_point *b) {
+    return a->inflight == b->inflight && a->producers == b->producers && a->delay_us == b->delay_us;
+}
+
+static void axes(FILE *f, const panel *p, const xaxis *x, const gb_run *r, const char *ylabel) {
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"#444\"/>\n",
+            PLOT_X0, p->y0, PLOT_X1 - PLOT_X0, p->y1 - p->y0);
+    /* x ticks at the swept batch sizes */
+    for (int i = 0; i < r->o->nbatch; i++) {
+        double xx = px_x(x, (double)r->o->batch[i]);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", xx,
+                p->y0, xx, p->y1);
+        fprintf(f,
+                "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%zu"
+                "</text>\n",
+                xx, p->y1 + 14, r->o->batch[i]);
+    }
+    /* y ticks: 5 linear, or each decade */
+    if (p->logy) {
+        for (double v = pow(10, floor(log10(p->lo))); v <= p->hi * 1.0001; v *= 10) {
+            if (v < p->lo * 0.9999) continue;
+            double yy = px_y(p, v);
+            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                    PLOT_X0, yy, PLOT_X1, yy);
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n",
+                    PLOT_X0 - 6, yy + 4, v);
+        }
+    } else {
+        for (int k = 0; k <= 4; k++) {
+            double v = p->lo + (p->hi - p->lo) * k / 4, yy = px_y(p, v);
+            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                    PLOT_X0, yy, PLOT_X1, yy);
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
+                    PLOT_X0 - 6, yy + 4, rate(v).s);
+        }
+    }
+    fprintf(f,
+            "<text x=\"18\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
+            "transform=\"rotate(-90 18 %.1f)\">%s</text>\n",
+            (p->y0 + p->y1) / 2, (p->y0 + p->y1) / 2, ylabel);
+    fprintf(f,
+            "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">batch size "
+            "(max_batch)</text>\n",
+            (PLOT_X0 + PLOT_X1) / 2, p->y1 + 30);
+}
+
+static void series(FILE *f, const gb_run *r, const panel *p, const xaxis *x, int latency) {
+    int done[GB_MAX_POINTS] = {0}, ncolor = 0;
+    for (int i = 0; i < r->npts; i++) {
+        if (done[i]) continue;
+        const char *col = colors[ncolor++ % (int)(sizeof colors / sizeof colors[0])];
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+        for (int j = i; j < r->npts; j++)
+            if (same_series(&r->pts[i], &r->pts[j])) {
+                double v = latency ? r->pts[j].p99_us / 1e3 : r->pts[j].items_per_s;
+                fprintf(f, "%.1f,%.1f ", px_x(x, (double)r->pts[j].batch), px_y(p, v));
+            }
+        fprintf(f, "\"/>\n");
+        for (int j = i; j < r->npts; j++)
+            if (same_series(&r->pts[i], &r->pts[j])) {
+                done[j] = 1;
+                double v = latency ? r->pts[j].p99_us / 1e3 : r->pts[j].items_per_s;
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                        px_x(x, (double)r->pts[j].batch), px_y(p, v), col);
+            }
+        double ly = p->y0 + 14 + 16 * (ncolor - 1);
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"2\"/>\n",
+                PLOT_X1 + 10, ly - 4, PLOT_X1 + 28, ly - 4, col);
+        fprintf(f,
+                "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">inflight %d, prod %d, delay %u"
+                "</text>\n",
+                PLOT_X1 + 32, ly, r->pts[i].inflight, r->pts[i].producers, r->pts[i].delay_us);
+    }
+    if (latency) return;
+    double ly = p->y0 + 14 + 16 * ncolor;
+    if (r->o->bound) { /* bound per batch size (the first series has them all) */
+        fprintf(f, "<polyline fill=\"none\" stroke=\"#777\" stroke-width=\"1.5\" "
+                   "stroke-dasharray=\"6 4\" points=\"");
+        for (int j = 0; j < r->npts; j++)
+            if (same_series(&r->pts[0], &r->pts[j]) && r->pts[j].bound_items_per_s > 0)
+                fprintf(f, "%.1f,%.1f ", px_x(x, (double)r->pts[j].batch),
+                        px_y(p, r->pts[j].bound_items_per_s));
+        fprintf(f,
+                "\"/>\n<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#777\" "
+                "stroke-dasharray=\"6 4\"/>\n<text x=\"%d\" y=\"%.1f\" font-size=\"11\">bound "
+                "(each stage alone)</text>\n",
+                PLOT_X1 + 10, ly - 4, PLOT_X1 + 28, ly - 4, PLOT_X1 + 32, ly);
+        ly += 16;
+    }
+    if (r->naive.ran) {
+        double yy = px_y(p, r->naive.items_per_s);
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
+                "stroke-dasharray=\"2 3\"/>\n<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                "stroke=\"#000\" stroke-dasharray=\"2 3\"/>\n<text x=\"%d\" y=\"%.1f\" "
+                "font-size=\"11\">naive serial loop</text>\n",
+                PLOT_X0, yy, PLOT_X1, yy, PLOT_X1 + 10, ly - 4, PLOT_X1 + 28, ly - 4, PLOT_X1 + 32,
+                ly);
+    }
+}
+
+int gb_write_svg(const gb_run *r, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    xaxis x = {INFINITY, -INFINITY};
+    double tmax = 0, lmin = INFINITY, lmax = 0;
+    for (int i = 0; i < r->o->nbatch; i++) {
+        x.lo = fmin(x.lo, log2((double)r->o->batch[i]));
+        x.hi = fmax(x.hi, log2((double)r->o->batch[i]));
+    }
+    for (int i = 0; i < r->npts; i++) {
+        const gb_point *p = &r->pts[i];
+        tmax = fmax(tmax, fmax(p->items_per_s, p->bound_items_per_s));
+        if (p->p99_us > 0) {
+            lmin = fmin(lmin, p->p99_us / 1e3);
+            lmax = fmax(lmax, p->p99_us / 1e3);
+        }
+    }
+    if (r->naive.ran) tmax = fmax(tmax, r->naive.items_per_s);
+    if (tmax <= 0) tmax = 1;
+    if (!(lmin < INFINITY) || lmax <= 0) lmin = 0.01, lmax = 1;
+    panel top = {60, 275, 0, tmax * 1.1, 0};
+    panel bot = {340, 540, pow(10, floor(log10(lmin))), pow(10, ceil(log10(lmax))), 1};
+    if (bot.hi <= bot.lo) bot.hi = bot.lo * 10;
+
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
+            SVG_W, SVG_H, SVG_W, SVG_H);
+    fprintf(f,
+            "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">gp-bench: items/s "
+            "and p99 latency against batch size (backend %s%s)</text>\n",
+            PLOT_X0, gp_backend_name(r->backend), r->fell_back ? ", AUTO fell back" : "");
+    /* The workload on up to two lines, split at "; ". */
+    const char *desc = r->workload_desc, *cut = strstr(desc, "; ");
+    size_t first = cut && strlen(desc) > 100 ? (size_t)(cut - desc) : strlen(desc);
+    char line[256];
+    snprintf(line, sizeof line, "%.*s", (int)first, desc);
+    fprintf(f, "<text x=\"%d\" y=\"34\" font-size=\"11\">", PLOT_X0);
+    xml_text(f, line);
+    fprintf(f, "</text>\n");
+    if (desc[first]) {
+        fprintf(f, "<text x=\"%d\" y=\"46\" font-size=\"11\">", PLOT_X0);
+        xml_text(f, desc + first + 2);
+        fprintf(f, "</text>\n");
+    }
+    axes(f, &top, &x, r, "items/s");
+    series(f, r, &top, &x, 0);
+    axes(f, &bot, &x, r, "p99 latency, ms (log)");
+    series(f, r, &bot, &x, 1);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"#666\">", PLOT_X0, SVG_H - 12);
+    xml_text(f, r->date);
+    fputs(", ", f);
+    xml_text(f, r->machine);
+    fputs(": ", f);
+    xml_text(f, r->o->command ? r->o->command : "gp-bench");
+    fprintf(f, "</text>\n</svg>\n");
+    return fclose(f) == 0 ? 0 : -1;
+}

@@ -1,0 +1,708 @@
+/*
+ * gp-bench: pick a batch size with numbers. For each point of the sweep it creates a pipeline,
+ * drives gp_pipeline_submit() from producer threads (closed loop, fixed rate or Poisson),
+ * measures a window after a warm-up with the pipeline's own stats, and asks the doctor for the
+ * verdict. Baselines in the same run: the naive serial loop, and each stage alone (bound).
+ * Run `gp-bench --help` for the flags.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gp-bench.h"
+
+static const char usage[] =
+    "usage: gp-bench [options]\n"
+    "Throughput and latency of a gpupipe pipeline against batch size, with the doctor's\n"
+    "verdict per point and baselines from the same run. No options: a quick demo sweep.\n"
+    "\n"
+    "workload\n"
+    "  --workload W          synthetic (default) | mlp | cnn | FILE.safetensors\n"
+    "  --in-bytes N          synthetic: input bytes per item (default 3072)\n"
+    "  --out-bytes N         synthetic: output bytes per item (default 40)\n"
+    "  --compute-us X        synthetic: compute per batch, us (default 200)\n"
+    "  --compute-us-per-item X   synthetic: compute per item, us (default 5)\n"
+    "  --copy-gbps X         host backend: simulated H2D/D2H engines, GB/s; 0 = free\n"
+    "                        (default 12, a PCIe 3.0 x16 link)\n"
+    "  --host-spin           host backend: compute as a busy loop, not simulated time\n"
+    "  --precision P         model on CUDA: fp32 | tf32 | fp16 | bf16\n"
+    "pipeline and sweep (lists are comma separated; every combination is run)\n"
+    "  --backend B           auto (default) | host | cuda\n"
+    "  --batch LIST          max_batch values (default 1,2,4,...,512)\n"
+    "  --inflight LIST       in-flight slots (default 3)\n"
+    "  --producers LIST      producer threads (default 2)\n"
+    "  --max-delay-us LIST   batcher delay (default 0)\n"
+    "  --completion-workers N  callback threads (default 1)\n"
+    "load\n"
+    "  --arrival A           closed (default): each producer keeps --window items in flight;\n"
+    "                        rate=R: R items/s in total, evenly spaced; poisson=R: Poisson\n"
+    "                        arrivals at R items/s in total\n"
+    "  --window N            closed: items in flight per producer (default: enough to fill\n"
+    "                        every slot and the next batch, (inflight+2)*batch/producers)\n"
+    "  --duration S          measured seconds per point (default 0.5)\n"
+    "  --warmup S            seconds before each measurement (default 0.1)\n"
+    "baselines and output\n"
+    "  --baseline LIST       naive,bound (default) | naive | bound | none\n"
+    "  --bound-duration S    seconds per bound run (default 0.2)\n"
+    "  --csv F  --json F  --svg F   write the results (SVG: items/s and p99 vs batch)\n"
+    "  --report              print the doctor's full report for every point\n"
+    "  -q, --quiet           no progress line on stderr\n"
+    "  -h, --help            this text\n";
+
+/* ---- option parsing --------------------------------------------------------------------- */
+
+static int bad(const char *flag, const char *val, const char *why) {
+    fprintf(stderr, "gp-bench: %s %s: %s\n\n%s", flag, val ? val : "", why, usage);
+    return 2;
+}
+
+static int parse_double(const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (*s == '-' || *s == '+') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+/* "1,2,4" -> values; -1 on a bad element, too many, or empty. */
+static int parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, int max) {
+    int n = 0;
+    char buf[512];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == max || parse_u64(t, lo, hi, &out[n]) != 0) return -1;
+        n++;
+    }
+    return n ? n : -1;
+}
+
+static int parse_args(int argc, char **argv, gb_opts *o) {
+    uint64_t v[GB_MAX_LIST];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            exit(0);
+        }
+        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            o->quiet = 1;
+            continue;
+        }
+        if (!strcmp(a, "--report")) {
+            o->report = 1;
+            continue;
+        }
+        if (!strcmp(a, "--host-spin")) {
+            o->host_spin = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) return bad(a, NULL, "unexpected argument");
+        const char *val = NULL;
+        char name[48];
+        const char *eq = strchr(a, '=');
+        if (eq && (size_t)(eq - a) < sizeof name) { /* --flag=value */
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = '\0';
+            val = eq + 1;
+            a = name;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            return bad(a, NULL, "needs a value");
+        }
+        double d;
+        int n;
+        if (!strcmp(a, "--workload")) {
+            o->workload = val;
+        } else if (!strcmp(a, "--backend")) {
+            if (!strcmp(val, "auto"))
+                o->backend = GP_BACKEND_AUTO;
+            else if (!strcmp(val, "host"))
+                o->backend = GP_BACKEND_HOST;
+            else if (!strcmp(val, "cuda"))
+                o->backend = GP_BACKEND_CUDA;
+            else
+                return bad(a, val, "expected auto, host or cuda");
+        } else if (!strcmp(a, "--batch")) {
+            if ((n = parse_list(val, 1, 1u << 20, v, GB_MAX_LIST)) < 0)
+                return bad(a, val, "expected a list of sizes in 1..1048576");
+            for (o->nbatch = 0; o->nbatch < n; o->nbatch++)
+                o->batch[o->nbatch] = (size_t)v[o->nbatch];
+        } else if (!strcmp(a, "--inflight")) {
+            if ((n = parse_list(val, 1, 64, v, GB_MAX_LIST)) < 0)
+                return bad(a, val, "expected a list of values in 1..64");
+            for (o->ninflight = 0; o->ninflight < n; o->ninflight++)
+                o->inflight[o->ninflight] = (int)v[o->ninflight];
+        } else if (!strcmp(a, "--producers")) {
+            if ((n = parse_list(val, 1, 256, v, GB_MAX_LIST)) < 0)
+                return bad(a, val, "expected a list of values in 1..256");
+            for (o->nproducers = 0; o->nproducers < n; o->nproducers++)
+                o->producers[o->nproducers] = (int)v[o->nproducers];
+        } else if (!strcmp(a, "--max-delay-us")) {
+            if ((n = parse_list(val, 0, 60000000, v, GB_MAX_LIST)) < 0)
+                return bad(a, val, "expected a list of delays in 0..60000000 us");
+            for (o->ndelay = 0; o->ndelay < n; o->ndelay++)
+                o->delay_us[o->ndelay] = (uint32_t)v[o->ndelay];
+        } else if (!strcmp(a, "--completion-workers")) {
+            if (parse_u64(val, 1, 64, v) != 0) return bad(a, val, "expected 1..64");
+            o->completion_workers = (int)v[0];
+        } else if (!strcmp(a, "--arrival")) {
+            if (!strcmp(val, "closed")) {
+                o->arrival = GB_CLOSED;
+            } else if (!strncmp(val, "rate=", 5) && !parse_double(val + 5, 1e-3, 1e9, &d)) {
+                o->arrival = GB_RATE;
+                o->rate = d;
+            } else if (!strncmp(val, "poisson=", 8) && !parse_double(val + 8, 1e-3, 1e9, &d)) {
+                o->arrival = GB_POISSON;
+                o->rate = d;
+            } else {
+                return bad(a, val, "expected closed, rate=R or poisson=R (R items/s > 0)");
+            }
+        } else if (!strcmp(a, "--window")) {
+            if (parse_u64(val, 1, 1u << 24, v) != 0) return bad(a, val, "expected 1..16777216");
+            o->window = (int)v[0];
+        } else if (!strcmp(a, "--duration")) {
+            if (parse_double(val, 0.01, 3600, &o->duration_s))
+                return bad(a, val, "expected seconds in 0.01..3600");
+        } else if (!strcmp(a, "--warmup")) {
+            if (parse_double(val, 0, 600, &o->warmup_s))
+                return bad(a, val, "expected seconds in 0..600");
+        } else if (!strcmp(a, "--bound-duration")) {
+            if (parse_double(val, 0.01, 600, &o->bound_s))
+                return bad(a, val, "expected seconds in 0.01..600");
+        } else if (!strcmp(a, "--in-bytes") || !strcmp(a, "--out-bytes")) {
+            if (parse_u64(val, 1, 64u << 20, v) != 0)
+                return bad(a, val, "expected bytes in 1..67108864");
+            *(a[2] == 'i' ? &o->in_bytes : &o->out_bytes) = (size_t)v[0];
+        } else if (!strcmp(a, "--compute-us")) {
+            if (parse_double(val, 0, 1e7, &o->compute_us))
+                return bad(a, val, "expected microseconds in 0..1e7");
+        } else if (!strcmp(a, "--compute-us-per-item")) {
+            if (parse_double(val, 0, 1e6, &o->compute_us_per_item))
+                return bad(a, val, "expected microseconds in 0..1e6");
+        } else if (!strcmp(a, "--copy-gbps")) {
+            if (parse_double(val, 0, 1e4, &o->copy_gbps))
+                return bad(a, val, "expected GB/s in 0..10000");
+        } else if (!strcmp(a, "--precision")) {
+            o->precision = val;
+        } else if (!strcmp(a, "--baseline")) {
+            o->naive = o->bound = 0;
+            char buf[64];
+            if (strlen(val) >= sizeof buf)
+                return bad(a, val, "expected naive, bound, naive,bound or none");
+            strcpy(buf, val);
+            char *save = NULL;
+            for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (!strcmp(t, "naive"))
+                    o->naive = 1;
+                else if (!strcmp(t, "bound"))
+                    o->bound = 1;
+                else if (strcmp(t, "none") != 0)
+                    return bad(a, val, "expected naive, bound, naive,bound or none");
+            }
+        } else if (!strcmp(a, "--csv")) {
+            o->csv = val;
+        } else if (!strcmp(a, "--json")) {
+            o->json = val;
+        } else if (!strcmp(a, "--svg")) {
+            o->svg = val;
+        } else {
+            return bad(a, NULL, "unknown option");
+        }
+    }
+    return 0;
+}
+
+static void defaults(gb_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->workload = "synthetic";
+    o->backend = GP_BACKEND_AUTO;
+    for (o->nbatch = 0; o->nbatch < 10; o->nbatch++)
+        o->batch[o->nbatch] = (size_t)1 << o->nbatch;
+    o->inflight[0] = 3;
+    o->ninflight = 1;
+    o->producers[0] = 2;
+    o->nproducers = 1;
+    o->delay_us[0] = 0;
+    o->ndelay = 1;
+    o->arrival = GB_CLOSED;
+    o->duration_s = 0.5;
+    o->warmup_s = 0.1;
+    o->bound_s = 0.2;
+    o->in_bytes = 3072;
+    o->out_bytes = 40;
+    o->compute_us = 200;
+    o->compute_us_per_item = 5;
+    o->copy_gbps = 12;
+    o->completion_workers = 1;
+    o->naive = o->bound = 1;
+}
+
+/* ---- producers -------------------------------------------------------------------------- */
+
+typedef struct point_ctx point_ctx;
+
+typedef struct producer {
+    point_ctx *ctx;
+    pthread_t th;
+    int id, started;
+    unsigned char *item;
+    _Atomic int64_t outstanding; /* submitted, callback not run yet */
+    _Atomic int waiting;         /* the producer sleeps on cv for the window to open */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t rng;
+} producer;
+
+struct point_ctx {
+    gp_pipeline *p;
+    const gb_opts *o;
+    size_t in_bytes;
+    int64_t window;        /* closed loop */
+    double per_producer_s; /* open loop: mean seconds between this producer's arrivals */
+    _Atomic int stop;
+    _Atomic uint64_t failed, submit_errors;
+    int last_submit_error;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_until(double t) {
+    struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static void sleep_s(double s) {
+    if (s > 0) sleep_until(now_s() + s);
+}
+
+static void on_done(void *user, int status, const void *out, size_t bytes) {
+    producer *pr = user;
+    if (status != GP_OK) atomic_fetch_add_explicit(&pr->ctx->failed, 1, memory_order_relaxed);
+    /* seq_cst pairs with the producer's store of `waiting` then load of `outstanding`. */
+    int64_t left = atomic_fetch_sub(&pr->outstanding, 1) - 1;
+    if (left < pr->ctx->window && atomic_load(&pr->waiting)) {
+        pthread_mutex_lock(&pr->mu);
+        pthread_cond_signal(&pr->cv);
+        pthread_mutex_unlock(&pr->mu);
+    }
+}
+
+/* Closed loop: wait until fewer than `window` items are in flight. 0 when stopping. */
+static int wait_window(producer *pr) {
+    point_ctx *c = pr->ctx;
+    if (atomic_load(&pr->outstanding) < c->window) return 1;
+    pthread_mutex_lock(&pr->mu);
+    atomic_store(&pr->waiting, 1);
+    while (atomic_load(&pr->outstanding) >= c->window && !atomic_load(&c->stop)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&pr->cv, &pr->mu, &ts);
+    }
+    atomic_store(&pr->waiting, 0);
+    pthread_mutex_unlock(&pr->mu);
+    return !atomic_load(&c->stop);
+}
+
+static double next_gap(producer *pr) {
+    point_ctx *c = pr->ctx;
+    if (c->o->arrival == GB_RATE) return c->per_producer_s;
+    uint64_t x = pr->rng; /* xorshift64*, then an exponential gap */
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    pr->rng = x;
+    double u = (double)((x * 0x2545F4914F6CDD1Du) >> 11) / 9007199254740992.0;
+    return -log1p(-u) * c->per_producer_s;
+}
+
+static void *producer_main(void *arg) {
+    producer *pr = arg;
+    point_ctx *c = pr->ctx;
+    int open_loop = c->o->arrival != GB_CLOSED;
+    double next = now_s() + (open_loop ? c->per_producer_s * pr->id / c->o->producers[0] : 0);
+    while (!atomic_load_explicit(&c->stop, memory_order_relaxed)) {
+        if (open_loop) {
+            sleep_until(next);
+            next += next_gap(pr);
+        } else if (!wait_window(pr)) {
+            break;
+        }
+        atomic_fetch_add(&pr->outstanding, 1);
+        int rc = gp_pipeline_submit(c->p, pr->item, c->in_bytes, on_done, pr);
+        if (rc != GP_OK) {
+            atomic_fetch_sub(&pr->outstanding, 1);
+            atomic_fetch_add(&c->submit_errors, 1);
+            c->last_submit_error = rc;
+            if (rc != GP_EAGAIN) break;
+        }
+    }
+    return NULL;
+}
+
+/* ---- one point -------------------------------------------------------------------------- */
+
+typedef struct point_spec {
+    size_t batch;
+    int inflight, producers;
+    uint32_t delay_us;
+    int64_t window; /* 0: auto */
+    double warmup_s, duration_s;
+    gb_arrival arrival;
+} point_spec;
+
+static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, gp_stats *out,
+                     char *err, size_t len) {
+    gp_config cfg;
+    gp_config_init(&cfg);
+    cfg.backend = o->backend;
+    cfg.max_batch = ps->batch;
+    cfg.inflight = ps->inflight;
+    cfg.max_delay_us = ps->delay_us;
+    cfg.completion_workers = o->completion_workers;
+    int rc = gb_workload_configure(w, &cfg, err, len);
+    if (rc != GP_OK) return rc;
+    point_ctx c = {.o = o, .in_bytes = cfg.item_in_bytes};
+    gb_opts local = *o; /* producer_main reads producers[0] for phase offsets */
+    local.producers[0] = ps->producers;
+    local.arrival = ps->arrival;
+    c.o = &local;
+    c.window = ps->window ? ps->window
+                          : (int64_t)(((size_t)ps->inflight + 2) * ps->batch + ps->producers - 1) /
+                                ps->producers;
+    if (c.window < 1) c.window = 1;
+    c.per_producer_s = o->rate > 0 ? ps->producers / o->rate : 0;
+    if ((rc = gp_pipeline_create(&cfg, &c.p, err, len)) != GP_OK) return rc;
+
+    producer *prs = calloc((size_t)ps->producers, sizeof *prs);
+    gp__stats_mark *mark = malloc(sizeof *mark), *scratch = malloc(sizeof *scratch);
+    if (!prs || !mark || !scratch) {
+        snprintf(err, len, "out of memory");
+        rc = GP_ENOMEM;
+    }
+    for (int i = 0; rc == GP_OK && i < ps->producers; i++) {
+        producer *pr = &prs[i];
+        pr->ctx = &c;
+        pr->id = i;
+        pr->rng = 0x853C49E6748FEA9Bu ^ ((uint64_t)i * 0x9E3779B97F4A7C15u) ^ ps->batch;
+        pr->item = malloc(cfg.item_in_bytes);
+        if (!pr->item || pthread_mutex_init(&pr->mu, NULL) || pthread_cond_init(&pr->cv, NULL)) {
+            snprintf(err, len, "producer %d: setup failed", i);
+            rc = GP_ESYS;
+            break;
+        }
+        gb_workload_input(w, pr->item, (uint64_t)i);
+        if (pthread_create(&pr->th, NULL, producer_main, pr) != 0) {
+            snprintf(err, len, "producer %d: pthread_create failed", i);
+            rc = GP_ESYS;
+            break;
+        }
+        pr->started = 1;
+    }
+    if (rc == GP_OK) {
+        sleep_s(ps->warmup_s);
+        gp__stats_mark_take(c.p, mark);
+        sleep_s(ps->duration_s);
+        gp__stats_since(c.p, mark, scratch, out);
+    }
+    atomic_store(&c.stop, 1);
+    for (int i = 0; prs && i < ps->producers; i++) {
+        if (prs[i].started) {
+            pthread_mutex_lock(&prs[i].mu);
+            pthread_cond_broadcast(&prs[i].cv);
+            pthread_mutex_unlock(&prs[i].mu);
+            pthread_join(prs[i].th, NULL);
+        }
+    }
+    int drc = gp_pipeline_drain(c.p, 60 * 1000 * 1000);
+    if (rc == GP_OK && drc != GP_OK) {
+        snprintf(err, len, "drain: %s", gp_strerror(drc));
+        rc = drc;
+    }
+    if (rc == GP_OK && atomic_load(&c.submit_errors) && c.last_submit_error != GP_EAGAIN) {
+        char detail[256];
+        gp_pipeline_last_error(c.p, detail, sizeof detail);
+        snprintf(err, len, "submit: %s (%s)", gp_strerror(c.last_submit_error), detail);
+        rc = c.last_submit_error;
+    }
+    if (rc == GP_OK && out->completed == 0) {
+        snprintf(err, len, "no item completed in %.2f s", ps->duration_s);
+        rc = GP_ETIMEDOUT;
+    }
+    if (rc == GP_OK && atomic_load(&c.failed)) {
+        char detail[256];
+        gp_pipeline_last_error(c.p, detail, sizeof detail);
+        snprintf(err, len, "%llu items failed: %s", (unsigned long long)atomic_load(&c.failed),
+                 detail);
+        rc = GP_ECOMPUTE;
+    }
+    gp_pipeline_destroy(c.p, GP_DESTROY_DRAIN);
+    for (int i = 0; prs && i < ps->producers; i++) {
+        free(prs[i].item);
+        if (prs[i].started) {
+            pthread_cond_destroy(&prs[i].cv);
+            pthread_mutex_destroy(&prs[i].mu);
+        }
+    }
+    free(prs);
+    free(mark);
+    free(scratch);
+    return rc;
+}
+
+/* The backend AUTO picks here, by creating (and destroying) one small pipeline. */
+static int probe_backend(const gb_opts *o, gb_workload *w, gb_run *r, char *err, size_t len) {
+    gp_config cfg;
+    gp_config_init(&cfg);
+    cfg.backend = o->backend;
+    cfg.max_batch = 1;
+    cfg.inflight = 1;
+    int rc = gb_workload_configure(w, &cfg, err, len);
+    gp_pipeline *p = NULL;
+    if (rc == GP_OK) rc = gp_pipeline_create(&cfg, &p, err, len);
+    if (rc != GP_OK) return rc;
+    gp_stats s = {.struct_size = sizeof s};
+    gp_pipeline_stats(p, &s);
+    r->backend = s.backend;
+    r->fell_back = s.fell_back;
+    snprintf(r->fallback_reason, sizeof r->fallback_reason, "%s", s.fallback_reason);
+    gp_pipeline_destroy(p, GP_DESTROY_CANCEL);
+    return GP_OK;
+}
+
+static void fill_point(gb_point *pt, const point_spec *ps, const gp_stats *s) {
+    gp__diag d;
+    gp__diagnose(s, &d);
+    pt->batch = ps->batch;
+    pt->inflight = ps->inflight;
+    pt->producers = ps->producers;
+    pt->delay_us = ps->delay_us;
+    pt->window_s = (double)s->wall_ns / 1e9;
+    pt->completed = s->completed;
+    pt->failed = s->failed + s->timed_out + s->canceled;
+    pt->items_per_s = d.items_per_s;
+    pt->p50_us = (double)s->latency_p50 / 1e3;
+    pt->p95_us = (double)s->latency_p95 / 1e3;
+    pt->p99_us = (double)s->latency_p99 / 1e3;
+    pt->compute_busy = d.compute;
+    pt->h2d_busy = d.h2d;
+    pt->d2h_busy = d.d2h;
+    pt->h2d_gbps = d.h2d_gbps;
+    pt->d2h_gbps = d.d2h_gbps;
+    pt->enqueue_us = d.batch_enqueue_us;
+    pt->mean_batch = d.mean_batch;
+    pt->verdict = d.bottleneck;
+}
+
+/* Each stage alone at this batch size: one slot, so H2D, compute and D2H of a batch never
+   overlap anything; the pipeline's own stage timings per batch. Fills the per-batch stage
+   times and the mean batch (bound_items_per_s holds the mean batch until finish_bound). */
+static int run_bound(const gb_opts *o, gb_workload *w, size_t batch, gb_point *pt, char *err,
+                     size_t len) {
+    point_spec ps = {.batch = batch,
+                     .inflight = 1,
+                     .producers = 1,
+                     .window = (int64_t)(3 * batch),
+                     .warmup_s = o->warmup_s / 2,
+                     .duration_s = o->bound_s,
+                     .arrival = GB_CLOSED};
+    gp_stats s;
+    int rc = run_point(o, w, &ps, &s, err, len);
+    if (rc != GP_OK) return rc;
+    double nb = s.batches ? (double)s.batches : 1.0;
+    pt->bound_h2d_us = (double)s.h2d_busy_ns / nb / 1e3;
+    pt->bound_compute_us = (double)s.compute_busy_ns / nb / 1e3;
+    pt->bound_d2h_us = (double)s.d2h_busy_ns / nb / 1e3;
+    pt->bound_items_per_s = (double)s.batch_items / nb;
+    return GP_OK;
+}
+
+/* The best any pipeline could do with these stage times: the slowest stage, the compute
+   stage spread over `lanes` batches at once. */
+static void finish_bound(gb_point *pt, double mean_batch, int lanes) {
+    double worst = fmax(pt->bound_h2d_us, fmax(pt->bound_compute_us / lanes, pt->bound_d2h_us));
+    pt->bound_lanes = lanes;
+    pt->bound_items_per_s = worst > 0 ? mean_batch / (worst * 1e-6) : 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+static void progress(const gb_opts *o, int i, int n, const char *what) {
+    if (o->quiet) return;
+    if (isatty(2))
+        fprintf(stderr, "\r\033[K[%d/%d] %s", i, n, what);
+    else
+        fprintf(stderr, "[%d/%d] %s\n", i, n, what);
+}
+
+static void run_info(gb_run *r, int argc, char **argv, char *cmd, size_t len) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(r->date, sizeof r->date, "%Y-%m-%d", &tm);
+    struct utsname u;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (uname(&u) == 0)
+        snprintf(r->machine, sizeof r->machine, "%s %s, %ld CPUs", u.sysname, u.machine, cpus);
+    else
+        snprintf(r->machine, sizeof r->machine, "%ld CPUs", cpus);
+    size_t k = 0;
+    cmd[0] = '\0';
+    for (int i = 0; i < argc && k + 1 < len; i++)
+        k += (size_t)snprintf(cmd + k, len - k, "%s%s", i ? " " : "", argv[i]);
+}
+
+int main(int argc, char **argv) {
+    static gb_opts o;
+    static gb_run r;
+    static char cmd[2048];
+    defaults(&o);
+    int prc = parse_args(argc, argv, &o);
+    if (prc) return prc;
+    run_info(&r, argc, argv, cmd, sizeof cmd);
+    o.command = cmd;
+    r.o = &o;
+    /* Sleeps here and in the host backend's simulated engines should last what they ask for,
+       not the default 50 us timer slack; threads inherit it from this one. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+
+    char err[512] = "";
+    gb_workload *w = NULL;
+    int rc = gb_workload_open(&o, &w, err, sizeof err);
+    if (rc != GP_OK) {
+        fprintf(stderr, "gp-bench: %s\n", err);
+        return 1;
+    }
+    snprintf(r.workload_desc, sizeof r.workload_desc, "%s", gb_workload_describe(w));
+    if ((rc = probe_backend(&o, w, &r, err, sizeof err)) != GP_OK ||
+        (rc = gb_workload_supports(w, r.backend, err, sizeof err)) != GP_OK) {
+        fprintf(stderr, "gp-bench: %s: %s\n", gp_err_name(rc), err);
+        gb_workload_close(w);
+        return 1;
+    }
+    gb_print_header(&r, stdout);
+    fflush(stdout);
+
+    int total = o.nbatch * o.ninflight * o.nproducers * o.ndelay;
+    if (total > GB_MAX_POINTS) {
+        fprintf(stderr, "gp-bench: %d points; at most %d\n", total, GB_MAX_POINTS);
+        gb_workload_close(w);
+        return 2;
+    }
+    int steps = total + (o.naive ? 1 : 0) + (o.bound ? o.nbatch : 0), step = 0;
+    int failures = 0;
+    char line[256];
+
+    if (o.naive) {
+        progress(&o, ++step, steps, "naive serial loop");
+        rc = gb_workload_naive(w, r.backend, o.duration_s, &r.naive, err, sizeof err);
+        if (rc != GP_OK) {
+            fprintf(stderr, "%sgp-bench: naive baseline: %s: %s\n", o.quiet ? "" : "\n",
+                    gp_err_name(rc), err);
+            failures += rc != GP_ENOTSUP;
+        }
+    }
+    /* Bound depends on the batch size only: measure once per size. */
+    static gb_point bound[GB_MAX_LIST]; /* stage times per batch size */
+    if (o.bound) {
+        for (int b = 0; b < o.nbatch; b++) {
+            snprintf(line, sizeof line, "bound: batch %zu, each stage alone", o.batch[b]);
+            progress(&o, ++step, steps, line);
+            gb_point tmp = {0};
+            rc = run_bound(&o, w, o.batch[b], &tmp, err, sizeof err);
+            if (rc != GP_OK) {
+                fprintf(stderr, "%sgp-bench: bound at batch %zu: %s: %s\n", o.quiet ? "" : "\n",
+                        o.batch[b], gp_err_name(rc), err);
+                failures++;
+                continue;
+            }
+            bound[b] = tmp;
+        }
+    }
+    for (int ii = 0; ii < o.ninflight; ii++)
+        for (int pi = 0; pi < o.nproducers; pi++)
+            for (int di = 0; di < o.ndelay; di++)
+                for (int bi = 0; bi < o.nbatch; bi++) {
+                    point_spec ps = {.batch = o.batch[bi],
+                                     .inflight = o.inflight[ii],
+                                     .producers = o.producers[pi],
+                                     .delay_us = o.delay_us[di],
+                                     .window = o.window,
+                                     .warmup_s = o.warmup_s,
+                                     .duration_s = o.duration_s,
+                                     .arrival = o.arrival};
+                    snprintf(line, sizeof line,
+                             "batch %zu, inflight %d, producers %d, max_delay_us %u", ps.batch,
+                             ps.inflight, ps.producers, ps.delay_us);
+                    progress(&o, ++step, steps, line);
+                    gp_stats s;
+                    rc = run_point(&o, w, &ps, &s, err, sizeof err);
+                    if (rc != GP_OK) {
+                        fprintf(stderr, "%sgp-bench: %s: %s: %s\n", o.quiet ? "" : "\n", line,
+                                gp_err_name(rc), err);
+                        failures++;
+                        continue;
+                    }
+                    gb_point *pt = &r.pts[r.npts++];
+                    fill_point(pt, &ps, &s);
+                    pt->offered_per_s = o.arrival == GB_CLOSED ? 0 : o.rate;
+                    if (bound[bi].bound_items_per_s > 0) {
+                        pt->bound_h2d_us = bound[bi].bound_h2d_us;
+                        pt->bound_compute_us = bound[bi].bound_compute_us;
+                        pt->bound_d2h_us = bound[bi].bound_d2h_us;
+                        finish_bound(pt, bound[bi].bound_items_per_s,
+                                     gb_workload_compute_lanes(w, r.backend, ps.inflight));
+                    }
+                    if (o.report) {
+                        if (!o.quiet && isatty(2)) fputc('\n', stderr);
+                        printf("---- %s\n", line);
+                        gp__stats_write_report(&s, stdout);
+                        fflush(stdout);
+                    }
+                }
+    if (!o.quiet && isatty(2)) fputc('\n', stderr);
+
+    gb_print_table(&r, stdout);
+    if (o.csv && gb_write_csv(&r, o.csv) != 0) {
+        fprintf(stderr, "gp-bench: cannot write %s: %s\n", o.csv, strerror(errno));
+        failures++;
+    }
+    if (o.json && gb_write_json(&r, o.json) != 0) {
+        fprintf(stderr, "gp-bench: cannot write %s: %s\n", o.json, strerror(errno));
+        failures++;
+    }
+    if (o.svg && gb_write_svg(&r, o.svg) != 0) {
+        fprintf(stderr, "gp-bench: cannot write %s: %s\n", o.svg, strerror(errno));
+        failures++;
+    }
+    gb_workload_close(w);
+    return failures || r.npts == 0 ? 1 : 0;
+}

@@ -1,0 +1,25 @@
+# gp-bench: batch-size sweeps with baselines and the doctor's verdict per point (issue 5).
+add_executable(gp-bench
+  ${CMAKE_CURRENT_LIST_DIR}/gp-bench.c
+  ${CMAKE_CURRENT_LIST_DIR}/gp-bench-workload.c
+  ${CMAKE_CURRENT_LIST_DIR}/gp-bench-output.c)
+# Linked statically: gp-bench measures windows after a warm-up and prints the verdict through
+# the library's internal stats interface (lib/stats.h), so its numbers are the library's own.
+target_link_libraries(gp-bench PRIVATE gpupipe_static Threads::Threads m)
+target_include_directories(gp-bench PRIVATE ${PROJECT_SOURCE_DIR}/lib)
+target_compile_definitions(gp-bench PRIVATE _GNU_SOURCE)
+# The model workloads once the model runtime contributes sources to the library.
+file(STRINGS ${PROJECT_SOURCE_DIR}/lib/model/sources.cmake gb_model_sources
+     REGEX "^[^#]*GP_SOURCES")
+if(gb_model_sources)
+  target_compile_definitions(gp-bench PRIVATE GB_HAVE_MODEL)
+endif()
+# The synthetic workload on CUDA runs the spin kernel (kernels/spin.cu, in the library).
+if(GP_HAVE_CUDA AND EXISTS ${PROJECT_SOURCE_DIR}/kernels/spin.h)
+  target_compile_definitions(gp-bench PRIVATE GB_HAVE_SPIN)
+  target_include_directories(gp-bench PRIVATE ${PROJECT_SOURCE_DIR}/kernels
+                                              ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(gp-bench PRIVATE CUDA::cudart)
+endif()
+gp_warnings(gp-bench)
+install(TARGETS gp-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
