@@ -134,6 +134,11 @@ void gb_print_table(const gb_run *r, FILE *f) {
                 rate(r->pts[best].bound_items_per_s).s);
     else
         fprintf(f, "; pipeline/bound = n/a\n");
+    if (o->arrival != GB_CLOSED)
+        fprintf(f,
+                "(open-loop arrivals: the pipeline runs at the offered %s items/s, so the "
+                "ratios show the load, not the capacity; use --arrival closed for that)\n",
+                rate(o->rate).s);
 }
 
 /* ---- CSV -------------------------------------------------------------------------------- */

@@ -59,7 +59,10 @@ static const char usage[] =
 /* ---- option parsing --------------------------------------------------------------------- */
 
 static int bad(const char *flag, const char *val, const char *why) {
-    fprintf(stderr, "gp-bench: %s %s: %s\n\n%s", flag, val ? val : "", why, usage);
+    if (val)
+        fprintf(stderr, "gp-bench: %s %s: %s\n\n%s", flag, val, why, usage);
+    else
+        fprintf(stderr, "gp-bench: %s: %s\n\n%s", flag, why, usage);
     return 2;
 }
 
@@ -604,7 +607,11 @@ int main(int argc, char **argv) {
     snprintf(r.workload_desc, sizeof r.workload_desc, "%s", gb_workload_describe(w));
     if ((rc = probe_backend(&o, w, &r, err, sizeof err)) != GP_OK ||
         (rc = gb_workload_supports(w, r.backend, err, sizeof err)) != GP_OK) {
-        fprintf(stderr, "gp-bench: %s: %s\n", gp_err_name(rc), err);
+        /* The library's detail already names the code. */
+        if (strncmp(err, "GP_E", 4) == 0)
+            fprintf(stderr, "gp-bench: %s\n", err);
+        else
+            fprintf(stderr, "gp-bench: %s: %s\n", gp_err_name(rc), err);
         gb_workload_close(w);
         return 1;
     }
