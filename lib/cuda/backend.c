@@ -167,8 +167,8 @@ static void describe(cu_status s, const char **name, const char **text) {
         break;
     default:
 #ifdef GP_HAVE_CUDNN
-        *name = "cudnnStatus_t";
-        *text = cudnnGetErrorString((cudnnStatus_t)s.code);
+        *name = cudnnGetErrorString((cudnnStatus_t)s.code); /* "CUDNN_STATUS_..." */
+        *text = "cuDNN status";
 #else
         *name = *text = "?";
 #endif
@@ -422,15 +422,15 @@ static int cuda_open(const gp_config *cfg, gp__errsink *sink, void **out) {
 
 static int cuda_host_alloc(void *ctx, size_t bytes, void **p) {
     cuda_ctx *c = ctx;
+    char why[256];
     *p = NULL;
     /* Portable: pinned for every device's context, so one ring serves all slots. */
-    int rc = GP__CU(c, cudaHostAlloc(p, bytes, cudaHostAllocPortable));
-    if (rc != GP_OK) {
+    if (GP__CU_WHY(c, cudaHostAlloc(p, bytes, cudaHostAllocPortable), why) != GP_OK) {
         *p = NULL;
-        return GP__ERR(c->sink, rc,
-                       "pinned host ring of %zu bytes: cudaHostAlloc failed and gpupipe never "
-                       "falls back to pageable memory (lower capacity or item size)",
-                       bytes);
+        return GP__ERR(c->sink, GP_EDEVICE,
+                       "pinned host ring of %zu bytes: %s; gpupipe never falls back to pageable "
+                       "memory (lower capacity or item size)",
+                       bytes, why);
     }
     atomic_fetch_add_explicit(&c->allocs, 1, memory_order_relaxed);
     return GP_OK;
