@@ -104,6 +104,10 @@ struct gp__stream {
 struct gp__event {
     cudaEvent_t ev;
     cuda_dev *dev;
+    /* Recorded at least once: set by the batcher, read by the poller after the pipeline's
+       record -> wait ordering (device.h). A batch that failed while being enqueued may leave
+       an event never recorded; its time is then unknown, not an error to report. */
+    int recorded;
 };
 
 /* ---- the one check ---------------------------------------------------------------------- */
@@ -709,7 +713,8 @@ static void cuda_event_destroy(void *ctx, gp__event *e) {
 static int cuda_event_record(void *ctx, gp__event *e, gp__stream *s) {
     cuda_ctx *c = ctx;
     int rc = set_device(c, s->dev);
-    return rc == GP_OK ? GP__CU(c, cudaEventRecord(e->ev, s->st)) : rc;
+    if (rc == GP_OK && (rc = GP__CU(c, cudaEventRecord(e->ev, s->st))) == GP_OK) e->recorded = 1;
+    return rc;
 }
 
 static int cuda_event_wait(void *ctx, gp__event *e) {
@@ -732,6 +737,7 @@ static int cuda_event_time_ns(void *ctx, gp__event *e, uint64_t *ns) {
     cuda_ctx *c = ctx;
     cuda_dev *d = e->dev;
     int64_t dt;
+    if (!e->recorded) return GP_EINVAL;
     int rc = set_device(c, d);
     if (rc == GP_OK) rc = elapsed_ns(c, d, e, &dt);
     if (rc == 1) { /* far from the anchor: renew it, then measure again */

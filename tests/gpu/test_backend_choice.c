@@ -97,6 +97,20 @@ static int fallback(void) {
     GPT_CHECK(seen.warns >= 1 && has(seen.last, "host"));
     pthread_mutex_unlock(&seen.mu);
 
+    /* The report says it too, with the reason. */
+    FILE *f = tmpfile();
+    GPT_CHECK(f);
+    GPT_RC(gp_pipeline_report(p, f), GP_OK);
+    static char text[16384];
+    rewind(f);
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    text[got] = '\0';
+    fclose(f);
+    char head[41];
+    snprintf(head, sizeof head, "%s", s.fallback_reason);
+    printf("report mentions the reason: %s\n", strstr(text, head) ? "yes" : "no");
+    GPT_CHECK(strstr(text, head) != NULL);
+
     /* And it works, on the host. */
     enum { N = 100, WORDS = 16 };
     static gpu_item items[N];
