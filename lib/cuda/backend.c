@@ -576,6 +576,14 @@ static int bucket_of(const cuda_ctx *c, size_t n) {
     return i;
 }
 
+/* The error a compute left behind on this thread (and clear it). cudaErrorNotReady is a
+   query's "not yet" (cudaEventQuery, cudaStreamQuery), which the runtime may leave as the
+   last error (PyTorch clears it for that reason): not a failure. */
+static cudaError_t compute_error(void) {
+    cudaError_t e = cudaGetLastError();
+    return e == cudaErrorNotReady ? cudaSuccess : e;
+}
+
 /* Run the compute now (it enqueues on the stream). Its return is the batch's status; a CUDA
    error it left behind without reporting also fails the batch (GP_ECOMPUTE), or the device
    when sticky. */
@@ -584,7 +592,7 @@ static int run_eager(cuda_ctx *c, gp__launch *l) {
        the error state itself, not a failure of the call. */
     (void)cudaGetLastError();
     l->status = l->fn(l->user, &l->batch);
-    int rc = GP__CU(c, cudaGetLastError());
+    int rc = GP__CU_ST(c, compute_error(), "the compute (cudaGetLastError after it)");
     if (rc != GP_OK) {
         if (atomic_load_explicit(&c->sticky, memory_order_relaxed)) return GP_EDEVICE;
         if (l->status == GP_OK) l->status = GP_ECOMPUTE;
@@ -645,7 +653,7 @@ static int capture_bucket(cuda_ctx *c, gp__stream *s, gp__launch *l, int b) {
     int st = l->fn(l->user, &l->batch);
     int end_rc = GP__CU_WHY(c, cudaStreamEndCapture(s->st, &g), why);
     char why2[256];
-    int last_rc = GP__CU_WHY(c, cudaGetLastError(), why2);
+    int last_rc = GP__CU_ST_WHY(c, compute_error(), "the compute (cudaGetLastError)", why2);
     if (st != GP_OK)
         eager_reason(c, "slot %d batch %zu: the compute returned %d under capture", s->slot,
                      c->buckets[b], st);
