@@ -1,0 +1,37 @@
+# Model runtime tests: loader, spec, host layers (unit); a model as the pipeline's compute on
+# every backend (pipeline); PyTorch conformance through gp-infer (conformance); the loader's
+# libFuzzer target (GP_BUILD_FUZZ, clang).
+gp_add_test(NAME test_model_loader SOURCES model/test_loader.c LABELS unit)
+gp_add_test(NAME test_model_spec SOURCES model/test_spec.c LABELS unit)
+gp_add_test(NAME test_model_layers SOURCES model/test_layers.c LABELS unit TIMEOUT 300)
+gp_add_pipeline_test(test_model_pipeline SOURCES model/test_model_pipeline.c)
+
+# Conformance needs Debian's PyTorch (python3-torch, python3-numpy), which lives in the system
+# interpreter; the script exits 77 (skip, reason printed) when torch is missing.
+if(EXISTS /usr/bin/python3)
+  set(GP_CONFORMANCE_PYTHON_DEFAULT /usr/bin/python3)
+else()
+  find_program(GP_CONFORMANCE_PYTHON_DEFAULT python3)
+endif()
+set(GP_CONFORMANCE_PYTHON "${GP_CONFORMANCE_PYTHON_DEFAULT}" CACHE FILEPATH
+    "Python with torch and numpy for the conformance test")
+if(GP_CONFORMANCE_PYTHON AND TARGET gp-infer)
+  add_test(NAME model_conformance
+           COMMAND ${GP_CONFORMANCE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/conformance/conformance.py
+                   $<TARGET_FILE:gp-infer> ${CMAKE_CURRENT_BINARY_DIR}/conformance)
+  set_tests_properties(model_conformance PROPERTIES LABELS "conformance" TIMEOUT 900
+                                                    SKIP_RETURN_CODE 77)
+endif()
+
+# libFuzzer target for the loader: tests/fuzz/run.sh builds it in its own tree with clang and
+# sanitizers; here it only needs to compile and link.
+if(GP_BUILD_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "GP_BUILD_FUZZ needs clang (CC=clang)")
+  endif()
+  add_executable(fuzz_model_loader ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_loader.c)
+  target_link_libraries(fuzz_model_loader PRIVATE gpupipe_static)
+  target_compile_options(fuzz_model_loader PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_model_loader PRIVATE -fsanitize=fuzzer)
+  gp_warnings(fuzz_model_loader)
+endif()

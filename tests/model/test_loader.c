@@ -1,0 +1,242 @@
+/*
+ * The strict loader: every malformed safetensors image or inconsistent spec is rejected with
+ * GP_EMODEL and a message that names the problem (and the tensor or spec line); well-formed
+ * ones load, from memory and from a file (mmap, spec in metadata or beside the file).
+ */
+#include <gpupipe/model.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpt.h"
+
+/* An image: 8-byte little-endian header length, the header text, `data` bytes of 0x3f. */
+static uint8_t *image(const char *header, uint64_t hlen_field, size_t data, size_t *len) {
+    size_t h = strlen(header);
+    *len = 8 + h + data;
+    uint8_t *p = malloc(*len);
+    GPT_CHECK(p);
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(hlen_field >> (8 * i));
+    memcpy(p + 8, header, h);
+    memset(p + 8 + h, 0x3f, data);
+    return p;
+}
+
+static const char *spec_lin = "input f32 4\nlinear fc\n";
+
+/* Load `header` + data with `spec` (NULL: from the metadata); expect `want` and, when
+   `needle` is given, that it appears in the message. */
+static void expect_hl(const char *what, const char *header, uint64_t hlen, size_t data,
+                      const char *spec, int want, const char *needle) {
+    size_t len;
+    uint8_t *img = image(header, hlen, data, &len);
+    gp_model_options o;
+    gp_model_options_init(&o);
+    o.spec_text = spec;
+    gp_model *m = (gp_model *)1;
+    char err[512] = "";
+    int rc = gp_model_load_memory(img, len, &o, &m, err, sizeof err);
+    if (rc != want || (needle && !strstr(err, needle))) {
+        fprintf(stderr, "%s: got %s '%s', want %s containing '%s'\n", what, gp_err_name(rc), err,
+                gp_err_name(want), needle ? needle : "");
+        exit(1);
+    }
+    if (rc == GP_OK) {
+        GPT_CHECK(m != NULL);
+        gp_model_free(m);
+    } else {
+        GPT_CHECK(m == NULL);
+        GPT_CHECK(err[0] != '\0');
+    }
+    printf("ok  %-44s %s\n", what, rc == GP_OK ? "loads" : err);
+    free(img);
+}
+
+static void expect(const char *what, const char *header, size_t data, const char *spec, int want,
+                   const char *needle) {
+    expect_hl(what, header, strlen(header), data, spec, want, needle);
+}
+
+#define FC_OK                                                                                      \
+    "\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]},"                   \
+    "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[48,60]}"
+
+static void structure(void) {
+    expect("valid", "{" FC_OK "}", 60, spec_lin, GP_OK, NULL);
+    expect("valid, whitespace and padding", " \n{ " FC_OK " }  \t", 60, spec_lin, GP_EMODEL,
+           "not a JSON object"); /* the header must start with '{' */
+    expect("valid, trailing spaces", "{" FC_OK "}     ", 60, spec_lin, GP_OK, NULL);
+    expect("extra unused tensors (int)",
+           "{" FC_OK ",\"steps\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[60,68]}}", 68,
+           spec_lin, GP_OK, NULL);
+
+    size_t len;
+    uint8_t *img = image("{}", 2, 0, &len);
+    char err[256];
+    gp_model *m;
+    GPT_RC(gp_model_load_memory(img, 5, NULL, &m, err, sizeof err), GP_EMODEL);
+    GPT_CHECK(strstr(err, "too short"));
+    free(img);
+
+    expect_hl("header length over the limit", "{}", 100000001ull, 0, spec_lin, GP_EMODEL,
+              "exceeds the limit");
+    expect_hl("header length past the end", "{}", 4096, 0, spec_lin, GP_EMODEL,
+              "past the end of the file");
+    expect_hl("header length 2^64-1", "{}", UINT64_MAX, 0, spec_lin, GP_EMODEL, "exceeds");
+    expect("header not an object", "[1,2]", 0, spec_lin, GP_EMODEL, "not a JSON object");
+    expect("truncated JSON", "{\"fc.weight\":{\"dtype\":\"F32\"", 0, spec_lin, GP_EMODEL,
+           "malformed JSON");
+    expect("trailing characters", "{" FC_OK "}x", 60, spec_lin, GP_EMODEL, "trailing");
+    expect("duplicate key", "{" FC_OK "," FC_OK "}", 60, spec_lin, GP_EMODEL, "duplicate key");
+    expect("single quotes", "{'a':1}", 0, spec_lin, GP_EMODEL, "malformed JSON");
+    expect("trailing comma", "{" FC_OK ",}", 60, spec_lin, GP_EMODEL, "malformed JSON");
+    expect("invalid UTF-8", "{\"a\xff\":{}}", 0, spec_lin, GP_EMODEL, "UTF-8");
+    expect("overlong UTF-8", "{\"a\xc0\xaf\":{}}", 0, spec_lin, GP_EMODEL, "UTF-8");
+    expect("raw control character", "{\"a\tb\":{}}", 0, spec_lin, GP_EMODEL, "control");
+    expect("bad escape", "{\"a\\q\":{}}", 0, spec_lin, GP_EMODEL, "escape");
+    expect("unpaired surrogate", "{\"a\\ud800\":{}}", 0, spec_lin, GP_EMODEL, "surrogate");
+    expect("leading zero number",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[03,4],\"data_offsets\":[0,48]}}", 48,
+           spec_lin, GP_EMODEL, "malformed JSON");
+    char deep[400];
+    size_t o = 0;
+    o += (size_t)snprintf(deep, sizeof deep, "{\"a\":");
+    for (int i = 0; i < 100; i++)
+        deep[o++] = '[';
+    for (int i = 0; i < 100; i++)
+        deep[o++] = ']';
+    snprintf(deep + o, sizeof deep - o, "}");
+    expect("nesting too deep", deep, 0, spec_lin, GP_EMODEL, "too deep");
+
+    expect("unknown dtype",
+           "{\"fc.weight\":{\"dtype\":\"F33\",\"shape\":[3,4],\"data_offsets\":[0,48]}}", 48,
+           spec_lin, GP_EMODEL, "tensor 'fc.weight': unknown dtype 'F33'");
+    expect("dtype not a string",
+           "{\"fc.weight\":{\"dtype\":4,\"shape\":[3,4],\"data_offsets\":[0,48]}}", 48, spec_lin,
+           GP_EMODEL, "tensor 'fc.weight': dtype is not a string");
+    expect("unknown field",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48],\"x\":1}}",
+           48, spec_lin, GP_EMODEL, "unknown header field 'x'");
+    expect("missing data_offsets", "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4]}}", 48,
+           spec_lin, GP_EMODEL, "tensor 'fc.weight': missing data_offsets");
+    expect("negative dim",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[-3,4],\"data_offsets\":[0,48]}}", 48,
+           spec_lin, GP_EMODEL, "shape[0] is not a non-negative integer");
+    expect("fractional dim",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4.5],\"data_offsets\":[0,48]}}", 48,
+           spec_lin, GP_EMODEL, "shape[1]");
+    expect("rank over 8",
+           "{\"t\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+           spec_lin, GP_EMODEL, "tensor 't': rank 9 exceeds 8");
+    expect("shape overflow",
+           "{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}",
+           4, spec_lin, GP_EMODEL, "tensor 't': shape overflows");
+    expect("span != shape x dtype",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,44]}}", 48,
+           spec_lin, GP_EMODEL,
+           "tensor 'fc.weight': shape x F32 size = 48 bytes but data_offsets "
+           "span 44");
+    expect("offsets outside the data",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[16,64]}}", 48,
+           spec_lin, GP_EMODEL, "tensor 'fc.weight': data_offsets end 64 is outside the data");
+    expect("begin > end",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[48,0]}}", 48,
+           spec_lin, GP_EMODEL, "begin 48 > end 0");
+    expect("offsets not a pair",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0]}}", 48, spec_lin,
+           GP_EMODEL, "tensor 'fc.weight': data_offsets is not [begin, end]");
+    expect("overlapping tensors",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]},"
+           "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[40,52]}}",
+           60, spec_lin, GP_EMODEL, "overlap");
+    expect("metadata not strings", "{\"__metadata__\":{\"gpupipe.spec\":1}," FC_OK "}", 60, NULL,
+           GP_EMODEL, "__metadata__ value 'gpupipe.spec' is not a string");
+    expect("metadata not an object", "{\"__metadata__\":[]," FC_OK "}", 60, NULL, GP_EMODEL,
+           "__metadata__ is not an object");
+    expect("no spec anywhere", "{" FC_OK "}", 60, NULL, GP_EMODEL, "no spec");
+    expect("spec from metadata (escaped newline, unicode key)",
+           "{\"__metadata__\":{\"gpupipe.spec\":\"input f32 4\\nlinear fc\\n\","
+           "\"caf\\u00e9\":\"\\ud83d\\ude00\"}," FC_OK "}",
+           60, NULL, GP_OK, NULL);
+}
+
+static void against_spec(void) {
+    expect("tensor missing", "{" FC_OK "}", 60, "input f32 4\nlinear fc\nlinear head\n", GP_EMODEL,
+           "spec line 3: linear 'head': tensor 'head.weight' is missing");
+    expect("wrong shape", "{" FC_OK "}", 60, "input f32 5\nlinear fc\n", GP_EMODEL,
+           "spec line 2: linear 'fc': tensor 'fc.weight' has shape [3,4], expected [*,5]");
+    expect("bias wrong shape",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]},"
+           "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[48,56]}}",
+           60, spec_lin, GP_EMODEL, "tensor 'fc.bias' has shape [2], expected [3]");
+    expect("integer weights",
+           "{\"fc.weight\":{\"dtype\":\"I32\",\"shape\":[3,4],\"data_offsets\":[0,48]}}", 48,
+           spec_lin, GP_EMODEL, "tensor 'fc.weight': dtype I32 is not a float type");
+    expect("F16 weights",
+           "{\"fc.weight\":{\"dtype\":\"F16\",\"shape\":[3,4],\"data_offsets\":[0,24]}}", 24,
+           spec_lin, GP_OK, NULL);
+    expect("conv weight rank",
+           "{\"c.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]}}", 48,
+           "input f32 4x8x8\nconv2d c\n", GP_EMODEL,
+           "spec line 2: conv2d 'c': tensor 'c.weight' has shape [3,4], expected [*,4,*,*]");
+    expect("conv channels vs groups",
+           "{\"c.weight\":{\"dtype\":\"F32\",\"shape\":[3,2,1,1],\"data_offsets\":[0,24]}}", 24,
+           "input f32 4x8x8\nconv2d c groups=2\n", GP_EMODEL, "not divisible by groups=2");
+    expect("batchnorm stats missing",
+           "{\"c.weight\":{\"dtype\":\"F32\",\"shape\":[2,4,1,1],\"data_offsets\":[0,32]}}", 32,
+           "input f32 4x8x8\nconv2d c\nbatchnorm2d bn\n", GP_EMODEL,
+           "spec line 3: batchnorm2d 'bn': tensor 'bn.running_mean' is missing");
+}
+
+/* From a file: mmap, spec in a file beside it, GP_EIO for a missing file. */
+static void files(void) {
+    char dir[] = "/tmp/gp_loader_XXXXXX";
+    GPT_CHECK(mkdtemp(dir));
+    char path[256], spec[256];
+    snprintf(path, sizeof path, "%s/net.safetensors", dir);
+    snprintf(spec, sizeof spec, "%s/net.spec", dir);
+    size_t len;
+    uint8_t *img = image("{" FC_OK "}", strlen("{" FC_OK "}"), 60, &len);
+    FILE *f = fopen(path, "wb");
+    GPT_CHECK(f && fwrite(img, 1, len, f) == len && fclose(f) == 0);
+    free(img);
+    gp_model *m;
+    char err[512];
+    GPT_RC(gp_model_load(path, NULL, &m, err, sizeof err), GP_EMODEL);
+    GPT_CHECK(strstr(err, "net.spec"));
+    f = fopen(spec, "w");
+    GPT_CHECK(f && fputs("# beside\ninput f32 4\nlinear fc\nrelu\n", f) >= 0 && fclose(f) == 0);
+    GPT_RC(gp_model_load(path, NULL, &m, err, sizeof err), GP_OK);
+    GPT_EQ(gp_model_input_bytes(m), 16);
+    GPT_EQ(gp_model_output_bytes(m), 12);
+    GPT_CHECK(strstr(gp_model_spec(m), "# beside"));
+    gp_model_free(m);
+
+    gp_model_options o;
+    gp_model_options_init(&o);
+    o.spec_path = "/nonexistent/x.spec";
+    GPT_RC(gp_model_load(path, &o, &m, err, sizeof err), GP_EIO);
+    GPT_CHECK(strstr(err, "/nonexistent/x.spec"));
+    GPT_RC(gp_model_load("/nonexistent/m.safetensors", NULL, &m, err, sizeof err), GP_EIO);
+    GPT_RC(gp_model_load(dir, NULL, &m, err, sizeof err), GP_EIO);
+    GPT_RC(gp_model_load(NULL, NULL, &m, err, sizeof err), GP_EINVAL);
+    GPT_RC(gp_model_load(path, NULL, NULL, err, sizeof err), GP_EINVAL);
+    o.struct_size = 0;
+    GPT_RC(gp_model_load(path, &o, &m, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "struct_size"));
+    unlink(path);
+    unlink(spec);
+    rmdir(dir);
+    gp_model_free(NULL);
+    printf("ok  files\n");
+}
+
+int main(void) {
+    structure();
+    against_spec();
+    files();
+    return 0;
+}
