@@ -1,0 +1,217 @@
+// Elementwise and window ops of the model runtime: activations, residual add, conv bias +
+// activation where cuDNN cannot fuse it, max/avg pooling, global average pooling, and a direct
+// convolution for builds without cuDNN. Semantics: lib/model/model_impl.h (host.c is the
+// reference); arithmetic in fp32 whatever the storage type.
+#include "kernel_util.cuh"
+
+namespace {
+
+#define GPK_FOR(i, count)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);                    \
+         i += (size_t)gridDim.x * blockDim.x)
+
+template <typename T> __global__ void act_kernel(const T *in, T *out, size_t count, int act) {
+    // in and out may alias (in-place ACT): no __restrict__.
+    GPK_FOR(i, count) gpk::st(out + i, gpk::act_apply(act, gpk::ld(in + i)));
+}
+
+template <typename T>
+cudaError_t act_t(cudaStream_t s, const void *in, void *out, size_t count, int act) {
+    act_kernel<T>
+        <<<gpk::grid_for(count), gpk::kThreads, 0, s>>>((const T *)in, (T *)out, count, act);
+    return gpk::launched();
+}
+
+template <typename T>
+__global__ void add_act_kernel(const T *a, const T *b, T *out, size_t count, int act) {
+    GPK_FOR(i, count) gpk::st(out + i, gpk::act_apply(act, gpk::ld(a + i) + gpk::ld(b + i)));
+}
+
+template <typename T>
+cudaError_t add_act_t(cudaStream_t s, const void *a, const void *b, void *out, size_t count,
+                      int act) {
+    add_act_kernel<T><<<gpk::grid_for(count), gpk::kThreads, 0, s>>>((const T *)a, (const T *)b,
+                                                                     (T *)out, count, act);
+    return gpk::launched();
+}
+
+template <typename T>
+__global__ void bias_act_kernel(T *x, const float *__restrict__ bias, size_t count, int C,
+                                size_t HW, int act) {
+    GPK_FOR(i, count) {
+        int c = (int)((i / HW) % (size_t)C);
+        gpk::st(x + i, gpk::act_apply(act, gpk::ld(x + i) + bias[c]));
+    }
+}
+
+template <typename T>
+cudaError_t bias_act_t(cudaStream_t s, void *x, const float *bias, size_t count, int C, size_t HW,
+                       int act) {
+    bias_act_kernel<T>
+        <<<gpk::grid_for(count), gpk::kThreads, 0, s>>>((T *)x, bias, count, C, HW, act);
+    return gpk::launched();
+}
+
+struct pool_geom {
+    int C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw;
+};
+
+// One thread per output element; the window is visited in the host's order (rows, then
+// columns) so the average's sum rounds the same way.
+template <typename T>
+__global__ void pool_kernel(const T *__restrict__ in, T *__restrict__ out, size_t total,
+                            pool_geom g, int is_max) {
+    const size_t howo = (size_t)g.Ho * (size_t)g.Wo;
+    const float div = (float)(g.kh * g.kw);
+    GPK_FOR(i, total) {
+        size_t plane = i / howo, r = i % howo;
+        int oy = (int)(r / (size_t)g.Wo), ox = (int)(r % (size_t)g.Wo);
+        const T *x = in + plane * (size_t)g.H * (size_t)g.W;
+        int y0 = oy * g.sh - g.ph, x0 = ox * g.sw - g.pw;
+        float acc = is_max ? -INFINITY : 0.0f;
+        for (int ky = 0; ky < g.kh; ky++) {
+            int iy = y0 + ky;
+            if (iy < 0 || iy >= g.H) continue;
+            for (int kx = 0; kx < g.kw; kx++) {
+                int ix = x0 + kx;
+                if (ix < 0 || ix >= g.W) continue;
+                float v = gpk::ld(x + (size_t)iy * (size_t)g.W + (size_t)ix);
+                if (is_max)
+                    acc = (v > acc || isnan(v)) ? v : acc;
+                else
+                    acc += v;
+            }
+        }
+        gpk::st(out + i, is_max ? acc : acc / div);
+    }
+}
+
+template <typename T>
+cudaError_t pool_t(cudaStream_t s, const void *in, void *out, size_t total, pool_geom g,
+                   int is_max) {
+    pool_kernel<T>
+        <<<gpk::grid_for(total), gpk::kThreads, 0, s>>>((const T *)in, (T *)out, total, g, is_max);
+    return gpk::launched();
+}
+
+// One warp per plane; the sum in double as the host's.
+template <typename T>
+__global__ void gap_kernel(const T *__restrict__ in, T *__restrict__ out, size_t planes,
+                           size_t HW) {
+    const int lane = threadIdx.x & 31;
+    const size_t warps_per_block = blockDim.x / 32;
+    for (size_t p = (size_t)blockIdx.x * warps_per_block + threadIdx.x / 32; p < planes;
+         p += (size_t)gridDim.x * warps_per_block) {
+        const T *x = in + p * HW;
+        double sum = 0.0;
+        for (size_t k = (size_t)lane; k < HW; k += 32)
+            sum += (double)gpk::ld(x + k);
+        for (int off = 16; off > 0; off >>= 1)
+            sum += __shfl_down_sync(0xffffffffu, sum, off);
+        if (lane == 0) gpk::st(out + p, (float)(sum / (double)HW));
+    }
+}
+
+template <typename T>
+cudaError_t gap_t(cudaStream_t s, const void *in, void *out, size_t planes, size_t HW) {
+    // kThreads / 32 planes per block; the loop guard keeps whole warps together.
+    size_t blocks = (planes + gpk::kThreads / 32 - 1) / (gpk::kThreads / 32);
+    unsigned g = (unsigned)(blocks < 8192 ? blocks : 8192);
+    gap_kernel<T><<<g, gpk::kThreads, 0, s>>>((const T *)in, (T *)out, planes, HW);
+    return gpk::launched();
+}
+
+struct conv_geom {
+    int Cin, H, W, Cout, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+};
+
+// One thread per output element: the reference convolution, fp32 accumulation. Slow but
+// complete (any groups, dilation); used only where cuDNN is not built.
+template <typename T>
+__global__ void conv_direct_kernel(const T *__restrict__ in, const T *__restrict__ w,
+                                   const float *__restrict__ bias, T *__restrict__ out,
+                                   size_t total, conv_geom g, int act) {
+    const size_t howo = (size_t)g.Ho * (size_t)g.Wo;
+    const int cin_g = g.Cin / g.groups, cout_g = g.Cout / g.groups;
+    GPK_FOR(i, total) {
+        size_t r = i % howo, t = i / howo;
+        int co = (int)(t % (size_t)g.Cout);
+        size_t item = t / (size_t)g.Cout;
+        int oy = (int)(r / (size_t)g.Wo), ox = (int)(r % (size_t)g.Wo);
+        int grp = co / cout_g;
+        const T *x =
+            in + (item * (size_t)g.Cin + (size_t)grp * (size_t)cin_g) * (size_t)g.H * (size_t)g.W;
+        const T *wk = w + (size_t)co * (size_t)cin_g * (size_t)g.kh * (size_t)g.kw;
+        float acc = 0.0f;
+        for (int ci = 0; ci < cin_g; ci++)
+            for (int ky = 0; ky < g.kh; ky++) {
+                int iy = oy * g.sh - g.ph + ky * g.dh;
+                if (iy < 0 || iy >= g.H) continue;
+                for (int kx = 0; kx < g.kw; kx++) {
+                    int ix = ox * g.sw - g.pw + kx * g.dw;
+                    if (ix < 0 || ix >= g.W) continue;
+                    acc += gpk::ld(x + ((size_t)ci * (size_t)g.H + (size_t)iy) * (size_t)g.W +
+                                   (size_t)ix) *
+                           gpk::ld(wk + ((size_t)ci * (size_t)g.kh + (size_t)ky) * (size_t)g.kw +
+                                   (size_t)kx);
+                }
+            }
+        gpk::st(out + i, gpk::act_apply(act, acc + bias[co]));
+    }
+}
+
+template <typename T>
+cudaError_t conv_direct_t(cudaStream_t s, const void *in, const void *w, const float *bias,
+                          void *out, size_t total, conv_geom g, int act) {
+    conv_direct_kernel<T><<<gpk::grid_for(total), gpk::kThreads, 0, s>>>(
+        (const T *)in, (const T *)w, bias, (T *)out, total, g, act);
+    return gpk::launched();
+}
+
+} // namespace
+
+extern "C" cudaError_t gp__k_act(cudaStream_t s, gp__kt t, const void *in, void *out, size_t count,
+                                 int act) {
+    if (count == 0 || (act == gpk::ACT_NONE && in == out)) return cudaSuccess;
+    return GPK_DISPATCH(t, act_t, s, in, out, count, act);
+}
+
+extern "C" cudaError_t gp__k_add_act(cudaStream_t s, gp__kt t, const void *a, const void *b,
+                                     void *out, size_t count, int act) {
+    if (count == 0) return cudaSuccess;
+    return GPK_DISPATCH(t, add_act_t, s, a, b, out, count, act);
+}
+
+extern "C" cudaError_t gp__k_bias_act(cudaStream_t s, gp__kt t, void *x, const float *bias,
+                                      size_t n, int C, size_t HW, int act) {
+    size_t count = n * (size_t)C * HW;
+    if (count == 0) return cudaSuccess;
+    return GPK_DISPATCH(t, bias_act_t, s, x, bias, count, C, HW, act);
+}
+
+extern "C" cudaError_t gp__k_pool2d(cudaStream_t s, gp__kt t, int is_max, const void *in, void *out,
+                                    size_t n, int C, int H, int W, int Ho, int Wo, int kh, int kw,
+                                    int sh, int sw, int ph, int pw) {
+    size_t total = n * (size_t)C * (size_t)Ho * (size_t)Wo;
+    if (total == 0) return cudaSuccess;
+    pool_geom g = {C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw};
+    return GPK_DISPATCH(t, pool_t, s, in, out, total, g, is_max);
+}
+
+extern "C" cudaError_t gp__k_global_avgpool(cudaStream_t s, gp__kt t, const void *in, void *out,
+                                            size_t planes, size_t HW) {
+    if (planes == 0 || HW == 0) return cudaSuccess;
+    return GPK_DISPATCH(t, gap_t, s, in, out, planes, HW);
+}
+
+extern "C" cudaError_t gp__k_conv2d_direct(cudaStream_t s, gp__kt t, const void *in, const void *w,
+                                           const float *bias, void *out, size_t n, int Cin, int H,
+                                           int W, int Cout, int Ho, int Wo, int kh, int kw, int sh,
+                                           int sw, int ph, int pw, int dh, int dw, int groups,
+                                           int act) {
+    size_t total = n * (size_t)Cout * (size_t)Ho * (size_t)Wo;
+    if (total == 0) return cudaSuccess;
+    if (groups < 1 || Cin % groups != 0 || Cout % groups != 0) return cudaErrorInvalidValue;
+    conv_geom g = {Cin, H, W, Cout, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, groups};
+    return GPK_DISPATCH(t, conv_direct_t, s, in, w, bias, out, total, g, act);
+}

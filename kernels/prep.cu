@@ -1,0 +1,93 @@
+// Input stage on the device: raw u8 (or f32) items, HWC or CHW, to normalized CHW activations,
+// so producers send one byte per channel. Also the storage-type conversions the model runtime
+// uses around 16-bit activations.
+#include "kernel_util.cuh"
+
+namespace {
+
+// One thread per output element, writes coalesced. The float operations are the host's, in
+// its order: v = x / 255 (u8), then (v - mean) / std with IEEE division (no fast math).
+template <typename Tin, typename Tout>
+__global__ void prep_kernel(size_t total, const Tin *__restrict__ in, int hwc, int C, int H, int W,
+                            const float *__restrict__ mean, const float *__restrict__ sd,
+                            Tout *__restrict__ out) {
+    const size_t hw = (size_t)H * (size_t)W, per = (size_t)C * hw;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t item = i / per, r = i % per;
+        int c = (int)(r / hw);
+        size_t p = r % hw; // h * W + w
+        size_t src = hwc ? item * per + p * (size_t)C + (size_t)c : i;
+        float v;
+        if (sizeof(Tin) == 1)
+            v = (float)in[src] / 255.0f;
+        else
+            v = (float)in[src];
+        gpk::st(out + i, (v - mean[c]) / sd[c]);
+    }
+}
+
+template <typename Tout>
+cudaError_t prep_to(cudaStream_t s, size_t total, const void *in, int in_u8, int hwc, int C, int H,
+                    int W, const float *mean, const float *sd, void *out) {
+    unsigned g = gpk::grid_for(total);
+    if (in_u8)
+        prep_kernel<uint8_t, Tout><<<g, gpk::kThreads, 0, s>>>(total, (const uint8_t *)in, hwc, C,
+                                                               H, W, mean, sd, (Tout *)out);
+    else
+        prep_kernel<float, Tout><<<g, gpk::kThreads, 0, s>>>(total, (const float *)in, hwc, C, H, W,
+                                                             mean, sd, (Tout *)out);
+    return gpk::launched();
+}
+
+template <typename Tin, typename Tout>
+__global__ void convert_kernel(const Tin *__restrict__ in, Tout *__restrict__ out, size_t count) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        gpk::st(out + i, gpk::ld(in + i));
+}
+
+template <typename Tin>
+cudaError_t convert_from(cudaStream_t s, const void *in, void *out, gp__kt ot, size_t count) {
+    unsigned g = gpk::grid_for(count);
+    const Tin *x = (const Tin *)in;
+    switch (ot) {
+    case GP__KT_F32:
+        convert_kernel<Tin, float><<<g, gpk::kThreads, 0, s>>>(x, (float *)out, count);
+        break;
+    case GP__KT_F16:
+        convert_kernel<Tin, __half><<<g, gpk::kThreads, 0, s>>>(x, (__half *)out, count);
+        break;
+    case GP__KT_BF16:
+        convert_kernel<Tin, __nv_bfloat16>
+            <<<g, gpk::kThreads, 0, s>>>(x, (__nv_bfloat16 *)out, count);
+        break;
+    default:
+        return cudaErrorInvalidValue;
+    }
+    return gpk::launched();
+}
+
+size_t kt_size(gp__kt t) {
+    return t == GP__KT_F32 ? 4 : 2;
+}
+
+} // namespace
+
+extern "C" cudaError_t gp__k_prep(cudaStream_t s, size_t n, const void *in, int in_u8, int hwc,
+                                  int C, int H, int W, const float *mean, const float *std,
+                                  void *out, gp__kt ot) {
+    size_t total = n * (size_t)C * (size_t)H * (size_t)W;
+    if (total == 0) return cudaSuccess;
+    return GPK_DISPATCH(ot, prep_to, s, total, in, in_u8, hwc, C, H, W, mean, std, out);
+}
+
+extern "C" cudaError_t gp__k_convert(cudaStream_t s, const void *in, gp__kt it, void *out,
+                                     gp__kt ot, size_t count) {
+    if (count == 0) return cudaSuccess;
+    if (it == ot) {
+        if (in == out) return cudaSuccess;
+        return cudaMemcpyAsync(out, in, count * kt_size(it), cudaMemcpyDeviceToDevice, s);
+    }
+    return GPK_DISPATCH(it, convert_from, s, in, out, ot, count);
+}
