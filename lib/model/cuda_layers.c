@@ -403,7 +403,8 @@ typedef struct slot_state {
 
     step *steps;
     int n_steps;
-    char err[256]; /* the last run failure */
+    char err[256];  /* the last run failure */
+    char note[256]; /* why a convolution runs on the direct kernel, if one does */
 } slot_state;
 
 static unsigned align_of(const void *p) {
@@ -550,6 +551,17 @@ static int lin_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck
 }
 
 /* ---- CONV2D on cuDNN (or the direct kernel) ---------------------------------------------- */
+
+/* The direct kernel: builds without cuDNN, and convolutions cuDNN could not plan. */
+static int conv_run_direct(slot_state *st, const step *sp, const gp_batch *b, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_conv2d_direct(gp_cuda_stream(b), st->kt, resolve(sp->src, b), sp->k->w,
+                              sp->k->bias_f32, resolve(sp->dst, b), b->n, op->in.c, op->in.h,
+                              op->in.w, op->out.c, op->out.h, op->out.w, op->kh, op->kw,
+                              op->stride_h, op->stride_w, op->pad_h, op->pad_w, op->dil_h,
+                              op->dil_w, op->groups, (int)op->act));
+    return GP_OK;
+}
 
 #ifdef GP_HAVE_CUDNN
 static cudnnDataType_t dnn_type(gp__kt t) {
@@ -699,6 +711,7 @@ static void conv_try_fused(slot_state *st, step *sp, const gp_batch *slot) {
 }
 
 static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    if (!sp->conv) return conv_run_direct(st, sp, b, c);
     const conv_bucket *bk = &sp->conv->bk[bi];
     const gp__op *op = sp->op;
     if (bk->fused) {
@@ -716,13 +729,7 @@ static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, c
 #else
 static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
     (void)bi;
-    const gp__op *op = sp->op;
-    CK(c, gp__k_conv2d_direct(gp_cuda_stream(b), st->kt, resolve(sp->src, b), sp->k->w,
-                              sp->k->bias_f32, resolve(sp->dst, b), b->n, op->in.c, op->in.h,
-                              op->in.w, op->out.c, op->out.h, op->out.w, op->kh, op->kw,
-                              op->stride_h, op->stride_w, op->pad_h, op->pad_w, op->dil_h,
-                              op->dil_w, op->groups, (int)op->act));
-    return GP_OK;
+    return conv_run_direct(st, sp, b, c);
 }
 #endif
 
@@ -901,7 +908,14 @@ int gp__model_cuda_setup(gp__model *m, const gp_batch *slot, void **state, char 
     for (int i = 0; i < st->n_steps; i++) {
         if (st->steps[i].op->kind != GP__OP_CONV2D) continue;
         c.op = st->steps[i].op;
-        if ((rc = conv_setup(st, &st->steps[i], slot, &c)) != GP_OK) goto bad;
+        if ((rc = conv_setup(st, &st->steps[i], slot, &c)) == GP_OK) continue;
+        if (rc == GP_ENOMEM) goto bad;
+        /* cuDNN cannot plan this one (e.g. a data type its legacy API lacks here): the direct
+           kernel runs it, slowly but exactly; the reason stays in the slot's note. */
+        snprintf(st->note, sizeof st->note, "%s", err && err_len ? err : "cuDNN planning failed");
+        if (err && err_len) err[0] = '\0';
+        conv_free(st->steps[i].conv, st->n_buckets);
+        st->steps[i].conv = NULL;
     }
     c.op = NULL;
 #endif
@@ -912,7 +926,7 @@ int gp__model_cuda_setup(gp__model *m, const gp_batch *slot, void **state, char 
         c.op = sp->op;
         if (sp->op->kind == GP__OP_LINEAR && (rc = lin_setup(st, sp, slot, &c)) != GP_OK) goto bad;
 #ifdef GP_HAVE_CUDNN
-        if (sp->op->kind == GP__OP_CONV2D) conv_try_fused(st, sp, slot);
+        if (sp->op->kind == GP__OP_CONV2D && sp->conv) conv_try_fused(st, sp, slot);
 #endif
     }
     c.op = NULL;
@@ -932,7 +946,7 @@ void gp__model_cuda_teardown(gp__model *m, void *state, const gp_batch *slot) {
     (void)m;
     slot_state *st = state;
     if (!st) return;
-    cudaSetDevice(st->device); /* gpupipe/cuda.h: teardown sets the slot's device itself */
+    cudaSetDevice(st->device); /* current already (gpupipe/cuda.h); cudaFree needs it */
     if (slot && slot->backend == GP_BACKEND_CUDA) cudaStreamSynchronize(gp_cuda_stream(slot));
     state_free(st);
 }
