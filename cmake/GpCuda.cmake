@@ -14,6 +14,8 @@ if(NOT GP_WITH_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 80 86 89 90)
     endif()
+    # One CUDA runtime: the shared one the library links (never the static copy as well).
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND AND TARGET CUDA::cublasLt)

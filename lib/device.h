@@ -76,6 +76,9 @@ typedef struct gp__device_ops {
        prepare per-slot work that must not happen later (CUDA: capture graphs per batch-size
        bucket). A failure fails create. NULL: nothing to prepare. */
     int (*slot_ready)(void *ctx, gp__stream *s, gp__launch *l);
+    /* (optional) Make `device` current on the calling thread; called before compute_setup and
+       compute_teardown, which may run on any thread. NULL: nothing to do. */
+    int (*bind_device)(void *ctx, int device);
 
     /* (optional) GP_OK while the device is usable; GP_EDEVICE after a sticky fault. NULL:
        always usable. */

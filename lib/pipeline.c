@@ -199,6 +199,7 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
     o->stream_bind(p->dev, s->stream, b);
     s->launch.fn = c->compute;
     s->launch.user = c->compute_user;
+    if (o->bind_device && (rc = o->bind_device(p->dev, s->device)) != GP_OK) return rc;
     if (c->compute_setup) {
         rc = c->compute_setup(c->compute_user, b);
         if (rc != GP_OK) {
@@ -213,6 +214,8 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
 
 static void slot_fini(gp_pipeline *p, gp__slot *s) {
     const gp__device_ops *o = p->ops;
+    /* Teardown runs on the destroying thread: make the slot's device current first. */
+    if (s->ready && o->bind_device) o->bind_device(p->dev, s->device);
     if (s->ready && p->cfg.compute_teardown)
         p->cfg.compute_teardown(p->cfg.compute_user, &s->launch.batch);
     for (int e = 0; e < GP__EV_COUNT; e++)

@@ -66,8 +66,7 @@ GP_API cudnnHandle_t gp_cuda_cudnn(const gp_batch *b);
 #endif
 
 /* The CUDA device id of the slot (== b->device); -1 for a host batch. It is the calling
-   thread's current device during compute and compute_setup; compute_teardown should call
-   cudaSetDevice(gp_cuda_device(b)) before touching the device. */
+   thread's current device during compute, compute_setup and compute_teardown. */
 GP_API int gp_cuda_device(const gp_batch *b);
 
 #ifdef __cplusplus

@@ -205,9 +205,10 @@ typedef struct gp_config {
     gp_compute_fn compute; /* required */
     void *compute_user;
     /* Optional: called once per slot at create, after the slot's stream, buffers and
-       handles exist (b->n == 0), on a thread where the slot's device is current; and once per
-       slot at destroy. A model uploads weights and picks algorithms here. A nonzero return
-       from setup fails create with that code (GP_EDEVICE if it is not a GP_E* code). */
+       handles exist (b->n == 0); and once per slot at destroy. Both run on the thread that
+       calls create / destroy, with the slot's device current. A model uploads weights and picks
+       algorithms here. A nonzero return from setup fails create with that code (GP_EDEVICE if it is
+       not a GP_E* code). */
     int (*compute_setup)(void *user, const gp_batch *b);
     void (*compute_teardown)(void *user, const gp_batch *b);
 

@@ -242,6 +242,13 @@ static int set_device(cuda_ctx *c, const cuda_dev *d) {
     return GP__CU(c, cudaSetDevice(d->id));
 }
 
+static int cuda_bind_device(void *ctx, int device) {
+    cuda_ctx *c = ctx;
+    cuda_dev *d = dev_of(c, device);
+    if (!d) return GP__ERR(c->sink, GP_EINVAL, "device %d is not one of this pipeline's", device);
+    return set_device(c, d);
+}
+
 static void nap(unsigned i) {
     if (i < SPIN_YIELDS) {
         sched_yield();
@@ -804,6 +811,7 @@ const gp__device_ops gp__cuda_ops = {
     .event_wait = cuda_event_wait,
     .event_time_ns = cuda_event_time_ns,
     .slot_ready = cuda_slot_ready,
+    .bind_device = cuda_bind_device,
     .healthy = cuda_healthy,
     .stats = cuda_stats,
 };
