@@ -8,4 +8,8 @@ if(GP_HAVE_CUDA)
     set_tests_properties(model_cuda_${mode} PROPERTIES LABELS gpu TIMEOUT 300
                                                        SKIP_RETURN_CODE 77)
   endforeach()
+  # The same harness with its pipelines on the host backend: keeps every spec, image and check
+  # above loadable and passing on machines without a GPU.
+  add_test(NAME model_cuda_harness_host COMMAND model_cuda_ops ops host)
+  set_tests_properties(model_cuda_harness_host PROPERTIES LABELS pipeline TIMEOUT 120)
 endif()
