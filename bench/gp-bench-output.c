@@ -472,7 +472,12 @@ int gb_write_svg(const gb_run *r, const char *path) {
     fputs(", ", f);
     xml_text(f, r->machine);
     fputs(": ", f);
-    xml_text(f, r->o->command ? r->o->command : "gp-bench");
+    char cmdline[120];
+    const char *cmd = r->o->command ? r->o->command : "gp-bench";
+    snprintf(cmdline, sizeof cmdline, "%.110s", cmd);
+    if (strlen(cmd) > 110) /* long sweeps: the outputs hold the full command */
+        memcpy(cmdline + 106, "...", 4);
+    xml_text(f, cmdline);
     fprintf(f, "</text>\n</svg>\n");
     return fclose(f) == 0 ? 0 : -1;
 }

@@ -168,13 +168,19 @@ static void explain(const gp_stats *s, gp__diag *d) {
             pct(d->compute), mix, fmt_ns(d->batch_compute_us * 1e3).s, d->mean_batch, s->max_batch,
             fmt_count(d->items_per_s).s, fmt_ns((double)s->latency_p99).s);
         int small = d->mean_batch * 4 < (double)s->max_batch;
+        /* One slot: the copies of the next batch wait for this compute; slots would help. */
+        int serial = s->inflight == 1 && d->h2d + d->d2h > 0.05 && d->compute < 0.95;
         say(d->knob, sizeof d->knob,
-            "%sto go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
+            "%s%sto go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
             "layers, CUDA graphs for small models (cuda_graphs=1); raise max_batch if latency "
-            "allows. More producers or slots will not help",
+            "allows.%s",
+            serial ? "inflight=1 runs the copies in series with the compute: raise inflight to "
+                     "hide them; "
+                   : "",
             small ? "batches average far below max_batch: a max_delay_us or preferred sizes "
                     "let each batch carry more items; "
-                  : "");
+                  : "",
+            serial ? "" : " More producers or slots will not help");
         break;
     }
     case GP__V_CALLBACKS:
@@ -259,9 +265,8 @@ void gp__diagnose(const gp_stats *s, gp__diag *d) {
     d->callbacks = (double)s->callback_busy_ns /
                    (wall * (s->completion_workers > 0 ? s->completion_workers : 1));
     d->callbacks = fmin(1.0, d->callbacks);
-    d->prep = s->prep_workers > 0
-                  ? fmin(1.0, (double)s->prep_busy_ns / (wall * s->prep_workers))
-                  : 0;
+    d->prep =
+        s->prep_workers > 0 ? fmin(1.0, (double)s->prep_busy_ns / (wall * s->prep_workers)) : 0;
     d->enqueue = fmin(1.0, (double)s->enqueue_ns / wall);
     d->starved = fmin(1.0, (double)s->starved_ns / wall);
     d->saturated = fmin(1.0, (double)s->saturated_ns / wall);
