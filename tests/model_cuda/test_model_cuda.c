@@ -473,8 +473,7 @@ static void run_demos(int graphs) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "ops";
-    if (argc > 2 && strcmp(argv[2], "host") == 0)
-        backend = GP_BACKEND_HOST;
+    if (argc > 2 && strcmp(argv[2], "host") == 0) backend = GP_BACKEND_HOST;
     if (strcmp(mode, "ops") == 0)
         run_ops();
     else if (strcmp(mode, "demo") == 0)
