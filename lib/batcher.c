@@ -207,7 +207,9 @@ void *gp__batcher_main(void *arg) {
             uint64_t oldest = gp__ring_item(&p->ring, b.head)->t_submit_ns;
             uint64_t due = oldest + (uint64_t)c->max_delay_us * 1000u;
             if (now < due) { /* wait for the delay, more items, a flush or shutdown */
+                gp__wait_begin(&st->delay_since, now);
                 wait_data(&b, b.head + n, due, flush);
+                gp__wait_end(&st->delay_since, &st->delay_ns, now);
                 continue;
             }
             reason = GP_CLOSE_DELAY;

@@ -102,6 +102,7 @@ static void snapshot(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat) {
     s->starved_ns = gp__wait_read(&t->starved_since, &t->starved_ns, now);
     s->backpressure_ns = GP__READ(t->backpressure_ns);
     s->saturated_ns = gp__wait_read(&t->saturated_since, &t->saturated_ns, now);
+    s->delay_wait_ns = gp__wait_read(&t->delay_since, &t->delay_ns, now);
     s->enqueue_ns = GP__READ(t->enqueue_ns);
 
     s->latency_sum_ns = GP__READ(t->latency.sum);
@@ -168,6 +169,7 @@ void gp__stats_since(gp_pipeline *p, const gp__stats_mark *m, gp__stats_mark *no
     D(backpressure_ns);
     D(saturated_ns);
     D(enqueue_ns);
+    D(delay_wait_ns);
     D(graph_replays);
     D(graph_eager);
     D(latency_sum_ns);

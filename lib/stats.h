@@ -108,6 +108,8 @@ typedef struct gp__stats {
     /* Start of the batcher's wait in progress (0: none), so a snapshot counts a long wait
        before it ends: an idle pipeline reads as starved now, not after the next item. */
     _Atomic uint64_t starved_since, saturated_since;
+    /* Holding a partial batch for max_delay_us (items waiting, a slot free). */
+    _Atomic uint64_t delay_ns, delay_since;
     _Atomic uint64_t h2d_bytes, d2h_bytes;
     gp__hist queue_wait;
 
@@ -167,6 +169,7 @@ typedef struct gp__diag {
     double wall_s, items_per_s, mean_batch;
     double h2d, compute, d2h, callbacks, prep, enqueue;
     double starved, saturated, backpressure;   /* backpressure: producer-seconds per second */
+    double delay_wait;                         /* holding a partial batch for max_delay_us */
     double batch_compute_us, batch_enqueue_us; /* per batch */
     double device_items_per_s;                 /* mean_batch / compute time per batch */
     double h2d_gbps, d2h_gbps;                 /* bytes moved per wall second, 1e9 */

@@ -403,6 +403,8 @@ typedef struct gp_stats {
     int prep_workers;
     int completion_workers;
     int cuda_graphs;
+    /* Appended in 0.1.0: batcher held a partial batch for max_delay_us with a slot free. */
+    uint64_t delay_wait_ns;
 } gp_stats;
 
 /* Fill `s` (s->struct_size must be set) with a consistent-enough snapshot: counters are read
