@@ -117,19 +117,24 @@ static void explain(const gp_stats *s, gp__diag *d) {
             s->submitted);
         say(d->knob, sizeof d->knob, "submit work, then ask again");
         break;
-    case GP__V_PRODUCERS:
+    case GP__V_PRODUCERS: {
+        char held[80] = "";
+        if (d->delay_wait >= 0.01)
+            say(held, sizeof held, " and held a partial batch for max_delay_us %.0f%%",
+                pct(d->delay_wait));
         say(d->why, sizeof d->why,
             "compute busy %.0f%% (%s) - producers submit %s items/s but one batch of %.1f "
             "items takes %s of compute (the device could take ~%s items/s at this batch size): "
-            "the batcher found no item waiting %.0f%% of the time, the GPU is starved",
+            "the batcher found no item waiting %.0f%% of the time%s, the GPU is starved",
             pct(d->compute), mix, fmt_count(d->items_per_s).s, d->mean_batch,
             fmt_ns(d->batch_compute_us * 1e3).s, fmt_count(d->device_items_per_s).s,
-            pct(d->starved));
+            pct(d->starved), held);
         say(d->knob, sizeof d->knob,
             "add producer threads, or move pre-processing off the producers (prep_workers with "
             "gp_pipeline_submit_prep); if this is simply the offered load, the GPU has "
             "headroom");
         break;
+    }
     case GP__V_PREP:
         say(d->why, sizeof d->why,
             "prep workers busy %.0f%% (%d worker%s, %s of prep per item) while compute is busy "
@@ -241,9 +246,10 @@ static void explain(const gp_stats *s, gp__diag *d) {
     default:
         say(d->why, sizeof d->why,
             "no stage is saturated (%s, callbacks %.0f%%, prep %.0f%%, enqueue %.0f%%), the "
-            "batcher was starved %.0f%% and waited for a slot %.0f%% of the time",
+            "batcher was starved %.0f%%, held batches for the delay %.0f%% and waited for a "
+            "slot %.0f%% of the time",
             mix, pct(d->callbacks), pct(d->prep), pct(d->enqueue), pct(d->starved),
-            pct(d->saturated));
+            pct(d->delay_wait), pct(d->saturated));
         say(d->knob, sizeof d->knob,
             "sweep batch size, inflight and producers with gp-bench and watch which number "
             "moves");
@@ -270,6 +276,7 @@ void gp__diagnose(const gp_stats *s, gp__diag *d) {
     d->enqueue = fmin(1.0, (double)s->enqueue_ns / wall);
     d->starved = fmin(1.0, (double)s->starved_ns / wall);
     d->saturated = fmin(1.0, (double)s->saturated_ns / wall);
+    d->delay_wait = fmin(1.0, (double)s->delay_wait_ns / wall);
     d->backpressure = (double)s->backpressure_ns / wall;
     d->batch_compute_us = (double)s->compute_busy_ns / batches / 1e3;
     d->batch_enqueue_us = (double)s->enqueue_ns / batches / 1e3;
@@ -307,7 +314,7 @@ void gp__diagnose(const gp_stats *s, gp__diag *d) {
                 v = GP__V_SMALL_BATCHES;
             else if (d->saturated >= SLOTS_FULL)
                 v = GP__V_INFLIGHT;
-            else if (d->starved >= STARVED)
+            else if (d->starved + d->delay_wait >= STARVED) /* waiting for input */
                 v = GP__V_PRODUCERS;
             else
                 v = GP__V_MIXED;
@@ -374,6 +381,7 @@ int gp__stats_write_json(const gp_stats *s, FILE *f) {
     U(backpressure_ns);
     U(saturated_ns);
     U(enqueue_ns);
+    U(delay_wait_ns);
     U(queue_wait_p50);
     U(queue_wait_p95);
     U(queue_wait_p99);
@@ -398,13 +406,14 @@ int gp__stats_write_json(const gp_stats *s, FILE *f) {
     fprintf(f,
             ",\"derived\":{\"items_per_s\":%.6g,\"mean_batch\":%.6g,\"h2d_busy\":%.6g,"
             "\"compute_busy\":%.6g,\"d2h_busy\":%.6g,\"callback_util\":%.6g,\"prep_util\":%.6g,"
-            "\"enqueue_busy\":%.6g,\"starved\":%.6g,\"saturated\":%.6g,\"backpressure\":%.6g,"
+            "\"enqueue_busy\":%.6g,\"starved\":%.6g,\"delay_wait\":%.6g,\"saturated\":%.6g,"
+            "\"backpressure\":%.6g,"
             "\"enqueue_us_per_batch\":%.6g,\"compute_us_per_batch\":%.6g,"
             "\"h2d_gbps\":%.6g,\"d2h_gbps\":%.6g}",
             fin(d.items_per_s), fin(d.mean_batch), fin(d.h2d), fin(d.compute), fin(d.d2h),
-            fin(d.callbacks), fin(d.prep), fin(d.enqueue), fin(d.starved), fin(d.saturated),
-            fin(d.backpressure), fin(d.batch_enqueue_us), fin(d.batch_compute_us), fin(d.h2d_gbps),
-            fin(d.d2h_gbps));
+            fin(d.callbacks), fin(d.prep), fin(d.enqueue), fin(d.starved), fin(d.delay_wait),
+            fin(d.saturated), fin(d.backpressure), fin(d.batch_enqueue_us), fin(d.batch_compute_us),
+            fin(d.h2d_gbps), fin(d.d2h_gbps));
     fprintf(f, ",\"verdict\":\"%s\",\"bottleneck\":\"%s\",\"why\":", gp__verdict_name(d.verdict),
             gp__verdict_name(d.bottleneck));
     json_str(f, d.why);
@@ -528,6 +537,9 @@ int gp_pipeline_stats_prometheus(gp_pipeline *p, FILE *f) {
             s->h2d_bytes, s->d2h_bytes);
     prom_d(f, "gpupipe_batcher_starved_seconds_total", "counter",
            "Time the batcher found no item to send.", (double)s->starved_ns / 1e9);
+    prom_d(f, "gpupipe_batcher_delay_seconds_total", "counter",
+           "Time the batcher held a partial batch for max_delay_us with a slot free.",
+           (double)s->delay_wait_ns / 1e9);
     prom_d(f, "gpupipe_batcher_saturated_seconds_total", "counter",
            "Time the batcher had a batch but every in-flight slot was busy.",
            (double)s->saturated_ns / 1e9);
@@ -624,9 +636,10 @@ int gp__stats_write_report(const gp_stats *s, FILE *f) {
             pct(d.h2d), pct(d.compute), pct(d.d2h), fmt_ns(d.batch_compute_us * 1e3).s, d.h2d_gbps,
             d.d2h_gbps);
     fprintf(f,
-            "  batcher   starved %.1f%%, waiting for a slot %.1f%%, enqueue %s per batch "
-            "(%.1f%% of wall)\n",
-            pct(d.starved), pct(d.saturated), fmt_ns(d.batch_enqueue_us * 1e3).s, pct(d.enqueue));
+            "  batcher   starved %.1f%%, holding for max_delay_us %.1f%%, waiting for a slot "
+            "%.1f%%, enqueue %s per batch (%.1f%% of wall)\n",
+            pct(d.starved), pct(d.delay_wait), pct(d.saturated), fmt_ns(d.batch_enqueue_us * 1e3).s,
+            pct(d.enqueue));
     fprintf(f, "  workers   callbacks %.1f%% of %d, prep ", pct(d.callbacks),
             s->completion_workers);
     if (s->prep_workers)

@@ -99,6 +99,14 @@ int main(void) {
     GPT_EQ(verdict(&s, "2000 us max_delay_us timer"), GP__V_SMALL_BATCHES);
     s.batch_items = 50000; /* batches near full: the delay does its job */
     GPT_EQ(verdict(&s, "producers submit"), GP__V_PRODUCERS);
+    s = base(); /* full-ish batches on a delay at low load: the producers are the limit */
+    s.max_delay_us = 1000;
+    s.close_reasons[GP_CLOSE_SLOT_FREE] = 100;
+    s.close_reasons[GP_CLOSE_DELAY] = 900;
+    s.batch_items = 50000;
+    s.starved_ns = 100 * MS;
+    s.delay_wait_ns = 500 * MS;
+    GPT_EQ(verdict(&s, "held a partial batch for max_delay_us 50%"), GP__V_PRODUCERS);
     s = base();
     s.inflight = 1;
     s.saturated_ns = 700 * MS;

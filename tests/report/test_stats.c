@@ -402,11 +402,37 @@ static void test_pressure(void) {
     free(l);
 }
 
+/* A wait in progress counts: a batch held for a long max_delay_us, a batcher starved. */
+static void test_waits_in_progress(void) {
+    gp_config c;
+    gp_config_init(&c);
+    c.backend = GP_BACKEND_HOST;
+    c.item_in_bytes = c.item_out_bytes = 64;
+    c.max_delay_us = 200 * 1000;
+    c.compute = noop;
+    gp_pipeline *p = gpt_create(&c);
+    unsigned char item[64] = {0};
+    load_sleep_us(30e3);
+    gp_stats s = {.struct_size = sizeof s};
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    GPT_CHECK(s.starved_ns >= 20000000u); /* still waiting for the first item */
+    GPT_RC(gp_pipeline_submit(p, item, sizeof item, noop_done, NULL), GP_OK);
+    load_sleep_us(30e3);
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    GPT_EQ(s.batches, 0);                    /* held for the delay */
+    GPT_CHECK(s.delay_wait_ns >= 20000000u); /* and counted while held */
+    GPT_RC(gp_pipeline_drain(p, 30 * 1000 * 1000), GP_OK);
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    GPT_EQ(s.close_reasons[GP_CLOSE_FLUSH], 1);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_hist();
     test_counters();
     test_pressure();
+    test_waits_in_progress();
     printf("stats: ok\n");
     return 0;
 }
