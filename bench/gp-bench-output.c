@@ -59,8 +59,11 @@ void gb_print_header(const gb_run *r, FILE *f) {
         fprintf(f, " - AUTO fell back, the GPU is not used: %s", r->fallback_reason);
     else if (r->backend == GP_BACKEND_HOST)
         fprintf(f, " (requested)");
-    fprintf(f, "\nload      %s; %.3g s per point after %.3g s warm-up\n",
+    fprintf(f, "\nload      %s; %.3g s per point after %.3g s warm-up",
             arrival_name(o, arr, sizeof arr), o->duration_s, o->warmup_s);
+    if (o->repeat > 1)
+        fprintf(f, "; median of %d windows per point (and of %d naive runs)", o->repeat, o->repeat);
+    fputc('\n', f);
 }
 
 static int swept_inflight(const gb_opts *o) {
@@ -148,21 +151,24 @@ int gb_write_csv(const gb_run *r, const char *path) {
     if (!f) return -1;
     fprintf(f, "kind,batch,inflight,producers,max_delay_us,items_per_s,offered_per_s,p50_us,"
                "p95_us,p99_us,compute_busy_pct,h2d_busy_pct,d2h_busy_pct,h2d_gbps,d2h_gbps,"
-               "enqueue_us,mean_batch,verdict,bound_items_per_s,pipeline_over_bound\n");
+               "enqueue_us,mean_batch,verdict,bound_items_per_s,pipeline_over_bound,repeats,"
+               "items_per_s_min,items_per_s_max\n");
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
         fprintf(f,
                 "pipeline,%zu,%d,%d,%u,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%.4g,%.4g,%.6g,%.6g,%.6g,"
-                "%.6g,%s,%.6g,%.6g\n",
+                "%.6g,%s,%.6g,%.6g,%d,%.6g,%.6g\n",
                 p->batch, p->inflight, p->producers, p->delay_us, p->items_per_s, p->offered_per_s,
                 p->p50_us, p->p95_us, p->p99_us, 100 * p->compute_busy, 100 * p->h2d_busy,
                 100 * p->d2h_busy, p->h2d_gbps, p->d2h_gbps, p->enqueue_us, p->mean_batch,
                 gp__verdict_name(p->verdict), p->bound_items_per_s,
-                p->bound_items_per_s > 0 ? p->items_per_s / p->bound_items_per_s : 0);
+                p->bound_items_per_s > 0 ? p->items_per_s / p->bound_items_per_s : 0, p->repeats,
+                p->items_per_s_min, p->items_per_s_max);
     }
     if (r->naive.ran)
-        fprintf(f, "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0\n",
-                r->naive.items_per_s, r->naive.p50_us, r->naive.p99_us);
+        fprintf(f, "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0,%d,%.6g,%.6g\n",
+                r->naive.items_per_s, r->naive.p50_us, r->naive.p99_us, r->o->repeat,
+                r->naive.items_per_s, r->naive.items_per_s);
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -211,6 +217,7 @@ int gb_write_json(const gb_run *r, const char *path) {
         fprintf(f,
                 "%s{\"batch\":%zu,\"inflight\":%d,\"producers\":%d,\"max_delay_us\":%u,"
                 "\"window_s\":%.6g,\"completed\":%llu,\"failed\":%llu,\"items_per_s\":%.6g,"
+                "\"items_per_s_min\":%.6g,\"items_per_s_max\":%.6g,\"repeats\":%d,"
                 "\"offered_per_s\":%.6g,\"p50_us\":%.6g,\"p95_us\":%.6g,\"p99_us\":%.6g,"
                 "\"compute_busy\":%.6g,\"h2d_busy\":%.6g,\"d2h_busy\":%.6g,\"h2d_gbps\":%.6g,"
                 "\"d2h_gbps\":%.6g,\"enqueue_us\":%.6g,\"mean_batch\":%.6g,\"verdict\":\"%s\","
@@ -218,9 +225,10 @@ int gb_write_json(const gb_run *r, const char *path) {
                 "\"d2h_us\":%.6g,\"compute_lanes\":%d}}",
                 i ? "," : "", p->batch, p->inflight, p->producers, p->delay_us, fin(p->window_s),
                 (unsigned long long)p->completed, (unsigned long long)p->failed,
-                fin(p->items_per_s), fin(p->offered_per_s), fin(p->p50_us), fin(p->p95_us),
-                fin(p->p99_us), fin(p->compute_busy), fin(p->h2d_busy), fin(p->d2h_busy),
-                fin(p->h2d_gbps), fin(p->d2h_gbps), fin(p->enqueue_us), fin(p->mean_batch),
+                fin(p->items_per_s), fin(p->items_per_s_min), fin(p->items_per_s_max), p->repeats,
+                fin(p->offered_per_s), fin(p->p50_us), fin(p->p95_us), fin(p->p99_us),
+                fin(p->compute_busy), fin(p->h2d_busy), fin(p->d2h_busy), fin(p->h2d_gbps),
+                fin(p->d2h_gbps), fin(p->enqueue_us), fin(p->mean_batch),
                 gp__verdict_name(p->verdict), fin(p->bound_items_per_s), fin(p->bound_h2d_us),
                 fin(p->bound_compute_us), fin(p->bound_d2h_us), p->bound_lanes);
     }

@@ -48,6 +48,8 @@ static const char usage[] =
     "                        every slot and the next batch, (inflight+2)*batch/producers)\n"
     "  --duration S          measured seconds per point (default 0.5)\n"
     "  --warmup S            seconds before each measurement (default 0.1)\n"
+    "  --repeat N            measure N windows per point (and N naive runs) and report the\n"
+    "                        median by items/s, with min and max in CSV/JSON (default 1)\n"
     "baselines and output\n"
     "  --baseline LIST       naive,bound (default) | naive | bound | none\n"
     "  --bound-duration S    seconds per bound run (default 0.2)\n"
@@ -187,6 +189,9 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         } else if (!strcmp(a, "--duration")) {
             if (parse_double(val, 0.01, 3600, &o->duration_s))
                 return bad(a, val, "expected seconds in 0.01..3600");
+        } else if (!strcmp(a, "--repeat")) {
+            if (parse_u64(val, 1, 99, v) != 0) return bad(a, val, "expected 1..99");
+            o->repeat = (int)v[0];
         } else if (!strcmp(a, "--warmup")) {
             if (parse_double(val, 0, 600, &o->warmup_s))
                 return bad(a, val, "expected seconds in 0..600");
@@ -252,6 +257,7 @@ static void defaults(gb_opts *o) {
     o->duration_s = 0.5;
     o->warmup_s = 0.1;
     o->bound_s = 0.2;
+    o->repeat = 1;
     o->in_bytes = 3072;
     o->out_bytes = 40;
     o->compute_us = 200;
@@ -379,10 +385,25 @@ typedef struct point_spec {
     uint32_t delay_us;
     int64_t window; /* 0: auto */
     double warmup_s, duration_s;
+    int repeat;
     gb_arrival arrival;
 } point_spec;
 
-static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, gp_stats *out,
+typedef struct window_set {
+    gp_stats s[99];
+    int n;
+} window_set;
+
+static double window_rate(const gp_stats *x) {
+    return (double)x->completed * 1e9 / (double)(x->wall_ns ? x->wall_ns : 1);
+}
+
+static int cmp_rate(const void *a, const void *b) {
+    double rx = window_rate(a), ry = window_rate(b);
+    return (rx > ry) - (rx < ry);
+}
+
+static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, window_set *ws,
                      char *err, size_t len) {
     gp_config cfg;
     gp_config_init(&cfg);
@@ -432,9 +453,13 @@ static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, gp_
     }
     if (rc == GP_OK) {
         sleep_s(ps->warmup_s);
-        gp__stats_mark_take(c.p, mark);
-        sleep_s(ps->duration_s);
-        gp__stats_since(c.p, mark, scratch, out);
+        ws->n = ps->repeat < 1 ? 1 : ps->repeat > 99 ? 99 : ps->repeat;
+        for (int k = 0; k < ws->n; k++) {
+            gp__stats_mark_take(c.p, mark);
+            sleep_s(ps->duration_s);
+            gp__stats_since(c.p, mark, scratch, &ws->s[k]);
+        }
+        qsort(ws->s, (size_t)ws->n, sizeof ws->s[0], cmp_rate); /* median: ws->s[n / 2] */
     }
     atomic_store(&c.stop, 1);
     for (int i = 0; prs && i < ps->producers; i++) {
@@ -456,7 +481,7 @@ static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, gp_
         snprintf(err, len, "submit: %s (%s)", gp_strerror(c.last_submit_error), detail);
         rc = c.last_submit_error;
     }
-    if (rc == GP_OK && out->completed == 0) {
+    if (rc == GP_OK && ws->s[0].completed == 0) {
         snprintf(err, len, "no item completed in %.2f s", ps->duration_s);
         rc = GP_ETIMEDOUT;
     }
@@ -537,9 +562,11 @@ static int run_bound(const gb_opts *o, gb_workload *w, size_t batch, gb_point *p
                      .warmup_s = o->warmup_s / 2,
                      .duration_s = o->bound_s,
                      .arrival = GB_CLOSED};
-    gp_stats s;
-    int rc = run_point(o, w, &ps, &s, err, len);
+    static window_set ws;
+    ps.repeat = o->repeat;
+    int rc = run_point(o, w, &ps, &ws, err, len);
     if (rc != GP_OK) return rc;
+    const gp_stats s = ws.s[ws.n / 2];
     double nb = s.batches ? (double)s.batches : 1.0;
     pt->bound_h2d_us = (double)s.h2d_busy_ns / nb / 1e3;
     pt->bound_compute_us = (double)s.compute_busy_ns / nb / 1e3;
@@ -630,7 +657,20 @@ int main(int argc, char **argv) {
 
     if (o.naive) {
         progress(&o, ++step, steps, "naive serial loop");
-        rc = gb_workload_naive(w, r.backend, o.duration_s, &r.naive, err, sizeof err);
+        static gb_naive runs[99];
+        int nr = 0;
+        rc = GP_OK;
+        for (int k = 0; k < o.repeat && rc == GP_OK; k++)
+            if ((rc = gb_workload_naive(w, r.backend, o.duration_s, &runs[nr], err, sizeof err)) ==
+                GP_OK)
+                nr++;
+        for (int a = 1; a < nr; a++) /* insertion sort by items/s; the median is reported */
+            for (int b = a; b > 0 && runs[b].items_per_s < runs[b - 1].items_per_s; b--) {
+                gb_naive t = runs[b];
+                runs[b] = runs[b - 1];
+                runs[b - 1] = t;
+            }
+        if (nr) r.naive = runs[nr / 2];
         if (rc != GP_OK) {
             fprintf(stderr, "%sgp-bench: naive baseline: %s: %s\n", o.quiet ? "" : "\n",
                     gp_err_name(rc), err);
@@ -665,13 +705,14 @@ int main(int argc, char **argv) {
                                      .window = o.window,
                                      .warmup_s = o.warmup_s,
                                      .duration_s = o.duration_s,
+                                     .repeat = o.repeat,
                                      .arrival = o.arrival};
                     snprintf(line, sizeof line,
                              "batch %zu, inflight %d, producers %d, max_delay_us %u", ps.batch,
                              ps.inflight, ps.producers, ps.delay_us);
                     progress(&o, ++step, steps, line);
-                    gp_stats s;
-                    rc = run_point(&o, w, &ps, &s, err, sizeof err);
+                    static window_set ws;
+                    rc = run_point(&o, w, &ps, &ws, err, sizeof err);
                     if (rc != GP_OK) {
                         fprintf(stderr, "%sgp-bench: %s: %s: %s\n", o.quiet ? "" : "\n", line,
                                 gp_err_name(rc), err);
@@ -679,7 +720,11 @@ int main(int argc, char **argv) {
                         continue;
                     }
                     gb_point *pt = &r.pts[r.npts++];
-                    fill_point(pt, &ps, &s);
+                    const gp_stats *sm = &ws.s[ws.n / 2];
+                    fill_point(pt, &ps, sm);
+                    pt->repeats = ws.n;
+                    pt->items_per_s_min = window_rate(&ws.s[0]);
+                    pt->items_per_s_max = window_rate(&ws.s[ws.n - 1]);
                     pt->offered_per_s = o.arrival == GB_CLOSED ? 0 : o.rate;
                     if (bound[bi].bound_items_per_s > 0) {
                         pt->bound_h2d_us = bound[bi].bound_h2d_us;
@@ -691,7 +736,7 @@ int main(int argc, char **argv) {
                     if (o.report) {
                         if (!o.quiet && isatty(2)) fputc('\n', stderr);
                         printf("---- %s\n", line);
-                        gp__stats_write_report(&s, stdout);
+                        gp__stats_write_report(sm, stdout);
                         fflush(stdout);
                     }
                 }

@@ -35,6 +35,7 @@ typedef struct gb_opts {
     double rate; /* items/s over all producers (rate=, poisson=) */
     int window;  /* closed: items in flight per producer; 0 = enough to fill every slot */
     double duration_s, warmup_s, bound_s;
+    int repeat; /* windows per point (and naive runs); the median by items/s is reported */
     size_t in_bytes, out_bytes;             /* synthetic */
     double compute_us, compute_us_per_item; /* synthetic, per batch and per item */
     double copy_gbps; /* host backend: simulated copy engines, GB/s; 0 = free */
@@ -54,6 +55,8 @@ typedef struct gb_point {
     double window_s;
     uint64_t completed, failed;
     double items_per_s, offered_per_s;
+    double items_per_s_min, items_per_s_max; /* over the --repeat windows */
+    int repeats;
     double p50_us, p95_us, p99_us;
     double compute_busy, h2d_busy, d2h_busy; /* fractions of wall time */
     double h2d_gbps, d2h_gbps;

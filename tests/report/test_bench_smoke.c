@@ -104,7 +104,7 @@ static void check_csv(int want_pipeline_rows, int want_naive) {
             GPT_CHECK(end != field && *end == '\0' && d >= 0);
         }
     }
-    GPT_EQ(cols, 20);
+    GPT_EQ(cols, 23);
     GPT_EQ(rows, want_pipeline_rows);
     GPT_EQ(naive, want_naive);
     free(t);
@@ -217,7 +217,7 @@ int main(int argc, char **argv) {
     /* A tiny sweep with both baselines and every output. */
     snprintf(args, sizeof args,
              "--backend host --batch 1,4 --duration 0.1 --warmup 0.05 --bound-duration 0.05 "
-             "--compute-us 100 --compute-us-per-item 2 --baseline naive,bound "
+             "--compute-us 100 --compute-us-per-item 2 --baseline naive,bound --repeat 2 "
              "--csv '%s/out.csv' --json '%s/out.json' --svg '%s/out.svg'",
              dir, dir, dir);
     GPT_EQ(run(args, &out, &err), 0);
