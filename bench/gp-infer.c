@@ -4,7 +4,7 @@
  *
  *   gp-infer --model M.safetensors [--spec FILE] --input X.npy --output Y.npy
  *            [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]
- *            [--precision fp32|tf32|fp16|bf16] [--describe] [--quiet]
+ *            [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe] [--quiet]
  *   gp-infer --demo mlp|cnn [--save-demo FILE] [--input X.npy --output Y.npy] ...
  *
  * X holds N items: shape (N, *item shape), dtype as the model's input (f32 '<f4', u8 '|u1').
@@ -242,7 +242,8 @@ static void usage(FILE *f) {
         "usage: gp-infer (--model M.safetensors [--spec FILE] | --demo mlp|cnn [--save-demo F])\n"
         "                [--input X.npy --output Y.npy] [--backend auto|host|cuda]\n"
         "                [--batch N] [--inflight K] [--producers P]\n"
-        "                [--precision fp32|tf32|fp16|bf16] [--describe] [--quiet]\n");
+        "                [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]\n"
+        "                [--quiet]\n");
 }
 
 static void shape_str(const int64_t *d, int rank, char *buf, size_t len) {
@@ -265,7 +266,7 @@ int main(int argc, char **argv) {
     const char *model_path = NULL, *demo = NULL, *save_demo = NULL, *spec = NULL;
     const char *in_path = NULL, *out_path = NULL, *backend_s = "auto", *prec_s = "fp32";
     size_t batch = 64, inflight = 3, producers = 2;
-    int describe = 0, quiet = 0;
+    int describe = 0, quiet = 0, graphs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **sval = NULL;
@@ -294,6 +295,9 @@ int main(int argc, char **argv) {
             nval = &producers, hi = 64;
         else if (!strcmp(a, "--describe")) {
             describe = 1;
+            continue;
+        } else if (!strcmp(a, "--cuda-graphs")) {
+            graphs = 1;
             continue;
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
@@ -420,6 +424,7 @@ int main(int argc, char **argv) {
     cfg.backend = backend;
     cfg.max_batch = batch;
     cfg.inflight = (int)inflight;
+    cfg.cuda_graphs = graphs;
     gp_model_configure(m, &cfg);
     int exit_code = 0;
     rc = gp_pipeline_create(&cfg, &r.p, err, sizeof err);

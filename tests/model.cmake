@@ -5,6 +5,9 @@ gp_add_test(NAME test_model_loader SOURCES model/test_loader.c LABELS unit)
 gp_add_test(NAME test_model_spec SOURCES model/test_spec.c LABELS unit)
 gp_add_test(NAME test_model_layers SOURCES model/test_layers.c LABELS unit TIMEOUT 300)
 gp_add_pipeline_test(test_model_pipeline SOURCES model/test_model_pipeline.c)
+# The fuzz target's seed corpus, replayed without libFuzzer in every build.
+gp_add_test(NAME test_model_fuzz_replay SOURCES fuzz/fuzz_loader.c fuzz/replay.c LABELS unit
+            ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)
 
 # Conformance needs Debian's PyTorch (python3-torch, python3-numpy), which lives in the system
 # interpreter; the script exits 77 (skip, reason printed) when torch is missing.
@@ -34,4 +37,7 @@ if(GP_BUILD_FUZZ)
   target_compile_options(fuzz_model_loader PRIVATE -fsanitize=fuzzer)
   target_link_options(fuzz_model_loader PRIVATE -fsanitize=fuzzer)
   gp_warnings(fuzz_model_loader)
+  add_test(NAME fuzz_model_loader_seeds
+           COMMAND fuzz_model_loader -runs=0 ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)
+  set_tests_properties(fuzz_model_loader_seeds PROPERTIES LABELS "fuzz" TIMEOUT 120)
 endif()
