@@ -1,5 +1,7 @@
-/* Host GEMM (see gemm.h). Built with -O3 -ffp-contract=fast (lib/model/sources.cmake); on
-   x86-64 with GCC the driver is cloned for AVX2+FMA and picked at load time (ifunc). */
+/* Host GEMM (see gemm.h). Built with -O3 -ffp-contract=fast (lib/model/sources.cmake). On
+   x86-64 the driver is compiled twice, for the baseline ISA and for AVX2+FMA, and picked per
+   call from the CPU's features. (Not with target_clones: its ifunc resolver runs before the
+   sanitizer runtimes are initialized and crashes under TSan.) */
 #include "gemm.h"
 
 #include <string.h>
@@ -7,11 +9,8 @@
 /* Vector extensions (GCC, Clang): 8 floats; aligned(4) so loads need no alignment. */
 typedef float gp__v8 __attribute__((vector_size(32), aligned(4)));
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) &&       \
-    !defined(GP_NO_TARGET_CLONES)
-#define GP__CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define GP__CLONES
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GP__GEMM_AVX2 1
 #endif
 
 size_t gp__gemm_packed_elems(size_t M, size_t K) {
@@ -97,10 +96,10 @@ static inline __attribute__((always_inline)) void store(float acc[GP__MR][GP__NR
     }
 }
 
-GP__CLONES
-void gp__gemm(size_t M, size_t N, size_t K, const float *Ap, const float *B, ptrdiff_t rsb,
-              ptrdiff_t csb, float *C, ptrdiff_t rsc, ptrdiff_t csc, const float *bias, gp__act act,
-              float *work) {
+static inline __attribute__((always_inline)) void
+gemm_body(size_t M, size_t N, size_t K, const float *Ap, const float *B, ptrdiff_t rsb,
+          ptrdiff_t csb, float *C, ptrdiff_t rsc, ptrdiff_t csc, const float *bias, gp__act act,
+          float *work) {
     float acc[GP__MR][GP__NR];
     for (size_t jc = 0; jc < N; jc += GP__NC) {
         size_t nc = N - jc < GP__NC ? N - jc : GP__NC;
@@ -120,4 +119,32 @@ void gp__gemm(size_t M, size_t N, size_t K, const float *Ap, const float *B, ptr
             }
         }
     }
+}
+
+static void gemm_generic(size_t M, size_t N, size_t K, const float *Ap, const float *B,
+                         ptrdiff_t rsb, ptrdiff_t csb, float *C, ptrdiff_t rsc, ptrdiff_t csc,
+                         const float *bias, gp__act act, float *work) {
+    gemm_body(M, N, K, Ap, B, rsb, csb, C, rsc, csc, bias, act, work);
+}
+
+#ifdef GP__GEMM_AVX2
+__attribute__((target("avx2,fma"))) static void
+gemm_avx2(size_t M, size_t N, size_t K, const float *Ap, const float *B, ptrdiff_t rsb,
+          ptrdiff_t csb, float *C, ptrdiff_t rsc, ptrdiff_t csc, const float *bias, gp__act act,
+          float *work) {
+    gemm_body(M, N, K, Ap, B, rsb, csb, C, rsc, csc, bias, act, work);
+}
+#endif
+
+void gp__gemm(size_t M, size_t N, size_t K, const float *Ap, const float *B, ptrdiff_t rsb,
+              ptrdiff_t csb, float *C, ptrdiff_t rsc, ptrdiff_t csc, const float *bias, gp__act act,
+              float *work) {
+#ifdef GP__GEMM_AVX2
+    /* libgcc / compiler-rt fill the feature bits in a constructor: a read, no state here */
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        gemm_avx2(M, N, K, Ap, B, rsb, csb, C, rsc, csc, bias, act, work);
+        return;
+    }
+#endif
+    gemm_generic(M, N, K, Ap, B, rsb, csb, C, rsc, csc, bias, act, work);
 }
