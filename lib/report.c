@@ -205,16 +205,17 @@ static void explain(const gp_stats *s, gp__diag *d) {
         double full_ms = d->items_per_s > 0 ? (double)s->max_batch / d->items_per_s * 1e3 : 0;
         say(d->why, sizeof d->why,
             "%.0f%% of batches left on the %u us max_delay_us timer with a mean of %.1f items "
-            "(max_batch %" PRIu64 "): at %s items/s a full batch needs %.1f ms. The delay adds "
-            "%s of queue wait (p50) and buys little batching; compute busy %.0f%%",
+            "(max_batch %" PRIu64 "): at %s items/s a full batch needs %.1f ms, so every item "
+            "waits for the timer (queue wait p50 %s) while compute is busy only %.0f%%",
             100.0 * (double)s->close_reasons[GP_CLOSE_DELAY] / (double)s->batches, s->max_delay_us,
             d->mean_batch, s->max_batch, fmt_count(d->items_per_s).s, full_ms,
             fmt_ns((double)s->queue_wait_p50).s, pct(d->compute));
         say(d->knob, sizeof d->knob,
-            "lower max_delay_us (0 = dispatch as soon as a slot is free: the batch still "
-            "grows while every slot is busy), or set preferred sizes that this load reaches; "
-            "raise the delay toward %.1f ms only if per-batch cost matters more than latency",
-            full_ms);
+            "if latency matters, lower max_delay_us (0 = dispatch as soon as a slot is free; "
+            "a batch still grows while every slot is busy); if device time per item matters, "
+            "set preferred sizes this load reaches (about %.0f items) so batches leave without "
+            "the timer, or raise the delay toward %.1f ms",
+            d->mean_batch, full_ms);
         break;
     }
     case GP__V_ENQUEUE:
