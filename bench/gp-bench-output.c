@@ -62,7 +62,8 @@ void gb_print_header(const gb_run *r, FILE *f) {
     fprintf(f, "\nload      %s; %.3g s per point after %.3g s warm-up",
             arrival_name(o, arr, sizeof arr), o->duration_s, o->warmup_s);
     if (o->repeat > 1)
-        fprintf(f, "; median of %d windows per point (and of %d naive runs)", o->repeat, o->repeat);
+        fprintf(f, "; median of %d windows per point%s", o->repeat,
+                o->naive ? " and of as many naive runs" : "");
     fputc('\n', f);
 }
 
