@@ -417,13 +417,21 @@ GP_API int gp_pipeline_stats(gp_pipeline *p, gp_stats *s);
  */
 GP_API int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len);
 
-/* Snapshot rendered as one JSON object / Prometheus text exposition. @return GP_OK, GP_EIO. */
+/*
+ * A snapshot written to `f` as one JSON object (every gp_stats field, derived fractions and the
+ * doctor's verdict) or as Prometheus text exposition 0.0.4 (counters in seconds and bytes with
+ * HELP/TYPE lines; latency and queue wait as histograms in seconds). Writes only to `f`. Any
+ * thread. @return GP_OK, GP_EINVAL (NULL argument), GP_EIO (the stream reported an error).
+ */
 GP_API int gp_pipeline_stats_json(gp_pipeline *p, FILE *f);
 GP_API int gp_pipeline_stats_prometheus(gp_pipeline *p, FILE *f);
 
 /*
  * The doctor: name the bottleneck (why the GPU is idle, if it is), with the numbers that prove
- * it and the knob to turn. Any thread. @return GP_OK, GP_EINVAL, GP_EIO.
+ * it and the knob to turn, then the counters behind it; a pipeline that AUTO moved to the host
+ * says so first, with the reason. Verdicts: gpu-not-used, producers, prep, h2d, compute, d2h,
+ * callbacks, small-batches, enqueue, inflight, mixed, no-work. Writes only to `f`. Any thread.
+ * @return GP_OK, GP_EINVAL (NULL argument), GP_EIO (the stream reported an error).
  */
 GP_API int gp_pipeline_report(gp_pipeline *p, FILE *f);
 

@@ -427,12 +427,39 @@ static void test_waits_in_progress(void) {
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
 }
 
+/* AUTO without a usable GPU: the fallback reason (free text) goes through every rendering. */
+static void test_fallback_renderings(void) {
+    gp_config c;
+    gp_config_init(&c);
+    c.item_in_bytes = c.item_out_bytes = 64;
+    c.compute = noop;
+    gp_pipeline *p = gpt_create(&c);
+    gp_stats s = {.struct_size = sizeof s};
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    if (s.backend == GP_BACKEND_HOST) {
+        GPT_EQ(s.fell_back, 1);
+        GPT_CHECK(s.fallback_reason[0] != '\0');
+    }
+    unsigned char item[64] = {0};
+    for (int i = 0; i < 10; i++)
+        GPT_RC(gp_pipeline_submit(p, item, sizeof item, noop_done, NULL), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, 30 * 1000 * 1000), GP_OK);
+    check_json(p);
+    check_prometheus(p);
+    size_t len;
+    char *t = capture(gp_pipeline_report, p, &len);
+    if (s.fell_back) GPT_CHECK(strstr(t, "verdict: gpu-not-used") && strstr(t, s.fallback_reason));
+    free(t);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_hist();
     test_counters();
     test_pressure();
     test_waits_in_progress();
+    test_fallback_renderings();
     printf("stats: ok\n");
     return 0;
 }
