@@ -329,6 +329,30 @@ static gp__mslot *find_slot(gp__model *m, const void *key) {
     return s;
 }
 
+/* The host runs a batch through the whole op list a chunk of items at a time, the chunk's
+   scratch kept within this budget: whole batches for small models, a few items at a time for
+   large images, so a host slot's memory does not grow with max_batch. Results do not depend
+   on the chunking (each item's arithmetic is the same). */
+#define GP__HOST_SCRATCH_BUDGET ((size_t)32 << 20)
+
+static size_t host_chunk(const gp__model *m, size_t want) {
+    size_t per = m->scratch_elems * sizeof(float);
+    size_t c = per ? GP__HOST_SCRATCH_BUDGET / per : want;
+    if (c < 1) c = 1;
+    return c < want ? c : want;
+}
+
+static int host_run_chunked(const gp__model *m, size_t n, const void *in, void *out,
+                            const gp__mslot *s) {
+    int rc = GP_OK;
+    for (size_t i = 0; i < n && rc == GP_OK; i += s->capacity) {
+        size_t k = n - i < s->capacity ? n - i : s->capacity;
+        rc = gp__host_run(m, k, (const char *)in + i * m->in_info.bytes,
+                          (char *)out + i * m->out_info.bytes, s->scratch, s->capacity, s->work);
+    }
+    return rc;
+}
+
 static int host_slot_alloc(const gp__model *m, gp__mslot *s, size_t capacity) {
     size_t scr, total;
     if (!gp__mul_ok(capacity, m->scratch_elems, &scr) ||
@@ -338,6 +362,7 @@ static int host_slot_alloc(const gp__model *m, gp__mslot *s, size_t capacity) {
     if (posix_memalign(&p, 64, total * sizeof(float)) != 0) return GP_ENOMEM;
     s->scratch = p;
     s->work = s->scratch + (scr + 63) / 64 * 64;
+    s->capacity = capacity;
     return GP_OK;
 }
 
@@ -354,7 +379,7 @@ static int model_setup(void *user, const gp_batch *b) {
     s->capacity = b->capacity;
     int rc = GP_ENOTSUP;
     if (b->backend == GP_BACKEND_HOST) {
-        rc = host_slot_alloc(m, s, b->capacity);
+        rc = host_slot_alloc(m, s, host_chunk(m, b->capacity));
         if (rc != GP_OK)
             snprintf(msg, sizeof msg, "out of memory for the host scratch of %zu items",
                      b->capacity);
@@ -406,7 +431,7 @@ static int model_compute(void *user, const gp_batch *b) {
     }
     int rc;
     if (b->backend == GP_BACKEND_HOST) {
-        rc = gp__host_run(m, b->n, b->in, b->out, s->scratch, s->capacity, s->work);
+        rc = host_run_chunked(m, b->n, b->in, b->out, s);
     } else {
 #ifdef GP_HAVE_CUDA
         rc = gp__model_cuda_run(m, s->cuda, b);
@@ -434,17 +459,11 @@ int gp_model_configure(gp_model *m, gp_config *cfg) {
 int gp_model_run_host(gp_model *m, size_t n, const void *in, void *out, char *err, size_t err_len) {
     gp__err e = {err, err_len};
     if (!m || (n && (!in || !out))) return gp__errf(&e, GP_EINVAL, "NULL argument");
-    size_t chunk = n < 64 ? n : 64;
-    if (chunk == 0) return GP_OK;
+    if (n == 0) return GP_OK;
     gp__mslot s = {0};
-    if (host_slot_alloc(m, &s, chunk) != GP_OK)
+    if (host_slot_alloc(m, &s, host_chunk(m, n)) != GP_OK)
         return gp__errf(&e, GP_ENOMEM, "out of memory for the host scratch");
-    int rc = GP_OK;
-    for (size_t i = 0; i < n && rc == GP_OK; i += chunk) {
-        size_t k = n - i < chunk ? n - i : chunk;
-        rc = gp__host_run(m, k, (const char *)in + i * m->in_info.bytes,
-                          (char *)out + i * m->out_info.bytes, s.scratch, chunk, s.work);
-    }
+    int rc = host_run_chunked(m, n, in, out, &s);
     free(s.scratch);
     return rc == GP_OK ? GP_OK : gp__errf(&e, rc, "host run failed");
 }
