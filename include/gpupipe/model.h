@@ -22,6 +22,24 @@
  * Layers follow PyTorch semantics (eval mode): the host backend runs the host implementation
  * in fp32; the CUDA backend runs cuBLASLt/cuDNN layers in the configured precision.
  *
+ * The spec (DESIGN §5; one op per line, '#' starts a comment; tensors named as in a PyTorch
+ * state_dict: <name>.weight, .bias, .running_mean, .running_var; other tensors are ignored):
+ *
+ *   input f32 784 | input f32 3x32x32                  item: features, or C x H x W
+ *   input u8 32x32x3 layout=hwc mean=a,b,c std=a,b,c  u8 items: x / 255, then (x - mean) / std
+ *   conv2d <name> [stride=S] [padding=P] [dilation=D] [groups=G]   (bias optional)
+ *   batchnorm2d <name> [eps=1e-5]                     folded into the conv before it
+ *   linear <name>                                     (bias optional)
+ *   maxpool2d kernel=K [stride=S] [padding=P]         stride defaults to the kernel
+ *   avgpool2d kernel=K [stride=S] [padding=P]         padding counts (count_include_pad)
+ *   globalavgpool | relu | gelu | sigmoid | tanh | flatten | softmax
+ *   save <tag> | restore <tag> | add <tag>            residuals
+ *   argmax | topk k=K                                 int64 class indices out; last line
+ *
+ * Extensions, all optional: K, S, P, D may be "HxW" (kernel=3x1); layout=chw (the default);
+ * mean/std with one value for every channel, or on an f32 input (no / 255 then). gelu is the
+ * erf form. softmax, argmax, topk and linear need a flat (rank-1) value: flatten first.
+ *
  * Read top-down: types, options, lifecycle, queries, use with a pipeline, utilities.
  */
 #ifndef GPUPIPE_MODEL_H
