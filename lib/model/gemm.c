@@ -1,5 +1,5 @@
 /* Host GEMM (see gemm.h). Built with -O3 -ffp-contract=fast (lib/model/sources.cmake). On
-   x86-64 the driver is compiled twice, for the baseline ISA and for AVX2+FMA, and picked per
+   x86-64 the driver is compiled for the baseline ISA, AVX2+FMA and AVX-512, and picked per
    call from the CPU's features. (Not with target_clones: its ifunc resolver runs before the
    sanitizer runtimes are initialized and crashes under TSan.) */
 #include "gemm.h"
@@ -70,10 +70,9 @@ static inline __attribute__((always_inline)) void micro(size_t kc, const float *
         gp__v8 b0 = *(const gp__v8 *)(b + k * GP__NR);
         gp__v8 b1 = *(const gp__v8 *)(b + k * GP__NR + 8);
         const float *ak = a + k * GP__MR;
-        for (int i = 0; i < GP__MR; i++) {
-            gp__v8 ai = (gp__v8){0} + ak[i];
-            c[i][0] += ai * b0;
-            c[i][1] += ai * b1;
+        for (int i = 0; i < GP__MR; i++) { /* vector * scalar broadcasts the scalar */
+            c[i][0] += b0 * ak[i];
+            c[i][1] += b1 * ak[i];
         }
     }
     memcpy(acc, c, sizeof c);
@@ -95,6 +94,64 @@ static inline __attribute__((always_inline)) void store(float acc[GP__MR][GP__NR
         }
     }
 }
+
+#ifdef GP__GEMM_AVX2
+/* AVX-512: two A panels (12 rows) against one 16-wide B vector per k, 12 accumulators. The
+   arithmetic per element is the same FMA chain in k order as micro(), so results are bitwise
+   the same whichever kernel a tile gets. */
+typedef float gp__v16 __attribute__((vector_size(64), aligned(4)));
+
+static inline __attribute__((always_inline)) void micro2(size_t kc, const float *a0,
+                                                         const float *a1, const float *b,
+                                                         float acc0[GP__MR][GP__NR],
+                                                         float acc1[GP__MR][GP__NR]) {
+    gp__v16 c0[GP__MR], c1[GP__MR];
+    memset(c0, 0, sizeof c0);
+    memset(c1, 0, sizeof c1);
+    for (size_t k = 0; k < kc; k++) {
+        gp__v16 bv = *(const gp__v16 *)(b + k * GP__NR);
+        const float *x = a0 + k * GP__MR, *y = a1 + k * GP__MR;
+        for (int i = 0; i < GP__MR; i++) {
+            c0[i] += bv * x[i];
+            c1[i] += bv * y[i];
+        }
+    }
+    memcpy(acc0, c0, sizeof c0);
+    memcpy(acc1, c1, sizeof c1);
+}
+
+__attribute__((target("avx512f,avx2,fma"))) static void
+gemm_avx512(size_t M, size_t N, size_t K, const float *Ap, const float *B, ptrdiff_t rsb,
+            ptrdiff_t csb, float *C, ptrdiff_t rsc, ptrdiff_t csc, const float *bias, gp__act act,
+            float *work) {
+    float acc[GP__MR][GP__NR], acc1[GP__MR][GP__NR];
+    for (size_t jc = 0; jc < N; jc += GP__NC) {
+        size_t nc = N - jc < GP__NC ? N - jc : GP__NC;
+        for (size_t pc = 0; pc < K; pc += GP__KC) {
+            size_t kc = K - pc < GP__KC ? K - pc : GP__KC;
+            int first = pc == 0, last = pc + kc >= K;
+            pack_b(kc, nc, B + (ptrdiff_t)pc * rsb + (ptrdiff_t)jc * csb, rsb, csb, work);
+            for (size_t ip = 0; ip < M; ip += 2 * GP__MR) {
+                const float *a = Ap + ip * K + pc * GP__MR;
+                size_t mr = M - ip < GP__MR ? M - ip : GP__MR;
+                size_t rest = M - ip - mr, mr1 = rest < GP__MR ? rest : GP__MR;
+                for (size_t jp = 0; jp < nc; jp += GP__NR) {
+                    size_t nr = nc - jp < GP__NR ? nc - jp : GP__NR;
+                    float *c = C + (ptrdiff_t)ip * rsc + (ptrdiff_t)(jc + jp) * csc;
+                    if (mr1) {
+                        micro2(kc, a, a + GP__MR * K, work + jp * kc, acc, acc1);
+                        store(acc1, mr1, nr, c + (ptrdiff_t)GP__MR * rsc, rsc, csc, first, last,
+                              bias ? bias + ip + GP__MR : NULL, act);
+                    } else {
+                        micro(kc, a, work + jp * kc, acc);
+                    }
+                    store(acc, mr, nr, c, rsc, csc, first, last, bias ? bias + ip : NULL, act);
+                }
+            }
+        }
+    }
+}
+#endif
 
 static inline __attribute__((always_inline)) void
 gemm_body(size_t M, size_t N, size_t K, const float *Ap, const float *B, ptrdiff_t rsb,
@@ -141,6 +198,10 @@ void gp__gemm(size_t M, size_t N, size_t K, const float *Ap, const float *B, ptr
               float *work) {
 #ifdef GP__GEMM_AVX2
     /* libgcc / compiler-rt fill the feature bits in a constructor: a read, no state here */
+    if (__builtin_cpu_supports("avx512f")) {
+        gemm_avx512(M, N, K, Ap, B, rsb, csb, C, rsc, csc, bias, act, work);
+        return;
+    }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         gemm_avx2(M, N, K, Ap, B, rsb, csb, C, rsc, csc, bias, act, work);
         return;

@@ -51,15 +51,24 @@ int gp__host_prepare(gp__model *m, gp__err *e) {
 
 /* ---- ops ------------------------------------------------------------------------------- */
 
+/* Columns of one group's input: col[(ci*kh + ky)*kw + kx][oy*Wo + ox]. Per row, the output
+   columns whose input falls inside the image form one range [ox0, ox1): zeros around it, a
+   copy (stride 1) or a strided gather inside it. */
 static void im2col(const gp__op *op, const float *in, float *col) {
     int H = op->in.h, W = op->in.w, Ho = op->out.h, Wo = op->out.w;
-    int cin = op->in.c / op->groups;
+    int cin = op->in.c / op->groups, sw = op->stride_w;
     for (int ci = 0; ci < cin; ci++)
         for (int ky = 0; ky < op->kh; ky++)
             for (int kx = 0; kx < op->kw; kx++) {
                 float *row = col + ((size_t)(ci * op->kh + ky) * (size_t)op->kw + (size_t)kx) *
                                        (size_t)Ho * (size_t)Wo;
                 const float *src = in + (size_t)ci * (size_t)H * (size_t)W;
+                int off = kx * op->dil_w - op->pad_w; /* ix = ox * sw + off */
+                int ox0 = off >= 0 ? 0 : (-off + sw - 1) / sw;
+                int ox1 = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
+                if (ox0 > Wo) ox0 = Wo;
+                if (ox1 > Wo) ox1 = Wo;
+                if (ox1 < ox0) ox1 = ox0;
                 for (int oy = 0; oy < Ho; oy++) {
                     int iy = oy * op->stride_h - op->pad_h + ky * op->dil_h;
                     float *r = row + (size_t)oy * (size_t)Wo;
@@ -68,10 +77,17 @@ static void im2col(const gp__op *op, const float *in, float *col) {
                         continue;
                     }
                     const float *s = src + (size_t)iy * (size_t)W;
-                    for (int ox = 0; ox < Wo; ox++) {
-                        int ix = ox * op->stride_w - op->pad_w + kx * op->dil_w;
-                        r[ox] = ix >= 0 && ix < W ? s[ix] : 0.0f;
+                    for (int ox = 0; ox < ox0; ox++)
+                        r[ox] = 0.0f;
+                    if (sw == 1) {
+                        if (ox1 > ox0)
+                            memcpy(r + ox0, s + ox0 + off, (size_t)(ox1 - ox0) * sizeof *r);
+                    } else {
+                        for (int ox = ox0; ox < ox1; ox++)
+                            r[ox] = s[ox * sw + off];
                     }
+                    for (int ox = ox1; ox < Wo; ox++)
+                        r[ox] = 0.0f;
                 }
             }
 }
