@@ -1,0 +1,10 @@
+# C++ example (the public headers are extern "C"-safe), built when a C++ compiler exists.
+include(CheckLanguage)
+check_language(CXX)
+if(CMAKE_CXX_COMPILER)
+  enable_language(CXX)
+  add_executable(service ${CMAKE_CURRENT_LIST_DIR}/service.cpp)
+  set_target_properties(service PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_link_libraries(service PRIVATE gpupipe::gpupipe Threads::Threads)
+  target_compile_options(service PRIVATE -Wall -Wextra $<$<BOOL:${GP_WERROR}>:-Werror>)
+endif()
