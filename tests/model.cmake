@@ -41,3 +41,12 @@ if(GP_BUILD_FUZZ)
            COMMAND fuzz_model_loader -runs=0 ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)
   set_tests_properties(fuzz_model_loader_seeds PROPERTIES LABELS "fuzz" TIMEOUT 120)
 endif()
+
+# The model examples run as tests: what a user copies must work (AUTO backend: the GPU when
+# one is usable, else the host).
+foreach(ex mlp_classifier image_classifier)
+  if(TARGET ${ex})
+    add_test(NAME example_${ex} COMMAND ${ex})
+    set_tests_properties(example_${ex} PROPERTIES LABELS pipeline TIMEOUT 300)
+  endif()
+endforeach()
