@@ -120,11 +120,24 @@ class MLP(nn.Module):
         self.fc5 = nn.Linear(72, 10)
 
     def forward(self, x):
+        return self.stages(x)[-1][1]
+
+    def stages(self, x):
+        """(spec lines up to here, value) after every activation and at the end, so each
+        activation is checked where its error is not squashed by the layers after it."""
+        out = []
         x = F.gelu(self.fc1(x))
+        out.append((3, x))
         x = torch.tanh(self.fc2(x))
+        out.append((5, x))
         x = torch.sigmoid(self.fc3(x))
+        out.append((7, x))
         x = F.relu(self.fc4(x))
-        return F.softmax(self.fc5(x), dim=1)
+        out.append((9, x))
+        x = self.fc5(x)
+        out.append((10, x))
+        out.append((11, F.softmax(x, dim=1)))
+        return out
 
     spec = """# MLP: every activation, softmax output
 input f32 64
@@ -292,7 +305,9 @@ class Checker:
         cmd = [self.gp_infer] + args + ["--output", out, "--backend", backend, "--batch",
                                         str(batch), "--precision", precision, "--quiet"]
         p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode == 4 and backend == "cuda":
+        # exit 4 with GP_ENODEV: no usable device (or no CUDA backend in this build): skip.
+        # Anything else on a usable device (GP_ENOTSUP for an op, GP_EDEVICE) is a failure.
+        if p.returncode == 4 and backend == "cuda" and "GP_ENODEV" in p.stderr:
             return None, p.stderr.strip()
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()}")
@@ -343,7 +358,11 @@ class Checker:
             targets += [("cuda", p, TOL[p]) for p in ("fp32", "tf32", "fp16", "bf16")]
         for backend, prec, tol in targets:
             label = f"{name} [{backend}{'' if backend == 'host' else ' ' + prec}]"
-            got, why = self.run(args, backend, prec, batch)
+            try:
+                got, why = self.run(args, backend, prec, batch)
+            except RuntimeError as exc:
+                self.record(False, f"{label}: {exc}")
+                continue
             if got is None:
                 if self.cuda is None:
                     print(f"cuda: not usable here, CUDA checks skipped ({why})")
@@ -379,6 +398,14 @@ def main():
         np.save(os.path.join(work, "x_mlp.npy"), x.numpy())
         c.check("mlp", ["--model", path, "--input", os.path.join(work, "x_mlp.npy")],
                 mlp(x).numpy(), "values")
+        lines = [ln for ln in MLP.spec.splitlines() if ln and not ln.startswith("#")]
+        for n, ref in mlp.stages(x)[:-1]:
+            sp = os.path.join(work, f"mlp_{n}.spec")
+            with open(sp, "w") as f:
+                f.write("\n".join(lines[:n]) + "\n")
+            c.check(f"mlp up to '{lines[n - 1].split('#')[0].strip()}'",
+                    ["--model", path, "--spec", sp, "--input", os.path.join(work, "x_mlp.npy")],
+                    ref.numpy(), "values-raw")
 
         # MLP with argmax output, weights as F16 and as BF16, spec in a file beside them.
         for dt in ("F16", "BF16"):
