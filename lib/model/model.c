@@ -429,17 +429,16 @@ static int model_compute(void *user, const gp_batch *b) {
         set_last_error(m, GP_EINVAL, "compute for a slot that was not set up");
         return GP_EINVAL;
     }
-    int rc;
-    if (b->backend == GP_BACKEND_HOST) {
-        rc = host_run_chunked(m, b->n, b->in, b->out, s);
-    } else {
+    if (b->backend != GP_BACKEND_HOST) {
 #ifdef GP_HAVE_CUDA
-        rc = gp__model_cuda_run(m, s->cuda, b);
+        return gp__model_cuda_run(m, s->cuda, b); /* records its own detail on failure */
 #else
-        rc = GP_ENOTSUP;
+        set_last_error(m, GP_ENOTSUP, "this build has no CUDA layers");
+        return GP_ENOTSUP;
 #endif
     }
-    if (rc != GP_OK) set_last_error(m, rc, "a batch failed in the model's compute");
+    int rc = host_run_chunked(m, b->n, b->in, b->out, s);
+    if (rc != GP_OK) set_last_error(m, rc, "a batch failed in the model's host compute");
     return rc;
 }
 
