@@ -734,6 +734,11 @@ static int cuda_event_record(void *ctx, gp__event *e, gp__stream *s) {
 
 static int cuda_event_wait(void *ctx, gp__event *e) {
     cuda_ctx *c = ctx;
+    /* The poller's first CUDA call: with no device set, the runtime would bind (and create)
+       device 0's primary context on this thread, also when device 0 is not configured (its
+       memory, or a failure where device 0 is exclusive or prohibited). */
+    int rc = set_device(c, e->dev);
+    if (rc != GP_OK) return rc;
     if (!c->spin) return GP__CU(c, cudaEventSynchronize(e->ev));
     cudaError_t q;
     for (unsigned i = 0; (q = cudaEventQuery(e->ev)) == cudaErrorNotReady; i++)
