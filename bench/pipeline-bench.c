@@ -10,7 +10,8 @@
  * copies slot buffer -> output ring ("D2H"); a completion worker runs the callbacks.
  * Mutex queue: producers lock, wait for space, copy the item in, signal; one consumer locks,
  * copies up to max_batch items out to a batch buffer, unlocks, runs the same no-op compute,
- * and calls the callbacks.
+ * and calls the callbacks. Measured twice: taking up to max_batch items per lock (a batching
+ * queue, the strong baseline) and one item per lock (the textbook queue).
  */
 #include <gpupipe/gpupipe.h>
 #include <pthread.h>
@@ -111,6 +112,7 @@ typedef struct mq {
     gp_done_fn *cbs;
     size_t item;
     uint64_t head, tail;
+    size_t take; /* items the consumer takes per lock: MAX_BATCH, or 1 (the textbook queue) */
     int stop;
 } mq;
 
@@ -148,7 +150,7 @@ static void *mq_consumer(void *arg) {
             break;
         }
         size_t n = 0;
-        while (n < MAX_BATCH && q->head < q->tail) {
+        while (n < q->take && q->head < q->tail) {
             memcpy(batch_in + n * q->item, q->slots + (q->head % CAPACITY) * q->item, q->item);
             cbs[n++] = q->cbs[q->head % CAPACITY];
             q->head++;
@@ -165,8 +167,8 @@ static void *mq_consumer(void *arg) {
     return NULL;
 }
 
-static double mutex_items_per_s(size_t item, int producers, uint64_t total) {
-    mq q = {.item = item};
+static double mutex_items_per_s(size_t item, int producers, uint64_t total, size_t take) {
+    mq q = {.item = item, .take = take};
     pthread_mutex_init(&q.mu, NULL);
     pthread_cond_init(&q.not_full, NULL);
     pthread_cond_init(&q.not_empty, NULL);
@@ -231,22 +233,24 @@ int main(int argc, char **argv) {
     printf("gpupipe %s pipeline-bench: host backend, no-op compute, max_batch %d, ring %d, "
            "%llu items per run, median of %d runs\n\n",
            gp_version(), MAX_BATCH, CAPACITY, (unsigned long long)items, reps);
-    printf("%-7s %-9s %14s %14s %8s\n", "item", "producers", "pipeline it/s", "mutex-q it/s",
-           "ratio");
+    printf("%-6s %-9s %14s %16s %8s %16s %8s\n", "item", "producers", "pipeline it/s",
+           "mutex-q batch/s", "ratio", "mutex-q one/s", "ratio");
     static const size_t sizes[] = {64, 4096};
     static const int prods[] = {1, 2, 4};
-    double v[50], w[50];
+    double v[50], w[50], x[50];
     double pipe4k = 0;
     for (int s = 0; s < 2; s++) {
         uint64_t n = sizes[s] == 4096 ? items / 4 : items;
         for (int k = 0; k < 3; k++) {
-            for (int r = 0; r < reps; r++) {
+            for (int r = 0; r < reps; r++) { /* interleaved, so drift hits all three alike */
                 v[r] = pipeline_items_per_s(sizes[s], prods[k], n);
-                w[r] = mutex_items_per_s(sizes[s], prods[k], n);
+                w[r] = mutex_items_per_s(sizes[s], prods[k], n, MAX_BATCH);
+                x[r] = mutex_items_per_s(sizes[s], prods[k], n, 1);
             }
-            double pm = median(v, reps), mm = median(w, reps);
+            double pm = median(v, reps), mb = median(w, reps), m1 = median(x, reps);
             if (sizes[s] == 4096 && pm > pipe4k) pipe4k = pm;
-            printf("%-7zu %-9d %14.0f %14.0f %7.1fx\n", sizes[s], prods[k], pm, mm, pm / mm);
+            printf("%-6zu %-9d %14.0f %16.0f %7.1fx %16.0f %7.1fx\n", sizes[s], prods[k], pm, mb,
+                   pm / mb, m1, pm / m1);
         }
     }
     for (int r = 0; r < reps; r++)
