@@ -66,7 +66,9 @@ GP_API cudnnHandle_t gp_cuda_cudnn(const gp_batch *b);
 #endif
 
 /* The CUDA device id of the slot (== b->device); -1 for a host batch. It is the calling
-   thread's current device during compute, compute_setup and compute_teardown. */
+   thread's current device during compute, compute_setup and compute_teardown. Note that
+   gp_pipeline_create and gp_pipeline_destroy leave the calling thread's current device set to
+   one of the pipeline's devices: set your own again afterwards if you rely on it. */
 GP_API int gp_cuda_device(const gp_batch *b);
 
 #ifdef __cplusplus
