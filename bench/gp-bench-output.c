@@ -175,19 +175,6 @@ int gb_write_csv(const gb_run *r, const char *path) {
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
-static void jstr(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
-        if (*c == '"' || *c == '\\')
-            fprintf(f, "\\%c", *c);
-        else if (*c < 0x20)
-            fprintf(f, "\\u%04x", *c);
-        else
-            fputc(*c, f);
-    }
-    fputc('"', f);
-}
-
 static double fin(double v) {
     return isfinite(v) ? v : 0;
 }
@@ -198,20 +185,20 @@ int gb_write_json(const gb_run *r, const char *path) {
     if (!f) return -1;
     char arr[128];
     fprintf(f, "{\"tool\":\"gp-bench\",\"version\":");
-    jstr(f, gp_version());
+    gp__json_str(f, gp_version());
     fprintf(f, ",\"date\":");
-    jstr(f, r->date);
+    gp__json_str(f, r->date);
     fprintf(f, ",\"machine\":");
-    jstr(f, r->machine);
+    gp__json_str(f, r->machine);
     fprintf(f, ",\"command\":");
-    jstr(f, o->command);
+    gp__json_str(f, o->command);
     fprintf(f, ",\"workload\":");
-    jstr(f, r->workload_desc);
+    gp__json_str(f, r->workload_desc);
     fprintf(f, ",\"backend\":\"%s\",\"fell_back\":%s,\"fallback_reason\":",
             gp_backend_name(r->backend), r->fell_back ? "true" : "false");
-    jstr(f, r->fell_back ? r->fallback_reason : "");
+    gp__json_str(f, r->fell_back ? r->fallback_reason : "");
     fprintf(f, ",\"arrival\":");
-    jstr(f, arrival_name(o, arr, sizeof arr));
+    gp__json_str(f, arrival_name(o, arr, sizeof arr));
     fprintf(f, ",\"duration_s\":%.6g,\"warmup_s\":%.6g,\"points\":[", o->duration_s, o->warmup_s);
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
@@ -238,7 +225,7 @@ int gb_write_json(const gb_run *r, const char *path) {
         fprintf(f, "{\"items_per_s\":%.6g,\"p50_us\":%.6g,\"p99_us\":%.6g,\"items\":%llu,\"how\":",
                 fin(r->naive.items_per_s), fin(r->naive.p50_us), fin(r->naive.p99_us),
                 (unsigned long long)r->naive.items);
-        jstr(f, r->naive.how);
+        gp__json_str(f, r->naive.how);
         fputc('}', f);
     } else {
         fputs("null", f);

@@ -328,9 +328,9 @@ void gp__diagnose(const gp_stats *s, gp__diag *d) {
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s) {
+void gp__json_str(FILE *f, const char *s) {
     fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
         if (*c == '"' || *c == '\\')
             fprintf(f, "\\%c", *c);
         else if (*c < 0x20)
@@ -351,7 +351,7 @@ int gp__stats_write_json(const gp_stats *s, FILE *f) {
     gp__diagnose(s, &d);
     fprintf(f, "{\"backend\":\"%s\",\"fell_back\":%s,\"fallback_reason\":",
             gp_backend_name(s->backend), s->fell_back ? "true" : "false");
-    json_str(f, s->fell_back ? s->fallback_reason : "");
+    gp__json_str(f, s->fell_back ? s->fallback_reason : "");
 #define U(name) fprintf(f, ",\"" #name "\":%" PRIu64, (uint64_t)s->name)
     U(wall_ns);
     U(submitted);
@@ -395,7 +395,7 @@ int gp__stats_write_json(const gp_stats *s, FILE *f) {
     U(graph_replays);
     U(graph_eager);
     fputs(",\"graph_eager_reason\":", f);
-    json_str(f, s->graph_eager_reason);
+    gp__json_str(f, s->graph_eager_reason);
     fputs(",\"config\":{", f);
     fprintf(f,
             "\"max_batch\":%" PRIu64 ",\"capacity\":%" PRIu64 ",\"item_in_bytes\":%" PRIu64
@@ -417,9 +417,9 @@ int gp__stats_write_json(const gp_stats *s, FILE *f) {
             fin(d.h2d_gbps), fin(d.d2h_gbps));
     fprintf(f, ",\"verdict\":\"%s\",\"bottleneck\":\"%s\",\"why\":", gp__verdict_name(d.verdict),
             gp__verdict_name(d.bottleneck));
-    json_str(f, d.why);
+    gp__json_str(f, d.why);
     fputs(",\"knob\":", f);
-    json_str(f, d.knob);
+    gp__json_str(f, d.knob);
     return fputs("}\n", f) < 0 || ferror(f) ? GP_EIO : GP_OK;
 }
 

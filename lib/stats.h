@@ -185,5 +185,7 @@ void gp__diagnose(const gp_stats *s, gp__diag *d);
 /* gp_pipeline_report / gp_pipeline_stats_json for a given snapshot or window. GP_OK, GP_EIO. */
 int gp__stats_write_report(const gp_stats *s, FILE *f);
 int gp__stats_write_json(const gp_stats *s, FILE *f);
+/* Write `s` (NULL: "") as a JSON string literal, escaped. */
+void gp__json_str(FILE *f, const char *s);
 
 #endif

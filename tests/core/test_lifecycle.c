@@ -134,21 +134,13 @@ static void full_ring(gp_full_policy policy) {
 static gpt_gate cb_gate, prep_gate;
 
 static int gated_prep(void *user, const void *src, size_t n, void *slot, size_t slot_bytes) {
-    pthread_mutex_lock(&prep_gate.mu);
-    prep_gate.entered++;
-    while (!prep_gate.open)
-        pthread_cond_wait(&prep_gate.cv, &prep_gate.mu);
-    pthread_mutex_unlock(&prep_gate.mu);
+    gpt_gate_pass(&prep_gate);
     memcpy(slot, src, slot_bytes);
     return GP_OK;
 }
 
 static void cb_wait(void *user, int status, const void *out, size_t bytes) {
-    pthread_mutex_lock(&cb_gate.mu);
-    cb_gate.entered++;
-    while (!cb_gate.open)
-        pthread_cond_wait(&cb_gate.cv, &cb_gate.mu);
-    pthread_mutex_unlock(&cb_gate.mu);
+    gpt_gate_pass(&cb_gate);
     done(user, status, out, bytes);
 }
 

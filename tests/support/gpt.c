@@ -87,7 +87,7 @@ void gpt_gate_wait_entered(gpt_gate *g, int n) {
     pthread_mutex_unlock(&g->mu);
 }
 
-static void gate_pass(void *arg) {
+void gpt_gate_pass(void *arg) {
     gpt_gate *g = arg;
     pthread_mutex_lock(&g->mu);
     g->entered++;
@@ -99,12 +99,12 @@ static void gate_pass(void *arg) {
 int gpt_gate_compute(void *user, const gp_batch *b) {
     if (b->backend == GP_BACKEND_CUDA) {
 #ifdef GPT_HAVE_CUDA_TRANSFORM
-        if (gpt_cuda_host_func(b->stream, gate_pass, user) != 0) return GP_EDEVICE;
+        if (gpt_cuda_host_func(b->stream, gpt_gate_pass, user) != 0) return GP_EDEVICE;
 #else
         return GP_ENOTSUP;
 #endif
     } else {
-        gate_pass(user);
+        gpt_gate_pass(user);
     }
     return gpt_transform(NULL, b);
 }

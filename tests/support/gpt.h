@@ -79,6 +79,8 @@ void gpt_gate_open(gpt_gate *g);
 void gpt_gate_close(gpt_gate *g);
 /* Wait until `n` batches reached the gate (or 10 s: the test fails). */
 void gpt_gate_wait_entered(gpt_gate *g, int n);
+/* Count this caller as entered and wait until the gate is open (arg = gpt_gate *). */
+void gpt_gate_pass(void *arg);
 /* Compute: wait on the gate (user = gpt_gate *), then gpt_transform. */
 int gpt_gate_compute(void *user, const gp_batch *b);
 
