@@ -1,8 +1,10 @@
 /*
  * Completion: the poller waits on each device batch's done event in dispatch order, reads
  * its status and timings and frees the slot at once (so the GPU gets it back before any
- * callback runs); callback workers then run the callbacks and release ring spans strictly in
- * order. With one worker, callbacks run in submit order.
+ * callback runs). With one completion worker (the default) the poller then runs the batch's
+ * callbacks itself and releases the ring span: callbacks in submit order, one thread hand-off
+ * fewer per batch. With more, it hands the batch to the callback workers, which release ring
+ * spans strictly in order.
  */
 #include <string.h>
 
@@ -67,6 +69,9 @@ static void finish_device_batch(gp_pipeline *p, gp__batchrec *r) {
     gp__notify_wake(&p->slotwake);
 }
 
+static void run_callbacks(gp_pipeline *p, const gp__batchrec *r);
+static void release_done(gp_pipeline *p);
+
 void *gp__poller_main(void *arg) {
     gp_pipeline *p = arg;
     gp__recqueue *q = &p->recs;
@@ -85,11 +90,21 @@ void *gp__poller_main(void *arg) {
 
         /* The record is ours until polled moves: the batcher writes only at tail, workers
            read only below polled. */
-        if (r->slot >= 0) finish_device_batch(p, r);
+        if (r->slot >= 0) finish_device_batch(p, r); /* the slot is free again from here */
 
         pthread_mutex_lock(&q->mu);
         q->polled++;
-        pthread_cond_signal(&q->work_cv);
+        if (p->nworkers > 0) { /* hand the callbacks to the workers */
+            pthread_cond_signal(&q->work_cv);
+            pthread_mutex_unlock(&q->mu);
+            continue;
+        }
+        q->taken++; /* one completion worker: this thread is it */
+        pthread_mutex_unlock(&q->mu);
+        run_callbacks(p, r);
+        pthread_mutex_lock(&q->mu);
+        r->done = 1;
+        release_done(p);
         pthread_mutex_unlock(&q->mu);
     }
 }
@@ -128,6 +143,23 @@ static void run_callbacks(gp_pipeline *p, const gp__batchrec *r) {
     atomic_fetch_add_explicit(&st->completed, calls, memory_order_release);
 }
 
+/* Release strictly in order: a span goes back only when every span before it has.
+   Called with recs.mu held. */
+static void release_done(gp_pipeline *p) {
+    gp__recqueue *q = &p->recs;
+    uint64_t cap = p->ring.capacity, upto = 0;
+    while (q->released < q->taken && q->buf[q->released % cap].done) {
+        gp__batchrec *d = &q->buf[q->released % cap];
+        gp__ring_release(&p->ring, d->first, d->n);
+        upto = d->first + d->n;
+        q->released++;
+    }
+    if (upto) {
+        atomic_store_explicit(&p->released_upto, upto, memory_order_release);
+        gp__notify_wake(&p->drained);
+    }
+}
+
 void *gp__worker_main(void *arg) {
     gp_pipeline *p = arg;
     gp__recqueue *q = &p->recs;
@@ -145,18 +177,7 @@ void *gp__worker_main(void *arg) {
 
         pthread_mutex_lock(&q->mu);
         r->done = 1;
-        /* Release strictly in order: a span goes back only when every span before it has. */
-        uint64_t upto = 0;
-        while (q->released < q->taken && q->buf[q->released % cap].done) {
-            gp__batchrec *d = &q->buf[q->released % cap];
-            gp__ring_release(&p->ring, d->first, d->n);
-            upto = d->first + d->n;
-            q->released++;
-        }
-        if (upto) {
-            atomic_store_explicit(&p->released_upto, upto, memory_order_release);
-            gp__notify_wake(&p->drained);
-        }
+        release_done(p);
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;

@@ -376,6 +376,7 @@ static int start_threads(gp_pipeline *p) {
         rc = GP__ERR(&p->err, GP_ENOMEM, "thread tables");
         goto fail;
     }
+    if (nw == 1) nw = 0; /* one completion worker: the poller runs the callbacks itself */
     for (; p->nworkers < nw; p->nworkers++)
         if ((rc = pthread_create(&p->workers[p->nworkers], NULL, gp__worker_main, p)) != 0)
             goto fail_create;

@@ -3,10 +3,11 @@
  *
  *   producers --publish--> ring --batcher--> slot k (stream k: H2D, compute, D2H, event)
  *        --> poller (waits on slot events in dispatch order, frees the slot)
- *        --> callback workers (run callbacks, release ring spans in order)
+ *        --> callbacks (run by the poller itself with one completion worker, else by the
+ *          callback workers), then ring spans released in order
  *
- * Threads: batcher (1), poller (1), callback workers (completion_workers), prep workers
- * (prep_workers), plus the backend's own (host: one per stream).
+ * Threads: batcher (1), poller (1), callback workers (completion_workers when > 1, else
+ * none), prep workers (prep_workers), plus the backend's own (host: one per stream).
  *
  * Lock order (never take a lock on the left while holding one on the right):
  *   recs.mu  <  ring.space.mu ; bwake.mu and drain.mu are leaves.
