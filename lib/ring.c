@@ -23,7 +23,7 @@ int gp__ring_init(gp__ring *r, uint64_t capacity, size_t in_bytes, size_t out_by
     if (!r->items) return GP_ENOMEM;
     memset(r->items, 0, capacity * sizeof *r->items);
     for (uint64_t i = 0; i < capacity; i++)
-        atomic_init(&r->items[i].seq, i);
+        atomic_init(&r->items[i].seq, 2 * i);
     atomic_init(&r->tail, 0);
     if (gp__notify_init(&r->space) != 0) {
         free(r->items);
@@ -40,11 +40,12 @@ void gp__ring_fini(gp__ring *r) {
     r->items = NULL;
 }
 
-/* Slot of `pos` free for it? Acquire pairs with the release in gp__ring_release, so the
-   completion side's last reads of this slot happen before we overwrite it. */
+/* Slot of `pos` free for it (0), taken by a later claim (> 0) or still holding item
+   pos - capacity (< 0)? Acquire pairs with the release in gp__ring_release, so the completion
+   side's last reads of this slot happen before we overwrite it. */
 static inline int64_t slot_state(gp__ring *r, uint64_t pos) {
     uint64_t seq = atomic_load_explicit(&gp__ring_item(r, pos)->seq, memory_order_acquire);
-    return (int64_t)(seq - pos);
+    return (int64_t)(seq - 2 * pos);
 }
 
 int gp__ring_claim(gp__ring *r, int block, uint64_t *idx, uint64_t *blocked_ns) {
@@ -81,7 +82,8 @@ int gp__ring_claim(gp__ring *r, int block, uint64_t *idx, uint64_t *blocked_ns) 
 
 void gp__ring_release(gp__ring *r, uint64_t first, uint64_t n) {
     for (uint64_t i = first; i < first + n; i++)
-        atomic_store_explicit(&gp__ring_item(r, i)->seq, i + r->capacity, memory_order_release);
+        atomic_store_explicit(&gp__ring_item(r, i)->seq, 2 * (i + r->capacity),
+                              memory_order_release);
     gp__notify_wake(&r->space);
 }
 

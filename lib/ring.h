@@ -3,10 +3,13 @@
  * input and output slots (DESIGN §2). Item i owns input slot i % capacity and output slot
  * i % capacity, so a batch is a contiguous run of indices.
  *
- * Each index has a sequence number (the classic bounded MPMC design):
- *   seq == i             slot free for the producer that claims index i
- *   seq == i + 1         item i published: its input and metadata are visible to the batcher
- *   seq == i + capacity  released by the completion side: free for index i + capacity
+ * Each index has a sequence number (the classic bounded MPMC design, values doubled):
+ *   seq == 2i              slot free for the producer that claims index i
+ *   seq == 2i + 1          item i published: its input and metadata are visible to the batcher
+ *   seq == 2(i + capacity) released by the completion side: free for index i + capacity
+ * Invariant: "published i" never equals "free for some later index", for every capacity.
+ * (Undoubled, published i == i + 1 == free for i + capacity when capacity is 1: a producer
+ * claimed and overwrote an item still in the pipeline.)
  * Producers claim with one compare-and-swap on `tail`, fill the slot, publish with a release
  * store. The batcher reads in index order. The completion side releases strictly in order.
  */
@@ -75,12 +78,12 @@ static inline void *gp__ring_out(gp__ring *r, uint64_t idx) {
 
 /* Make item idx visible to the batcher: release orders the slot's contents before it. */
 static inline void gp__ring_publish(gp__ring *r, uint64_t idx) {
-    atomic_store_explicit(&gp__ring_item(r, idx)->seq, idx + 1, memory_order_release);
+    atomic_store_explicit(&gp__ring_item(r, idx)->seq, 2 * idx + 1, memory_order_release);
 }
 
 /* Has item idx been published? Acquire pairs with the publish. */
 static inline int gp__ring_is_published(gp__ring *r, uint64_t idx) {
-    return atomic_load_explicit(&gp__ring_item(r, idx)->seq, memory_order_acquire) == idx + 1;
+    return atomic_load_explicit(&gp__ring_item(r, idx)->seq, memory_order_acquire) == 2 * idx + 1;
 }
 
 /* Free [first, first + n) for reuse and wake blocked producers. Called in index order. */
