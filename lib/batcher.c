@@ -91,8 +91,13 @@ static int copy_span(gp_pipeline *p, gp__slot *s, int h2d, uint64_t first, uint6
     return GP_OK;
 }
 
-static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t now) {
+static void dispatch(batcher *b, uint64_t n, gp_close_reason reason) {
     gp_pipeline *p = b->p;
+    /* Read the clock now, after every item of the span was seen published, not at the top of
+       the batcher's loop: an item published after that reading could carry a deadline that had
+       passed before it was submitted (it must not ride as GP_OK), and its t_submit_ns would be
+       later than `now` (a wrapped queue wait). */
+    uint64_t now = gp__now_ns();
     gp__stats *st = &p->stats;
     gp__slot *s = &p->slots[b->dev_batches % (uint64_t)p->nslots];
     const gp__device_ops *o = p->ops;
@@ -214,7 +219,7 @@ void *gp__batcher_main(void *arg) {
             }
             reason = GP_CLOSE_DELAY;
         }
-        dispatch(&b, take, reason, now);
+        dispatch(&b, take, reason);
     }
 
     pthread_mutex_lock(&p->recs.mu);
