@@ -147,11 +147,14 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason) {
 
 /* Wait until item want_idx is published, a flush or shutdown begins, or deadline_ns (0: none).
    Woken through bwake by producers, flush, drain and destroy. */
-static void wait_data(batcher *b, uint64_t want_idx, uint64_t deadline_ns, uint64_t flush_seen) {
+static void wait_data(batcher *b, uint64_t want_idx, uint64_t deadline_ns, uint64_t flush_seen,
+                      int stopping_seen) {
     gp_pipeline *p = b->p;
     gp__notify_lock(&p->bwake);
+    /* Wake on a change of `stopping`, not on its state: while shutting down, the batcher still
+       waits (asleep) for prep workers and pending commits to publish. */
     while (!gp__ring_is_published(&p->ring, want_idx) &&
-           !atomic_load_explicit(&p->stopping, memory_order_acquire) &&
+           atomic_load_explicit(&p->stopping, memory_order_acquire) == stopping_seen &&
            atomic_load_explicit(&p->flush_upto, memory_order_relaxed) == flush_seen) {
         if (deadline_ns && gp__now_ns() >= deadline_ns) break;
         gp__notify_wait(&p->bwake, deadline_ns);
@@ -184,7 +187,7 @@ void *gp__batcher_main(void *arg) {
         uint64_t flush = atomic_load_explicit(&p->flush_upto, memory_order_relaxed);
         if (n == 0) { /* starved: nothing published at the head */
             gp__wait_begin(&st->starved_since, now);
-            wait_data(&b, b.head, 0, flush);
+            wait_data(&b, b.head, 0, flush, end != UINT64_MAX);
             gp__wait_end(&st->starved_since, &st->starved_ns, now);
             continue;
         }
@@ -213,7 +216,7 @@ void *gp__batcher_main(void *arg) {
             uint64_t due = oldest + (uint64_t)c->max_delay_us * 1000u;
             if (now < due) { /* wait for the delay, more items, a flush or shutdown */
                 gp__wait_begin(&st->delay_since, now);
-                wait_data(&b, b.head + n, due, flush);
+                wait_data(&b, b.head + n, due, flush, end != UINT64_MAX);
                 gp__wait_end(&st->delay_since, &st->delay_ns, now);
                 continue;
             }
