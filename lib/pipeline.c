@@ -448,11 +448,19 @@ fail:
     return rc;
 }
 
+int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode) {
+    if (!p) return GP_EINVAL;
+    if (!p->shut) {
+        stop_threads(p, mode == GP_DESTROY_CANCEL, 1, 1);
+        p->shut = 1;
+    }
+    return atomic_load_explicit(&p->failed, memory_order_relaxed) ? GP_EDEVICE : GP_OK;
+}
+
 int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode) {
     if (!p) return GP_OK;
-    stop_threads(p, mode == GP_DESTROY_CANCEL, 1, 1);
-    wait_calls(p);
-    int rc = atomic_load_explicit(&p->failed, memory_order_relaxed) ? GP_EDEVICE : GP_OK;
+    int rc = gp_pipeline_shutdown(p, mode);
+    wait_calls(p); /* a submit that overlapped a destroy without a prior shutdown */
     free_all(p);
     return rc;
 }

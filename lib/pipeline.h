@@ -99,6 +99,7 @@ struct gp_pipeline {
     _Atomic int canceling; /* destroy with GP_DESTROY_CANCEL */
     _Atomic int failed;    /* GP_EDEVICE after a sticky device fault, else 0 */
     uint64_t final_tail;   /* claimed count at close; written before stopping is set */
+    int shut;              /* threads stopped; only the shutdown/destroy caller's thread */
 
     gp__recqueue recs;
     gp__prepq prepq;

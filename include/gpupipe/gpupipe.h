@@ -254,21 +254,34 @@ GP_API void gp_config_init(gp_config *cfg);
 GP_API int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_t err_len);
 
 /*
- * Stop the pipeline and free it. GP_DESTROY_DRAIN completes every accepted item normally;
- * GP_DESTROY_CANCEL completes items not yet delivered with GP_ECANCELED (batches already on
- * the device are waited for, their outputs are dropped). Either way every accepted item gets
- * its callback before this returns, and concurrent submits return GP_ESHUTDOWN.
- * Reservations (gp_pipeline_reserve) must be committed or abandoned first.
- * NULL is accepted. Call once, from a thread that is not a library callback; afterwards `p`
- * is invalid. @return GP_OK, or GP_EDEVICE if the device had failed (all is still freed).
+ * Stop the pipeline without freeing it. From the call on, the submit family returns
+ * GP_ESHUTDOWN. GP_DESTROY_DRAIN completes every accepted item normally; GP_DESTROY_CANCEL
+ * completes items not yet delivered with GP_ECANCELED (batches already on the device are
+ * waited for, their outputs are dropped). Either way every accepted item has had its callback
+ * when this returns, and the pipeline's threads have ended. The pipeline stays valid: stats,
+ * report and last error still work, and submits keep returning GP_ESHUTDOWN, so producer
+ * threads can be stopped and joined before gp_pipeline_destroy.
+ * Reservations (gp_pipeline_reserve) must be committed or abandoned, or this waits for them.
+ * Call from a thread that is not a library callback, not concurrently with itself or destroy;
+ * calling it again does nothing. @return GP_OK, GP_EINVAL (NULL), or GP_EDEVICE if the device
+ * had failed.
+ */
+GP_API int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode);
+
+/*
+ * gp_pipeline_shutdown(p, mode) unless already done (then `mode` is ignored), then free
+ * everything. NULL is accepted. No other call on `p` may start once destroy may have
+ * returned: stop producers first (shutdown, join them, destroy) if they may still call.
+ * Submit-family calls already in progress when destroy is called return GP_ESHUTDOWN and
+ * destroy waits for them. Afterwards `p` is invalid.
+ * @return GP_OK, or GP_EDEVICE if the device had failed (all is still freed).
  */
 GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Operations, safe from any number of threads. The submit family (submit*, reserve, commit, */
-/* abandon, infer) may overlap gp_pipeline_destroy: such calls return GP_ESHUTDOWN and       */
-/* destroy waits for them to return before freeing. Other calls must not overlap destroy,    */
-/* and no call may start after destroy returned.                                              */
+/* abandon, infer) may overlap gp_pipeline_shutdown and returns GP_ESHUTDOWN once it began.   */
+/* No call may overlap gp_pipeline_destroy except as described there.                        */
 /* ---------------------------------------------------------------------------------------- */
 
 /*
