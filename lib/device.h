@@ -34,9 +34,6 @@ typedef struct gp__launch {
 } gp__launch;
 
 typedef struct gp__device_ops {
-    const char *name;
-    gp_backend kind;
-
     /* Open the backend for `cfg`. Fails with GP_ENODEV (and the reason in the sink) when the
        backend cannot run here. */
     int (*open)(const gp_config *cfg, gp__errsink *sink, void **ctx);

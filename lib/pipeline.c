@@ -500,7 +500,6 @@ static void fill(gp__item *it, gp_done_fn done, void *user, uint64_t deadline_ns
     it->deadline_ns = deadline_ns;
     it->t_submit_ns = gp__now_ns();
     it->status = GP_OK;
-    it->flags = 0;
 }
 
 static void publish(gp_pipeline *p, uint64_t idx) {
@@ -537,7 +536,6 @@ int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes, u
     fill(it, done, user, deadline_ns);
     it->src = src;
     it->src_bytes = src_bytes;
-    it->flags = GP__ITEM_PREP;
     prepq_push(p, idx); /* the prep worker publishes */
     return call_leave(p, call, GP_OK);
 }

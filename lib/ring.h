@@ -25,8 +25,6 @@
 #define GP__CACHELINE 64
 #define GP__RING_CLOSED (UINT64_C(1) << 63) /* bit of `tail`: no more claims */
 
-enum { GP__ITEM_PREP = 1u }; /* input comes from the prep pool */
-
 /* Per-index metadata. Written by the producer before publish, read by the batcher and the
    completion side after it; `status` may also be written by the batcher (ETIMEDOUT) before
    the item's batch is handed on. One cache line, so producers of neighbouring indices do not
@@ -40,7 +38,6 @@ typedef struct gp__item {
     const void *src; /* prep input */
     size_t src_bytes;
     int32_t status; /* GP_OK until something fails this item */
-    uint32_t flags;
 } __attribute__((aligned(GP__CACHELINE))) gp__item;
 
 typedef struct gp__ring {

@@ -796,8 +796,6 @@ static void cuda_stats(void *ctx, gp_stats *s) {
 }
 
 const gp__device_ops gp__cuda_ops = {
-    .name = "cuda",
-    .kind = GP_BACKEND_CUDA,
     .open = cuda_open,
     .close = cuda_close,
     .host_alloc = cuda_host_alloc,

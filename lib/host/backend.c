@@ -321,8 +321,6 @@ static int host_event_time_ns(void *ctx, gp__event *e, uint64_t *ns) {
 }
 
 const gp__device_ops gp__host_ops = {
-    .name = "host",
-    .kind = GP_BACKEND_HOST,
     .open = host_open,
     .close = host_close,
     .host_alloc = host_alloc,

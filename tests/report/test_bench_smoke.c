@@ -14,35 +14,7 @@
 
 static const char *bench, *dir;
 
-/* Run gp-bench with `args`; stdout and stderr into malloc'ed strings. Returns the exit code,
-   or -1 when it died of a signal. */
-static int run(const char *args, char **out, char **err) {
-    char cmd[4096], outp[512], errp[512];
-    snprintf(outp, sizeof outp, "%s/stdout.txt", dir);
-    snprintf(errp, sizeof errp, "%s/stderr.txt", dir);
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", bench, args, outp, errp);
-    printf("$ %s\n", cmd);
-    int st = system(cmd);
-    GPT_CHECK(st != -1);
-    const char *paths[2] = {outp, errp};
-    char **dst[2] = {out, err};
-    for (int i = 0; i < 2; i++) {
-        FILE *f = fopen(paths[i], "rb");
-        GPT_CHECK(f);
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        char *b = malloc((size_t)n + 1);
-        GPT_CHECK(b && fread(b, 1, (size_t)n, f) == (size_t)n);
-        b[n] = '\0';
-        fclose(f);
-        *dst[i] = b;
-    }
-    fputs(*out, stdout);
-    fputs(*err, stdout);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
+/* The whole file `name` in the output directory, NUL-terminated; *len its size (optional). */
 static char *slurp(const char *name, size_t *len) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -58,8 +30,23 @@ static char *slurp(const char *name, size_t *len) {
     GPT_CHECK(b && fread(b, 1, (size_t)n, f) == (size_t)n);
     b[n] = '\0';
     fclose(f);
-    *len = (size_t)n;
+    if (len) *len = (size_t)n;
     return b;
+}
+
+/* Run gp-bench with `args`; stdout and stderr into malloc'ed strings. Returns the exit code,
+   or -1 when it died of a signal. */
+static int run(const char *args, char **out, char **err) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s/stdout.txt' 2>'%s/stderr.txt'", bench, args, dir, dir);
+    printf("$ %s\n", cmd);
+    int st = system(cmd);
+    GPT_CHECK(st != -1);
+    *out = slurp("stdout.txt", NULL);
+    *err = slurp("stderr.txt", NULL);
+    fputs(*out, stdout);
+    fputs(*err, stdout);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static int count(const char *hay, const char *needle) {
