@@ -302,9 +302,9 @@ static void wait_calls(gp_pipeline *p) {
 /* Stop and join whatever threads run; safe on a partly started pipeline. */
 static void stop_threads(gp_pipeline *p, int cancel, int batcher_started, int poller_started) {
     p->final_tail = gp__ring_close(&p->ring);
-    /* Claims that raced with the close have finished before final_tail is trusted: a call
-       inside claim may not have published yet, but it has claimed (counted in final_tail) or
-       will fail. */
+    /* Let calls that raced with the close return: each has claimed (counted in final_tail,
+       the batcher waits for its publish) or fails with GP_ESHUTDOWN. After this no call of
+       the submit family that began before the close is still running. */
     wait_calls(p);
     if (cancel) atomic_store_explicit(&p->canceling, 1, memory_order_relaxed);
     atomic_store_explicit(&p->stopping, 1, memory_order_release);
