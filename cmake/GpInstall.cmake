@@ -6,6 +6,10 @@ install(TARGETS gpupipe gpupipe_static EXPORT gpupipeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The CUDA module goes beside libgpupipe, where the library looks for it first.
+if(TARGET gpupipe-cuda)
+  install(TARGETS gpupipe-cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY include/gpupipe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
 install(FILES ${PROJECT_BINARY_DIR}/include/gpupipe/version.h
@@ -14,10 +18,12 @@ install(FILES ${PROJECT_BINARY_DIR}/include/gpupipe/version.h
 # pkg-config: private libs are what a static link needs.
 set(GP_PC_LIBS_PRIVATE "-lpthread -lm")
 if(GP_HAVE_CUDA)
+  # Only the static library links CUDA (libgpupipe loads its CUDA module at run time).
   string(APPEND GP_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lcublasLt")
   if(GP_HAVE_CUDNN)
     string(APPEND GP_PC_LIBS_PRIVATE " -lcudnn")
   endif()
+  string(APPEND GP_PC_LIBS_PRIVATE " -lstdc++ -ldl")
 endif()
 # Relocatable: the prefix is found from the .pc file's own directory.
 file(RELATIVE_PATH GP_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/cuda_kernels.h"
+#include "cuda/kernels.h"
 
 namespace gpk {
 

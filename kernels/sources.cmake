@@ -1,3 +1,6 @@
-# .cu kernels with extern "C" launchers (STYLE: kernels/*.cu), built with the CUDA backend.
-file(GLOB GP_KERNEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.cu)
-list(APPEND GP_CUDA_SOURCES ${GP_KERNEL_SOURCES})
+# The CUDA kernels the library ships (extern "C" launchers, lib/cuda/kernels.h): part of the
+# CUDA module. Test-only kernels live in tests/, benchmark kernels in bench/.
+set(GP_KERNEL_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/prep.cu
+  ${CMAKE_CURRENT_LIST_DIR}/act.cu
+  ${CMAKE_CURRENT_LIST_DIR}/post.cu)

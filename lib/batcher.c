@@ -1,6 +1,6 @@
 /*
  * The batcher: one thread that turns published ring items into batches and puts them on
- * in-flight slots (DESIGN §2). Policy, work-conserving:
+ * in-flight slots (docs/DESIGN.md §2). Policy, work-conserving:
  *  - a slot is free and items wait: send now (max_delay_us == 0), or, with a delay, when
  *    max_batch or the largest preferred size is reached or the oldest item waited the delay;
  *  - every slot busy: wait for a slot and let the pending batch grow up to max_batch (it is
@@ -113,6 +113,7 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason) {
     }
 
     s->launch.batch.n = n;
+    s->launch.batch.bucket = gp__bucket_of(p, n);
     s->launch.batch.first_seq = b->head;
     s->launch.status = GP_OK;
     int rc = o->event_record(p->dev, s->ev[GP__EV_START], s->stream);

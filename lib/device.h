@@ -1,6 +1,7 @@
 /*
  * The device interface: everything the pipeline asks of a backend. The pipeline (ring,
- * batcher, completion) calls only this table; lib/host/ and lib/cuda/ each implement it.
+ * batcher, completion) calls only this table; lib/host/ and lib/cuda/ each implement it, and
+ * the backend table (backend.h) hands it to the pipeline.
  *
  * Conventions:
  *  - `ctx` is the backend's own context from open(); one per pipeline, never global.
@@ -57,7 +58,8 @@ typedef struct gp__device_ops {
     /* Run l->fn(l->user, &l->batch) in stream order. CUDA calls it now, on the caller's
        thread, to enqueue work; host queues it for the stream thread. Returns the enqueue
        status (on CUDA also the compute's own return); l->status is final once an event
-       recorded after it has completed. The backend may change l->batch.n (graph padding). */
+       recorded after it has completed. The backend may raise l->batch.n to l->batch.bucket
+       (graph padding). */
     int (*launch)(void *ctx, gp__stream *s, gp__launch *l);
 
     int (*event_create)(void *ctx, int device, gp__event **e);
@@ -69,9 +71,10 @@ typedef struct gp__device_ops {
     int (*event_time_ns)(void *ctx, gp__event *e, uint64_t *ns);
 
     /* (optional) Called once per slot at create, after compute_setup, on the create thread,
-       with the slot's launch record (batch.n == 0 on entry and on return). The backend may
-       prepare per-slot work that must not happen later (CUDA: capture graphs per batch-size
-       bucket). A failure fails create. NULL: nothing to prepare. */
+       with the slot's launch record (batch.n == 0 on entry and on return; batch.buckets lists
+       the pipeline's batch-size buckets). The backend may prepare per-slot work that must not
+       happen later (CUDA: capture graphs per bucket). A failure fails create. NULL: nothing to
+       prepare. */
     int (*slot_ready)(void *ctx, gp__stream *s, gp__launch *l);
     /* (optional) Make `device` current on the calling thread; called before compute_setup and
        compute_teardown, which may run on any thread. NULL: nothing to do. */
@@ -82,12 +85,10 @@ typedef struct gp__device_ops {
     int (*healthy)(void *ctx);
     /* (optional) Add backend counters (graph replays, ...) into a stats snapshot. */
     void (*stats)(void *ctx, gp_stats *s);
-} gp__device_ops;
 
-/* The backends this build has. gp__cuda_ops is NULL-free only when built with CUDA. */
-extern const gp__device_ops gp__host_ops;
-#ifdef GP_HAVE_CUDA
-extern const gp__device_ops gp__cuda_ops;
-#endif
+    /* (optional, for tests) Device and pinned allocations made since open: a test proves that
+       none happens after create (testing.h). NULL: the backend does not count. */
+    uint64_t (*alloc_count)(void *ctx);
+} gp__device_ops;
 
 #endif

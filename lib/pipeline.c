@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pipeline.h"
+#include "testing.h"
 
 /* pthread_mutex_lock/unlock and pthread_cond_wait/signal on mutexes and condition variables
    this library initialised cannot fail (EINVAL/EPERM are programming errors), so those calls
@@ -139,33 +140,62 @@ static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
 
 /* ---- backend choice ------------------------------------------------------------------- */
 
-static int open_backend(gp_pipeline *p) {
-    gp_backend want = p->cfg.backend;
-    if (want == GP_BACKEND_HOST) goto host;
-#ifdef GP_HAVE_CUDA
-    int rc = gp__cuda_ops.open(&p->cfg, &p->err, &p->dev);
-    if (rc == GP_OK) {
-        p->ops = &gp__cuda_ops;
-        p->backend = GP_BACKEND_CUDA;
-        return GP_OK;
+/* Open backend `id` from the table (backend.h). GP_OK, or the error with the reason in the
+   sink (and in `why` for AUTO's record). */
+static int try_backend(gp_pipeline *p, gp_backend id, char *why, size_t len) {
+    const gp__backend *be;
+    int rc = gp__backend_load(id, &be, why, len);
+    if (rc != GP_OK) {
+        /* Asked for by name: an error. Tried by AUTO: only the fallback reason. */
+        if (p->cfg.backend == id) GP__ERR(&p->err, rc, "backend %s: %s", gp_backend_name(id), why);
+        return rc;
     }
-    if (want == GP_BACKEND_CUDA) return rc;
-    gp__err_copy(&p->err, p->fallback_reason, sizeof p->fallback_reason);
-#else
-    if (want == GP_BACKEND_CUDA)
-        return GP__ERR(&p->err, GP_ENODEV,
-                       "backend cuda: this build has no CUDA backend "
-                       "(configured with GP_WITH_CUDA=OFF or no toolkit)");
-    snprintf(p->fallback_reason, sizeof p->fallback_reason,
-             "this build has no CUDA backend (GP_WITH_CUDA=OFF or no toolkit at build time)");
-#endif
-    p->fell_back = 1;
-    gp__log(&p->err, GP_LOG_WARN, "backend auto: no usable GPU, running on the host backend: %s",
-            p->fallback_reason);
-host:
-    p->ops = &gp__host_ops;
-    p->backend = GP_BACKEND_HOST;
-    return gp__host_ops.open(&p->cfg, &p->err, &p->dev);
+    if ((rc = be->dev->open(&p->cfg, &p->err, &p->dev)) != GP_OK) {
+        gp__err_copy(&p->err, why, len);
+        return rc;
+    }
+    p->be = be;
+    p->ops = be->dev;
+    p->backend = be->id;
+    return GP_OK;
+}
+
+/* HOST or CUDA: that one or GP_ENODEV. AUTO: the table's order; every failure but the last is
+   recorded as the fallback reason (stats, report, log), never silent. */
+static int open_backend(gp_pipeline *p) {
+    char why[sizeof p->err.msg];
+    if (p->cfg.backend != GP_BACKEND_AUTO) return try_backend(p, p->cfg.backend, why, sizeof why);
+    int rc = GP_ENODEV, n = gp__backend_count();
+    for (int i = 0; i < n; i++) {
+        gp_backend id = gp__backend_at(i);
+        if ((rc = try_backend(p, id, why, sizeof why)) == GP_OK) break;
+        if (i == 0) { /* truncated to the stats field; the most useful part comes first */
+            size_t k = strnlen(why, sizeof p->fallback_reason - 1);
+            memcpy(p->fallback_reason, why, k);
+            p->fallback_reason[k] = '\0';
+        }
+    }
+    if (rc == GP_OK && p->backend != gp__backend_at(0)) {
+        p->fell_back = 1;
+        gp__log(&p->err, GP_LOG_WARN, "backend auto: no usable GPU, running on the %s backend: %s",
+                gp_backend_name(p->backend), p->fallback_reason);
+    }
+    return rc;
+}
+
+/* The one bucket rule (gp_batch): the preferred sizes, else the powers of two below max_batch;
+   max_batch last. */
+static void make_buckets(gp_pipeline *p) {
+    const gp_config *c = &p->cfg;
+    p->nbuckets = 0;
+    if (c->num_preferred > 0) {
+        for (int i = 0; i < c->num_preferred; i++)
+            if (c->preferred[i] < c->max_batch) p->buckets[p->nbuckets++] = c->preferred[i];
+    } else {
+        for (size_t b = 1; b < c->max_batch; b <<= 1)
+            p->buckets[p->nbuckets++] = b;
+    }
+    p->buckets[p->nbuckets++] = c->max_batch;
 }
 
 /* ---- slots ---------------------------------------------------------------------------- */
@@ -188,6 +218,8 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
         if ((rc = o->event_create(p->dev, s->device, &s->ev[e])) != GP_OK) return rc;
     gp_batch *b = &s->launch.batch;
     memset(b, 0, sizeof *b);
+    b->buckets = p->buckets;
+    b->num_buckets = p->nbuckets;
     b->capacity = c->max_batch;
     b->in = s->d_in;
     b->out = s->d_out;
@@ -201,7 +233,9 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
     s->launch.user = c->compute_user;
     if (o->bind_device && (rc = o->bind_device(p->dev, s->device)) != GP_OK) return rc;
     if (c->compute_setup) {
+        s->in_setup = 1;
         rc = c->compute_setup(c->compute_user, b);
+        s->in_setup = 0;
         if (rc != GP_OK) {
             if (rc > 0 || rc < GP_ENOTSUP) rc = GP_EDEVICE;
             return GP__ERR(&p->err, rc, "compute_setup failed for slot %d", index);
@@ -223,6 +257,15 @@ static void slot_fini(gp_pipeline *p, gp__slot *s) {
     if (s->d_out) o->dev_free(p->dev, s->device, s->d_out);
     if (s->d_in) o->dev_free(p->dev, s->device, s->d_in);
     if (s->stream) o->stream_destroy(p->dev, s->stream);
+}
+
+int gp_batch_set_slot_user(const gp_batch *b, void *slot_user) {
+    if (!b) return GP_EINVAL;
+    /* The batch compute_setup receives is the slot's own template (slot_init). */
+    gp__slot *s = (gp__slot *)(void *)((char *)(uintptr_t)b - offsetof(gp__slot, launch.batch));
+    if (!s->in_setup) return GP_EINVAL;
+    s->launch.batch.slot_user = slot_user;
+    return GP_OK;
 }
 
 /* ---- prep workers --------------------------------------------------------------------- */
@@ -429,6 +472,7 @@ int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_
         rc = GP__ERR(&p->err, rc, "ring of %zu items", c->capacity);
         goto fail;
     }
+    make_buckets(p);
     p->nslots = c->inflight;
     p->slots = calloc((size_t)p->nslots, sizeof *p->slots);
     if (!p->slots) {
@@ -663,4 +707,9 @@ int gp_pipeline_stats(gp_pipeline *p, gp_stats *s) {
     memcpy(s, &full, n);
     s->struct_size = n;
     return GP_OK;
+}
+
+uint64_t gp__pipeline_alloc_count(gp_pipeline *p) {
+    if (!p || !p->ops || !p->ops->alloc_count) return UINT64_MAX;
+    return p->ops->alloc_count(p->dev);
 }

@@ -1,5 +1,5 @@
 /*
- * The pipeline object and what its threads share. Data flow (DESIGN §2):
+ * The pipeline object and what its threads share. Data flow (docs/DESIGN.md §2):
  *
  *   producers --publish--> ring --batcher--> slot k (stream k: H2D, compute, D2H, event)
  *        --> poller (waits on slot events in dispatch order, frees the slot)
@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "backend.h"
 #include "device.h"
 #include "errsink.h"
 #include "notify.h"
@@ -33,7 +34,8 @@ enum { GP__EV_START, GP__EV_H2D, GP__EV_COMPUTE, GP__EV_D2H, GP__EV_COUNT };
 typedef struct gp__slot {
     int index;
     int device;
-    int ready; /* compute_setup ran; teardown owed */
+    int ready;    /* compute_setup ran; teardown owed */
+    int in_setup; /* compute_setup is running (gp_batch_set_slot_user); create thread only */
     gp__stream *stream;
     void *d_in, *d_out;
     gp__event *ev[GP__EV_COUNT];
@@ -73,9 +75,10 @@ typedef struct gp__prepq {
 } gp__prepq;
 
 struct gp_pipeline {
-    gp_config cfg; /* copy, read-only after create */
-    const gp__device_ops *ops;
-    void *dev; /* backend context */
+    gp_config cfg;             /* copy, read-only after create */
+    const gp__backend *be;     /* the backend that runs (backend.h) */
+    const gp__device_ops *ops; /* be->dev */
+    void *dev;                 /* backend context */
     gp_backend backend;
     int fell_back;
     char fallback_reason[160];
@@ -84,6 +87,9 @@ struct gp_pipeline {
     gp__ring ring;
     gp__slot *slots;
     int nslots;
+    /* Batch-size buckets (gp_batch), ascending, the last max_batch; read-only after create. */
+    size_t buckets[GP_MAX_BUCKETS];
+    int nbuckets;
 
     /* Batcher wake-ups: bwake for publish, flush, shutdown; slotwake for slot freed or
        device failed. Separate so publishes do not wake a batcher that waits for a slot. */
@@ -130,5 +136,13 @@ void *gp__worker_main(void *arg);
 
 /* Append a record; wakes the poller. Called by the batcher only. */
 void gp__recs_push(gp_pipeline *p, const gp__batchrec *r);
+
+/* The smallest bucket that holds n items (n <= max_batch): the one bucket rule's lookup. */
+static inline size_t gp__bucket_of(const gp_pipeline *p, size_t n) {
+    int i = 0;
+    while (i < p->nbuckets - 1 && p->buckets[i] < n)
+        i++;
+    return p->buckets[i];
+}
 
 #endif

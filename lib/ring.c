@@ -2,13 +2,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-uint64_t gp__now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int gp__ring_init(gp__ring *r, uint64_t capacity, size_t in_bytes, size_t out_bytes,
                   unsigned char *in, unsigned char *out) {

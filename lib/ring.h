@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "gpupipe/gpupipe.h"
 #include "notify.h"
 
@@ -100,7 +101,5 @@ static inline uint64_t gp__ring_run(const gp__ring *r, uint64_t idx, uint64_t n)
     uint64_t to_end = r->capacity - (idx & r->mask);
     return n < to_end ? n : to_end;
 }
-
-uint64_t gp__now_ns(void);
 
 #endif

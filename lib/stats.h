@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "clock.h"
 #include "gpupipe/gpupipe.h"
 
 /* Log-linear histogram of nanoseconds: 16 sub-buckets per power of two, so a bucket's width
@@ -56,8 +57,6 @@ uint64_t gp__hist_bucket_low(unsigned i);
                           memory_order_relaxed)
 #define GP__BUMP(field, v) atomic_fetch_add_explicit(&(field), (v), memory_order_relaxed)
 #define GP__READ(field) atomic_load_explicit(&(field), memory_order_relaxed)
-
-uint64_t gp__now_ns(void); /* monotonic clock (ring.c) */
 
 /* A timed wait of a single writer (the batcher): begin publishes the start, end clears it
    and adds the time. end clears before it adds, and a reader reads the total before the

@@ -5,10 +5,15 @@
  * built with the CUDA backend (GP_HAVE_CUDA is then a compile definition of the gpupipe
  * targets); gp_cuda_cudnn() only when it was also built with cuDNN (GP_HAVE_CUDNN).
  *
+ * The accessors are part of libgpupipe itself and call no CUDA function: a compute using them
+ * links only libgpupipe (and the CUDA libraries it calls itself). The CUDA backend runs from the
+ * module libgpupipe-cuda.so, which libgpupipe loads at run time (the static library has it
+ * linked in).
+ *
  * Ownership and threading, for every accessor below:
  *  - Everything returned belongs to the batch's in-flight slot: one stream, one cuBLAS handle,
  *    one cuBLASLt handle and workspace, one cuDNN handle per slot, created at
- *    gp_pipeline_create and destroyed by gp_pipeline_destroy. Never destroy them, never
+ *    gp_pipeline_create (cuDNN's on first use) and destroyed by gp_pipeline_destroy. Never destroy them, never
  *    rebind the handles to another stream, never free the workspace.
  *  - They are valid during the compute call and during compute_setup / compute_teardown for
  *    the same slot (gp_config), nowhere else.
@@ -60,8 +65,13 @@ GP_API cublasLtHandle_t gp_cuda_cublaslt(const gp_batch *b);
 GP_API void *gp_cuda_workspace(const gp_batch *b, size_t *bytes);
 
 #if defined(GP_HAVE_CUDNN)
-/* The slot's cuDNN handle, set to gp_cuda_stream(b) (cudnnSetStream). cuDNN workspaces are the
-   compute's: allocate them in compute_setup, not per batch. */
+/* The slot's cuDNN handle, set to gp_cuda_stream(b) (cudnnSetStream). It is created on the
+   slot's first call, so a machine where cuDNN cannot be loaded fails only the computes that
+   use it: this then returns NULL for the slot (the reason goes to the log callback and to
+   stats.backend_note), and the compute can run without cuDNN or fail its batch. Call it first
+   from compute_setup: creating the handle inside a compute under CUDA-graph capture (config
+   cuda_graphs) breaks that capture. cuDNN workspaces are the compute's: allocate them in
+   compute_setup, not per batch. */
 GP_API cudnnHandle_t gp_cuda_cudnn(const gp_batch *b);
 #endif
 

@@ -106,7 +106,14 @@ typedef enum gp_close_reason {
  * item k's input is at (char *)in + k * in_bytes. `in` and `out` are device pointers on the
  * CUDA backend and host pointers on the host backend; both hold `capacity` items, so a
  * compute may read and write up to `capacity` items (CUDA graphs pad up to a bucket).
- * Valid only during the compute call.
+ * Valid only during the compute call (and, for the slot's template, during compute_setup and
+ * compute_teardown).
+ *
+ * Buckets. A pipeline has one list of batch-size buckets, decided once at create by one rule:
+ * the config's preferred sizes when it has any, else the powers of two below max_batch; the
+ * last bucket is always max_batch (== capacity). Each batch names the smallest bucket that
+ * holds it (`bucket`), so a compute can plan its work per bucket in compute_setup (algorithms,
+ * descriptors) and run a batch at its bucket's size; CUDA graphs are captured per bucket.
  */
 typedef struct gp_batch {
     size_t n;           /* items in this batch, 1..capacity */
@@ -121,7 +128,25 @@ typedef struct gp_batch {
     gp_backend backend; /* GP_BACKEND_HOST or GP_BACKEND_CUDA, never AUTO */
     void *stream;       /* cudaStream_t on CUDA (see gpupipe/cuda.h); NULL on host */
     void *impl;         /* internal: read through the gpupipe/cuda.h accessors */
+    /* Appended in 0.2.0. */
+    void *slot_user;       /* the slot's own pointer, stored by compute_setup with
+                              gp_batch_set_slot_user (NULL otherwise); every later batch of the
+                              slot and compute_teardown carry it: per-slot state with no lookup */
+    size_t bucket;         /* smallest bucket >= n (0 in compute_setup and compute_teardown) */
+    const size_t *buckets; /* the pipeline's buckets, ascending; the last is capacity */
+    int num_buckets;       /* entries in `buckets`, 1..GP_MAX_BUCKETS */
 } gp_batch;
+
+#define GP_MAX_BUCKETS 32 /* at most 21 powers of two below max_batch, or the preferred sizes */
+
+/*
+ * From compute_setup only: give the slot a pointer of the compute's own (its per-slot state:
+ * plans, scratch buffers). The library stores it in the slot; every later batch of the slot
+ * and the slot's compute_teardown see it as b->slot_user. `b` must be the batch compute_setup
+ * received. @return GP_OK; GP_EINVAL when `b` is NULL or the call is not made from that slot's
+ * compute_setup.
+ */
+GP_API int gp_batch_set_slot_user(const gp_batch *b, void *slot_user);
 
 /*
  * Compute: enqueue the work for one batch and return. On CUDA it runs on the batcher thread

@@ -6,23 +6,26 @@
  *    pipeline behind the host.
  *  - Slots: one non-blocking stream each, with its own cuBLAS handle (bound to the stream,
  *    with a workspace set so cuBLAS never allocates later, also inside graph capture), a
- *    cuBLASLt handle and workspace, and a cuDNN handle when built with cuDNN. Device buffers
- *    are allocated once at create; every cudaMalloc/cudaHostAlloc is counted so a test can
- *    prove none happens afterwards.
+ *    cuBLASLt handle and workspace, and, when built with cuDNN, a cuDNN handle created on the
+ *    first gp_cuda_cudnn() of the slot: a cuDNN that cannot load then fails only the computes
+ *    that use it (they see NULL; the reason is logged and kept in stats.backend_note), not
+ *    every pipeline. Device buffers are allocated once at create; every
+ *    cudaMalloc/cudaHostAlloc is counted so a test can prove none happens afterwards.
  *  - Events: blocking-sync events by default, so the completion thread sleeps in the driver;
  *    with config.spin_wait it polls cudaEventQuery, yielding, then napping.
- *  - Time: event times come back on the gp_now_ns() clock through a reference event per
+ *  - Time: event times come back on the gp__now_ns() clock through a reference event per
  *    device whose host time is known (anchored by polling it right after recording). Elapsed
  *    times are floats in ms, so the anchor is renewed when an event is more than
  *    REANCHOR_MS past it: a float then still resolves about a microsecond.
- *  - Faults: every CUDA, cuBLAS(Lt) and cuDNN call goes through GP__CU (one helper,
- *    cu_check): it records the native code, its name and text, the call and file:line, and
- *    maps to GP_EDEVICE. Sticky errors (the context is lost: illegal address, launch failure,
- *    trap, ...) latch `sticky`; healthy() then reports the device failed and the pipeline
- *    moves to its failed state. After a sticky fault every later call fails with the same
+ *  - Faults: every CUDA, cuBLAS(Lt) and cuDNN call goes through GP__CU (cu_check, on the
+ *    library's one status check, check.h): it records the native code, its name and text, the
+ *    call and file:line, and maps to GP_EDEVICE. Sticky errors (the context is lost: illegal
+ * address, launch failure, trap, ...) latch `sticky`; healthy() then reports the device failed and
+ * the pipeline moves to its failed state. After a sticky fault every later call fails with the same
  *    code; those repeats are not recorded, so the last error keeps the root cause.
- *  - Graphs (config.cuda_graphs): per slot and batch-size bucket the compute is captured once
- *    at create (slot_ready) and replayed; a batch is padded up to its bucket.
+ *  - Graphs (config.cuda_graphs): per slot and batch-size bucket (gp_batch.buckets, the
+ *    pipeline's one bucket rule) the compute is captured once at create (slot_ready) and
+ *    replayed; a batch is padded up to its bucket (gp_batch.bucket).
  *  - NVTX: a "gpupipe" domain with a range around each stage's enqueue (h2d, compute, d2h,
  *    per slot), so Nsight Systems shows the pipeline and projects the ranges onto the GPU.
  *
@@ -47,10 +50,13 @@
 
 #include "gpupipe/cuda.h"
 
-#include "../pipeline.h"
-#include "cuda_internal.h"
+#include "../backend.h"
+#include "../clock.h"
+#include "../device.h"
+#include "../stats.h"
+#include "check.h"
+#include "handles.h"
 
-#define MAX_BUCKETS 32
 #define REANCHOR_MS 10000.0f /* float ms resolves ~1 us up to here */
 #define SPIN_YIELDS 256      /* spin_wait: polls with sched_yield before napping */
 #define SPIN_NAP_NS 20000    /* then poll every 20 us: no core is burnt for long waits */
@@ -64,28 +70,30 @@ typedef struct cuda_dev {
     int cc_major;
     cudaStream_t anchor; /* idle stream the reference event is recorded on */
     cudaEvent_t ref;
-    uint64_t ref_ns; /* gp_now_ns() when `ref` completed */
+    uint64_t ref_ns; /* gp__now_ns() when `ref` completed */
 } cuda_dev;
 
 typedef struct cuda_ctx {
     gp__errsink *sink;
     int ndev;
     cuda_dev dev[GP_MAX_DEVICES];
-    int spin;                    /* config.spin_wait */
-    int graphs;                  /* config.cuda_graphs */
-    size_t buckets[MAX_BUCKETS]; /* ascending; the last is max_batch */
-    int nbuckets;
+    int spin;   /* config.spin_wait */
+    int graphs; /* config.cuda_graphs */
     nvtxDomainHandle_t nvtx;
 
-    _Atomic int sticky;              /* first sticky cudaError_t, 0 while healthy; any thread */
-    _Atomic uint64_t allocs;         /* cudaMalloc + cudaHostAlloc; create thread */
-    _Atomic uint64_t replays;        /* batcher only (single writer), read by stats */
-    _Atomic uint64_t eager;          /* batcher only */
-    char eager_reason[96];           /* written during create only, read-only after */
-    _Atomic(gp__cuda_trace *) trace; /* test hook; read by the poller */
+    _Atomic int sticky;       /* first sticky cudaError_t, 0 while healthy; any thread */
+    _Atomic uint64_t allocs;  /* cudaMalloc + cudaHostAlloc; create thread */
+    _Atomic uint64_t replays; /* batcher only (single writer), read by stats */
+    _Atomic uint64_t eager;   /* batcher only */
+    char eager_reason[96];    /* written during create only, read-only after */
+    /* Why cuDNN is not available, once a slot failed to create its handle: written once
+       (note_set, release) by the thread that failed, read by stats. */
+    char note[160];
+    _Atomic int note_set;
 } cuda_ctx;
 
 struct gp__stream {
+    gp__cuda_handles h; /* what the batch's impl points to (handles.h): stream, handles */
     cuda_ctx *ctx;
     cuda_dev *dev;
     cudaStream_t st;
@@ -94,10 +102,11 @@ struct gp__stream {
     void *blas_ws, *lt_ws;
     size_t ws_bytes; /* each of the two workspaces */
 #ifdef GP_HAVE_CUDNN
-    cudnnHandle_t dnn;
+    cudnnHandle_t dnn; /* created on first use (get_cudnn); NULL before or on failure */
+    int dnn_failed;    /* the creation failed: NULL from now on, no retry per batch */
 #endif
     int slot;
-    cudaGraphExec_t exec[MAX_BUCKETS]; /* per ctx->buckets[i]; NULL: that bucket runs eager */
+    cudaGraphExec_t exec[GP_MAX_BUCKETS]; /* per bucket index; NULL: that bucket runs eager */
     nvtxStringHandle_t nv_h2d, nv_compute, nv_d2h;
 };
 
@@ -112,87 +121,17 @@ struct gp__event {
 
 /* ---- the one check ---------------------------------------------------------------------- */
 
-enum { LIB_CUDART, LIB_CUBLAS, LIB_CUDNN };
-typedef struct cu_status {
-    int lib;
-    int code; /* 0 is success in all three libraries */
-} cu_status;
-
-static inline cu_status st_rt(cudaError_t e) {
-    return (cu_status){LIB_CUDART, (int)e};
-}
-static inline cu_status st_blas(cublasStatus_t e) {
-    return (cu_status){LIB_CUBLAS, (int)e};
-}
-#ifdef GP_HAVE_CUDNN
-static inline cu_status st_dnn(cudnnStatus_t e) {
-    return (cu_status){LIB_CUDNN, (int)e};
-}
-#define ST_DNN_ASSOC , cudnnStatus_t : st_dnn
-#else
-#define ST_DNN_ASSOC
-#endif
-/* The library is told apart by the status type; `call` is evaluated once. */
-#define CU_STATUS(call)                                                                            \
-    _Generic((call), cudaError_t : st_rt, cublasStatus_t : st_blas ST_DNN_ASSOC)(call)
-
-/* Errors after which the CUDA context is unusable (driver_types.h: "any further CUDA work
-   will return the same error"). */
-static int rt_sticky(int e) {
-    switch ((cudaError_t)e) {
-    case cudaErrorECCUncorrectable:
-    case cudaErrorNvlinkUncorrectable:
-    case cudaErrorContained:
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorAssert:
-    case cudaErrorHardwareStackError:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorInvalidAddressSpace:
-    case cudaErrorInvalidPc:
-    case cudaErrorLaunchFailure:
-    case cudaErrorExternalDevice:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-static void describe(cu_status s, const char **name, const char **text) {
-    switch (s.lib) {
-    case LIB_CUDART:
-        *name = cudaGetErrorName((cudaError_t)s.code);
-        *text = cudaGetErrorString((cudaError_t)s.code);
-        break;
-    case LIB_CUBLAS:
-        *name = cublasGetStatusName((cublasStatus_t)s.code);
-        *text = cublasGetStatusString((cublasStatus_t)s.code);
-        break;
-    default:
-#ifdef GP_HAVE_CUDNN
-        *name = cudnnGetErrorString((cudnnStatus_t)s.code); /* "CUDNN_STATUS_..." */
-        *text = "cuDNN status";
-#else
-        *name = *text = "?";
-#endif
-        break;
-    }
-}
-
 /*
  * The failure path of every checked call. With `why` NULL the detail is recorded in the sink
  * as `gp_code`; with `why` it is only written there, for callers that say more (open: why
  * there is no usable device) or fall back (graph capture). Sticky errors latch ctx->sticky
  * either way. Returns `gp_code`.
  */
-static int cu_check(cuda_ctx *c, cu_status s, int gp_code, const char *call, const char *file,
+static int cu_check(cuda_ctx *c, gp__cu_status s, int gp_code, const char *call, const char *file,
                     int line, char *why, size_t why_len) {
-    const char *name, *text;
     if (s.code == 0) return GP_OK;
-    describe(s, &name, &text);
     int was_sticky = atomic_load_explicit(&c->sticky, memory_order_relaxed);
-    int sticky = s.lib == LIB_CUDART && rt_sticky(s.code);
+    int sticky = gp__cu_is_sticky(s);
     if (sticky && !was_sticky) {
         int expected = 0;
         atomic_compare_exchange_strong_explicit(&c->sticky, &expected, s.code, memory_order_relaxed,
@@ -200,27 +139,31 @@ static int cu_check(cuda_ctx *c, cu_status s, int gp_code, const char *call, con
     }
     if (why) {
         /* The native name first: short copies of this (stats) keep what matters. */
+        const char *name, *text;
+        gp__cu_describe(s, &name, &text);
         snprintf(why, why_len, "%s (%d) in %s: %s", name, s.code, call, text);
         return gp_code;
     }
     /* Once the context is lost every call fails the same way; keep the root cause. */
     if (was_sticky) return gp_code;
-    gp__err_record(c->sink, gp_code, file, line, "%s failed: %s (%d): %s%s", call, name, s.code,
-                   text, sticky ? "; sticky: the device context is lost, the pipeline fails" : "");
+    char what[256];
+    gp__cu_format(s, call, what, sizeof what);
+    gp__err_record(c->sink, gp_code, file, line, "%s%s", what,
+                   sticky ? "; sticky: the device context is lost, the pipeline fails" : "");
     return gp_code;
 }
 
 /* GP__CU(c, call): check a CUDA/cuBLAS/cuDNN call, record its failure, return a GP code. */
 #define GP__CU(c, call)                                                                            \
-    cu_check((c), CU_STATUS(call), GP_EDEVICE, #call, __FILE__, __LINE__, NULL, 0)
+    cu_check((c), GP__CU_STATUS(call), GP_EDEVICE, #call, __FILE__, __LINE__, NULL, 0)
 /* As GP__CU, but the detail goes to `buf` (an array) instead of the sink. */
 #define GP__CU_WHY(c, call, buf)                                                                   \
-    cu_check((c), CU_STATUS(call), GP_EDEVICE, #call, __FILE__, __LINE__, (buf), sizeof(buf))
+    cu_check((c), GP__CU_STATUS(call), GP_EDEVICE, #call, __FILE__, __LINE__, (buf), sizeof(buf))
 /* For a status obtained in a loop or kept for its value: `text` names the call. */
 #define GP__CU_ST(c, status, text)                                                                 \
-    cu_check((c), CU_STATUS(status), GP_EDEVICE, (text), __FILE__, __LINE__, NULL, 0)
+    cu_check((c), GP__CU_STATUS(status), GP_EDEVICE, (text), __FILE__, __LINE__, NULL, 0)
 #define GP__CU_ST_WHY(c, status, text, buf)                                                        \
-    cu_check((c), CU_STATUS(status), GP_EDEVICE, (text), __FILE__, __LINE__, (buf), sizeof(buf))
+    cu_check((c), GP__CU_STATUS(status), GP_EDEVICE, (text), __FILE__, __LINE__, (buf), sizeof(buf))
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -265,12 +208,12 @@ static int anchor(cuda_ctx *c, cuda_dev *d) {
     int rc;
     cudaError_t q;
     if ((rc = set_device(c, d)) != GP_OK) return rc;
-    uint64_t t0 = gp_now_ns();
+    uint64_t t0 = gp__now_ns();
     if ((rc = GP__CU(c, cudaEventRecord(d->ref, d->anchor))) != GP_OK) return rc;
     for (unsigned i = 0; (q = cudaEventQuery(d->ref)) == cudaErrorNotReady; i++)
         nap(i);
     if ((rc = GP__CU_ST(c, q, "cudaEventQuery(d->ref)")) != GP_OK) return rc;
-    uint64_t t1 = gp_now_ns();
+    uint64_t t1 = gp__now_ns();
     d->ref_ns = t0 + (t1 - t0) / 2;
     return GP_OK;
 }
@@ -370,20 +313,6 @@ static int open_device(cuda_ctx *c, cuda_dev *d, int count) {
     return anchor(c, d);
 }
 
-static void make_buckets(cuda_ctx *c, const gp_config *cfg) {
-    c->nbuckets = 0;
-    if (cfg->num_preferred > 0) {
-        for (int i = 0; i < cfg->num_preferred && c->nbuckets < MAX_BUCKETS - 1; i++)
-            c->buckets[c->nbuckets++] = cfg->preferred[i];
-    } else {
-        for (size_t b = 1; b < cfg->max_batch && c->nbuckets < MAX_BUCKETS - 1; b <<= 1)
-            c->buckets[c->nbuckets++] = b;
-    }
-    /* The top bucket is always max_batch, so every batch has a bucket. */
-    if (c->nbuckets == 0 || c->buckets[c->nbuckets - 1] < cfg->max_batch)
-        c->buckets[c->nbuckets++] = cfg->max_batch;
-}
-
 static int cuda_open(const gp_config *cfg, gp__errsink *sink, void **out) {
     char why[256];
     int count = 0, rc;
@@ -393,7 +322,6 @@ static int cuda_open(const gp_config *cfg, gp__errsink *sink, void **out) {
     c->sink = sink;
     c->spin = cfg->spin_wait;
     c->graphs = cfg->cuda_graphs;
-    make_buckets(c, cfg);
     if (!c->graphs) copy_str(c->eager_reason, sizeof c->eager_reason, "config.cuda_graphs is 0");
 
     cudaError_t count_err = cudaGetDeviceCount(&count);
@@ -488,7 +416,7 @@ static void cuda_dev_free(void *ctx, int device, void *p) {
 static void stream_teardown(cuda_ctx *c, gp__stream *s) {
     if (set_device(c, s->dev) == GP_OK) {
         if (s->st) GP__CU(c, cudaStreamSynchronize(s->st));
-        for (int i = 0; i < MAX_BUCKETS; i++)
+        for (int i = 0; i < GP_MAX_BUCKETS; i++)
             if (s->exec[i]) GP__CU(c, cudaGraphExecDestroy(s->exec[i]));
 #ifdef GP_HAVE_CUDNN
         if (s->dnn) GP__CU(c, cudnnDestroy(s->dnn));
@@ -524,11 +452,6 @@ static int cuda_stream_create(void *ctx, int device, gp__stream **out) {
         (rc = GP__CU(c, cublasLtCreate(&s->lt))) != GP_OK ||
         (rc = dev_malloc(c, d, s->ws_bytes, &s->lt_ws)) != GP_OK)
         goto fail;
-#ifdef GP_HAVE_CUDNN
-    if ((rc = set_device(c, d)) != GP_OK || (rc = GP__CU(c, cudnnCreate(&s->dnn))) != GP_OK ||
-        (rc = GP__CU(c, cudnnSetStream(s->dnn, s->st))) != GP_OK)
-        goto fail;
-#endif
     *out = s;
     return GP_OK;
 fail:
@@ -540,11 +463,60 @@ static void cuda_stream_destroy(void *ctx, gp__stream *s) {
     stream_teardown(ctx, s);
 }
 
+#ifdef GP_HAVE_CUDNN
+/* A cuDNN that cannot be used here is a note, not a failure: computes get NULL and may run
+   without it (the model layers' direct convolution). The first reason is kept for stats. */
+static void dnn_unavailable(cuda_ctx *c, gp__stream *s, const char *why) {
+    s->dnn_failed = 1;
+    int expected = 0;
+    if (atomic_compare_exchange_strong_explicit(&c->note_set, &expected, 1, memory_order_acq_rel,
+                                                memory_order_relaxed)) {
+        snprintf(c->note, sizeof c->note, "cuDNN unavailable: %s", why);
+        atomic_store_explicit(&c->note_set, 2, memory_order_release);
+    }
+    gp__log(c->sink, GP_LOG_WARN, "slot %d: cuDNN unavailable, gp_cuda_cudnn() returns NULL: %s",
+            s->slot, why);
+}
+
+/* handles.h's cudnn(): the slot's handle, created on the first call. */
+static void *get_cudnn(gp__cuda_handles *h) {
+    gp__stream *s = (gp__stream *)(void *)h; /* h is the stream's first member */
+    cuda_ctx *c = s->ctx;
+    char why[256];
+    if (s->dnn || s->dnn_failed) return s->dnn;
+    if (GP__CU_WHY(c, cudaSetDevice(s->dev->id), why) != GP_OK ||
+        GP__CU_WHY(c, cudnnCreate(&s->dnn), why) != GP_OK) {
+        s->dnn = NULL;
+        dnn_unavailable(c, s, why);
+        return NULL;
+    }
+    if (GP__CU_WHY(c, cudnnSetStream(s->dnn, s->st), why) != GP_OK) {
+        GP__CU(c, cudnnDestroy(s->dnn));
+        s->dnn = NULL;
+        dnn_unavailable(c, s, why);
+        return NULL;
+    }
+    return s->dnn;
+}
+#endif
+
 static void cuda_stream_bind(void *ctx, gp__stream *s, gp_batch *b) {
     cuda_ctx *c = ctx;
     char name[48];
+    s->h.magic = GP__CUDA_HANDLES_MAGIC;
+    s->h.device = s->dev->id;
+    s->h.stream = s->st;
+    s->h.blas = s->blas;
+    s->h.lt = s->lt;
+    s->h.lt_ws = s->lt_ws;
+    s->h.ws_bytes = s->ws_bytes;
+#ifdef GP_HAVE_CUDNN
+    s->h.cudnn = get_cudnn;
+#else
+    s->h.cudnn = NULL;
+#endif
     b->stream = (void *)s->st;
-    b->impl = s;
+    b->impl = &s->h;
     b->device = s->dev->id;
     s->slot = b->slot;
     snprintf(name, sizeof name, "gp h2d slot %d", b->slot);
@@ -575,10 +547,10 @@ static int cuda_copy_d2h(void *ctx, gp__stream *s, void *dst, const void *src, s
     return copy(ctx, s, dst, src, bytes, 0);
 }
 
-/* The smallest bucket that holds n items (the last is max_batch, so there is one). */
-static int bucket_of(const cuda_ctx *c, size_t n) {
+/* Index of batch b's bucket in b->buckets (the pipeline's one rule decided both). */
+static int bucket_index(const gp_batch *b) {
     int i = 0;
-    while (i < c->nbuckets - 1 && c->buckets[i] < n)
+    while (i < b->num_buckets - 1 && b->buckets[i] < b->bucket)
         i++;
     return i;
 }
@@ -612,11 +584,11 @@ static int cuda_launch(void *ctx, gp__stream *s, gp__launch *l) {
     int rc;
     nvtx_push(c, s->nv_compute, NV_COMPUTE, l->batch.n);
     if ((rc = set_device(c, s->dev)) == GP_OK) {
-        int b = c->graphs ? bucket_of(c, l->batch.n) : -1;
+        int b = c->graphs ? bucket_index(&l->batch) : -1;
         if (b >= 0 && s->exec[b]) {
             /* Pad up to the bucket: the buffers hold max_batch items and only the first n are
                copied back. */
-            l->batch.n = c->buckets[b];
+            l->batch.n = l->batch.bucket;
             l->status = GP_OK;
             rc = GP__CU(c, cudaGraphLaunch(s->exec[b], s->st));
             GP__BUMP1(c->replays, 1);
@@ -648,13 +620,14 @@ static int capture_bucket(cuda_ctx *c, gp__stream *s, gp__launch *l, int b) {
     char why[256] = "";
     cudaGraph_t g = NULL;
     cudaGraphExec_t exec = NULL;
-    l->batch.n = c->buckets[b];
+    size_t size = l->batch.buckets[b];
+    l->batch.n = l->batch.bucket = size;
     (void)cudaGetLastError(); /* see run_eager */
     /* Thread-local: only this thread's unsafe calls (cudaMalloc, sync) break the capture;
        other pipelines and the application keep running. */
     if (GP__CU_WHY(c, cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal), why) !=
         GP_OK) {
-        eager_reason(c, "slot %d batch %zu: %s", s->slot, c->buckets[b], why);
+        eager_reason(c, "slot %d batch %zu: %s", s->slot, size, why);
         goto out;
     }
     int st = l->fn(l->user, &l->batch);
@@ -662,16 +635,16 @@ static int capture_bucket(cuda_ctx *c, gp__stream *s, gp__launch *l, int b) {
     char why2[256];
     int last_rc = GP__CU_ST_WHY(c, compute_error(), "the compute (cudaGetLastError)", why2);
     if (st != GP_OK)
-        eager_reason(c, "slot %d batch %zu: the compute returned %d under capture", s->slot,
-                     c->buckets[b], st);
+        eager_reason(c, "slot %d batch %zu: the compute returned %d under capture", s->slot, size,
+                     st);
     else if (end_rc != GP_OK)
-        eager_reason(c, "slot %d batch %zu: %s", s->slot, c->buckets[b], why);
+        eager_reason(c, "slot %d batch %zu: %s", s->slot, size, why);
     else if (last_rc != GP_OK)
-        eager_reason(c, "slot %d batch %zu: the compute left %s", s->slot, c->buckets[b], why2);
+        eager_reason(c, "slot %d batch %zu: the compute left %s", s->slot, size, why2);
     else if (GP__CU_WHY(c, cudaGraphInstantiate(&exec, g, 0), why) != GP_OK)
-        eager_reason(c, "slot %d batch %zu: %s", s->slot, c->buckets[b], why);
+        eager_reason(c, "slot %d batch %zu: %s", s->slot, size, why);
     else if (GP__CU_WHY(c, cudaGraphUpload(exec, s->st), why) != GP_OK) {
-        eager_reason(c, "slot %d batch %zu: %s", s->slot, c->buckets[b], why);
+        eager_reason(c, "slot %d batch %zu: %s", s->slot, size, why);
         GP__CU(c, cudaGraphExecDestroy(exec));
         exec = NULL;
     }
@@ -688,9 +661,9 @@ static int cuda_slot_ready(void *ctx, gp__stream *s, gp__launch *l) {
     int rc = GP_OK;
     if (!c->graphs) return GP_OK;
     if ((rc = set_device(c, s->dev)) != GP_OK) return rc;
-    for (int b = 0; b < c->nbuckets && rc == GP_OK; b++)
+    for (int b = 0; b < l->batch.num_buckets && rc == GP_OK; b++)
         rc = capture_bucket(c, s, l, b);
-    l->batch.n = 0;
+    l->batch.n = l->batch.bucket = 0;
     /* Make the uploads complete before the first batch; create is allowed to wait. */
     if (rc == GP_OK) rc = GP__CU(c, cudaStreamSynchronize(s->st));
     return rc;
@@ -766,17 +739,6 @@ static int cuda_event_time_ns(void *ctx, gp__event *e, uint64_t *ns) {
     }
     if (rc != GP_OK) return rc;
     *ns = dt >= 0 || (uint64_t)-dt <= d->ref_ns ? d->ref_ns + (uint64_t)dt : 0;
-
-    /* Acquire pairs with gp__cuda_trace_start's release store. */
-    gp__cuda_trace *t = atomic_load_explicit(&c->trace, memory_order_acquire);
-    if (t) {
-        size_t i = atomic_load_explicit(&t->n, memory_order_relaxed);
-        if (i < t->cap) {
-            t->e[i].event = e;
-            t->e[i].ns = *ns;
-            atomic_store_explicit(&t->n, i + 1, memory_order_release);
-        }
-    }
     return GP_OK;
 }
 
@@ -793,6 +755,11 @@ static void cuda_stats(void *ctx, gp_stats *s) {
     s->graph_eager = GP__READ(c->eager);
     if (s->graph_eager)
         copy_str(s->graph_eager_reason, sizeof s->graph_eager_reason, c->eager_reason);
+}
+
+static uint64_t cuda_alloc_count(void *ctx) {
+    cuda_ctx *c = ctx;
+    return atomic_load_explicit(&c->allocs, memory_order_relaxed);
 }
 
 const gp__device_ops gp__cuda_ops = {
@@ -817,58 +784,5 @@ const gp__device_ops gp__cuda_ops = {
     .bind_device = cuda_bind_device,
     .healthy = cuda_healthy,
     .stats = cuda_stats,
+    .alloc_count = cuda_alloc_count,
 };
-
-/* ---- internal hooks (cuda_internal.h) ------------------------------------------------------ */
-
-uint64_t gp__cuda_alloc_count(gp_pipeline *p) {
-    if (!p || p->backend != GP_BACKEND_CUDA) return 0;
-    cuda_ctx *c = p->dev;
-    return atomic_load_explicit(&c->allocs, memory_order_relaxed);
-}
-
-int gp__cuda_trace_start(gp_pipeline *p, gp__cuda_trace *t) {
-    if (!p || p->backend != GP_BACKEND_CUDA) return GP_EINVAL;
-    cuda_ctx *c = p->dev;
-    atomic_store_explicit(&c->trace, t, memory_order_release);
-    return GP_OK;
-}
-
-/* ---- public accessors (gpupipe/cuda.h) ------------------------------------------------------ */
-
-static const gp__stream *impl_of(const gp_batch *b) {
-    return b && b->backend == GP_BACKEND_CUDA ? b->impl : NULL;
-}
-
-cudaStream_t gp_cuda_stream(const gp_batch *b) {
-    const gp__stream *s = impl_of(b);
-    return s ? s->st : NULL;
-}
-
-cublasHandle_t gp_cuda_cublas(const gp_batch *b) {
-    const gp__stream *s = impl_of(b);
-    return s ? s->blas : NULL;
-}
-
-cublasLtHandle_t gp_cuda_cublaslt(const gp_batch *b) {
-    const gp__stream *s = impl_of(b);
-    return s ? s->lt : NULL;
-}
-
-void *gp_cuda_workspace(const gp_batch *b, size_t *bytes) {
-    const gp__stream *s = impl_of(b);
-    if (bytes) *bytes = s ? s->ws_bytes : 0;
-    return s ? s->lt_ws : NULL;
-}
-
-#ifdef GP_HAVE_CUDNN
-cudnnHandle_t gp_cuda_cudnn(const gp_batch *b) {
-    const gp__stream *s = impl_of(b);
-    return s ? s->dnn : NULL;
-}
-#endif
-
-int gp_cuda_device(const gp_batch *b) {
-    const gp__stream *s = impl_of(b);
-    return s ? s->dev->id : -1;
-}

@@ -1,6 +1,12 @@
-# CUDA backend (issue: CUDA backend). Appends to GP_CUDA_SOURCES.
-# backend.c: the device interface on the CUDA Runtime, the public gpupipe/cuda.h accessors and
-# the internal test hooks (cuda_internal.h). C, compiled with the CUDA include dirs; NVTX is
-# header-only (nvtx3 in the toolkit), and its loader uses dlopen.
-list(APPEND GP_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/backend.c)
-list(APPEND GP_CUDA_LIBS ${CMAKE_DL_LIBS})
+# The CUDA backend and the CUDA model layers: one home, lib/cuda/ (docs/DESIGN.md §4).
+# GP_CUDA_MODULE_SOURCES build the module libgpupipe-cuda.so (and go into the static library);
+# GP_CUDA_CORE_SOURCES build into libgpupipe itself: the public gpupipe/cuda.h accessors, which
+# read handles the module filled and call no CUDA function (so libgpupipe needs no CUDA library).
+set(GP_CUDA_MODULE_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/module.c
+  ${CMAKE_CURRENT_LIST_DIR}/backend.c
+  ${CMAKE_CURRENT_LIST_DIR}/check.c
+  ${CMAKE_CURRENT_LIST_DIR}/model.c
+  ${CMAKE_CURRENT_LIST_DIR}/linear.c
+  ${CMAKE_CURRENT_LIST_DIR}/conv.c)
+set(GP_CUDA_CORE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/access.c)

@@ -13,8 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "../backend.h"
+#include "../clock.h"
 #include "../device.h"
-#include "../ring.h"
+#include "../model/exec.h"
 
 enum { ENGINE_H2D, ENGINE_COMPUTE, ENGINE_D2H, ENGINE_COUNT };
 #define STREAM_OPS 64 /* a slot enqueues at most 8 ops per batch and has one batch at a time */
@@ -320,7 +322,7 @@ static int host_event_time_ns(void *ctx, gp__event *e, uint64_t *ns) {
     return GP_OK;
 }
 
-const gp__device_ops gp__host_ops = {
+static const gp__device_ops host_ops = {
     .open = host_open,
     .close = host_close,
     .host_alloc = host_alloc,
@@ -340,4 +342,13 @@ const gp__device_ops gp__host_ops = {
     .event_time_ns = host_event_time_ns,
     .healthy = NULL,
     .stats = NULL,
+};
+
+/* The host backend's entry in the backend table (backend.h): this device interface and the
+   model runtime's host layers (lib/model/host.c). */
+const gp__backend gp__host_backend = {
+    .id = GP_BACKEND_HOST,
+    .name = "host",
+    .dev = &host_ops,
+    .model = &gp__model_host_exec,
 };

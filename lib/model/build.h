@@ -11,8 +11,4 @@
    partial state that gp_model_free releases. */
 int gp__model_build(gp__model *m, const char *spec_text, const gp__st *st, gp__err *e);
 
-/* Copy the caller's options (as far as its struct_size reaches) over defaults and check them.
-   GP_EINVAL with the field named. */
-int gp__model_options_copy(gp_model_options *dst, const gp_model_options *src, gp__err *e);
-
 #endif

@@ -1,11 +1,16 @@
-/* Host layers: im2col + the blocked GEMM for conv and linear, plain loops for the rest. */
+/*
+ * Host layers: im2col + the blocked GEMM for conv and linear, plain loops for the rest; the
+ * layer table indexed by op kind, and the host backend's model table (model/exec.h).
+ */
 #include "host.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "exec.h"
 #include "gemm.h"
 
 /* ---- preparation ----------------------------------------------------------------------- */
@@ -229,7 +234,77 @@ static void topk(const gp__op *op, size_t n, const float *in, int64_t *out) {
     }
 }
 
-/* ---- the op list ----------------------------------------------------------------------- */
+/* ---- the layer table -------------------------------------------------------------------- */
+
+/* One host layer: n items of `src` (and `src2` for ADD) into `dst`; `work` is the model's host
+   workspace (host_work_elems floats). PREP reads the raw input through `src`. */
+typedef void (*host_layer)(const gp__op *op, size_t n, const float *src, const float *src2,
+                           float *dst, float *work);
+
+static void l_prep(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                   float *work) {
+    prep(op, n, src, dst);
+}
+static void l_conv2d(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                     float *work) {
+    conv2d(op, n, src, dst, work);
+}
+static void l_linear(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                     float *work) {
+    linear(op, n, src, dst, work);
+}
+static void l_maxpool2d(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                        float *work) {
+    pool(op, n, src, dst, 1);
+}
+static void l_avgpool2d(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                        float *work) {
+    pool(op, n, src, dst, 0);
+}
+static void l_globalavgpool(const gp__op *op, size_t n, const float *src, const float *src2,
+                            float *dst, float *work) {
+    globalavgpool(op, n, src, dst);
+}
+static void l_act(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                  float *work) {
+    size_t numel = n * gp__shape_numel(op->out);
+    for (size_t k = 0; k < numel; k++)
+        dst[k] = gp__act_apply(op->act, src[k]);
+}
+static void l_add(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                  float *work) {
+    size_t numel = n * gp__shape_numel(op->out);
+    for (size_t k = 0; k < numel; k++)
+        dst[k] = gp__act_apply(op->act, src[k] + src2[k]);
+}
+static void l_softmax(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                      float *work) {
+    softmax(op, n, src, dst);
+}
+static void l_topk(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                   float *work) {
+    topk(op, n, src, (int64_t *)(void *)dst);
+}
+static void l_copy(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
+                   float *work) {
+    if (dst != src) memcpy(dst, src, n * gp__shape_numel(op->out) * sizeof(float));
+}
+
+/* Indexed by op kind; every op has a host layer (it is the reference). */
+static const host_layer host_layers[GP__OP_COUNT_] = {
+    [GP__OP_PREP] = l_prep,
+    [GP__OP_CONV2D] = l_conv2d,
+    [GP__OP_LINEAR] = l_linear,
+    [GP__OP_MAXPOOL2D] = l_maxpool2d,
+    [GP__OP_AVGPOOL2D] = l_avgpool2d,
+    [GP__OP_GLOBALAVGPOOL] = l_globalavgpool,
+    [GP__OP_ACT] = l_act,
+    [GP__OP_ADD] = l_add,
+    [GP__OP_SOFTMAX] = l_softmax,
+    [GP__OP_ARGMAX] = l_topk,
+    [GP__OP_TOPK] = l_topk,
+    [GP__OP_COPY] = l_copy,
+};
 
 static float *bufp(const gp__model *m, float *scratch, size_t cap, int id, const void *in,
                    void *out) {
@@ -243,51 +318,96 @@ int gp__host_run(const gp__model *m, size_t n, const void *in, void *out, float 
     if (n > capacity) return GP_EINVAL;
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
-        float *src = bufp(m, scratch, capacity, op->src, in, out);
-        float *dst = bufp(m, scratch, capacity, op->dst, in, out);
-        size_t numel = n * gp__shape_numel(op->out);
-        switch (op->kind) {
-        case GP__OP_PREP:
-            prep(op, n, in, dst);
-            break;
-        case GP__OP_CONV2D:
-            conv2d(op, n, src, dst, work);
-            break;
-        case GP__OP_LINEAR:
-            linear(op, n, src, dst, work);
-            break;
-        case GP__OP_MAXPOOL2D:
-            pool(op, n, src, dst, 1);
-            break;
-        case GP__OP_AVGPOOL2D:
-            pool(op, n, src, dst, 0);
-            break;
-        case GP__OP_GLOBALAVGPOOL:
-            globalavgpool(op, n, src, dst);
-            break;
-        case GP__OP_ACT:
-            for (size_t k = 0; k < numel; k++)
-                dst[k] = gp__act_apply(op->act, src[k]);
-            break;
-        case GP__OP_ADD: {
-            const float *src2 = bufp(m, scratch, capacity, op->src2, in, out);
-            for (size_t k = 0; k < numel; k++)
-                dst[k] = gp__act_apply(op->act, src[k] + src2[k]);
-            break;
-        }
-        case GP__OP_SOFTMAX:
-            softmax(op, n, src, dst);
-            break;
-        case GP__OP_ARGMAX:
-        case GP__OP_TOPK:
-            topk(op, n, src, (int64_t *)(void *)dst);
-            break;
-        case GP__OP_COPY:
-            if (dst != src) memcpy(dst, src, numel * sizeof(float));
-            break;
-        case GP__OP_COUNT_:
-            return GP_EINVAL;
-        }
+        if ((unsigned)op->kind >= GP__OP_COUNT_ || !host_layers[op->kind]) return GP_EINVAL;
+        const float *src2 =
+            op->kind == GP__OP_ADD ? bufp(m, scratch, capacity, op->src2, in, out) : NULL;
+        host_layers[op->kind](op, n, bufp(m, scratch, capacity, op->src, in, out), src2,
+                              bufp(m, scratch, capacity, op->dst, in, out), work);
     }
     return GP_OK;
 }
+
+/* ---- the host backend's model table (model/exec.h) ------------------------------------------ */
+
+/* A slot runs a batch through the whole op list a chunk of items at a time, the chunk's scratch
+   kept within this budget: whole batches for small models, a few items at a time for large
+   images, so a host slot's memory does not grow with max_batch. Results do not depend on the
+   chunking (each item's arithmetic is the same). */
+#define HOST_SCRATCH_BUDGET ((size_t)32 << 20)
+
+typedef struct host_slot {
+    size_t chunk;   /* items per pass */
+    float *scratch; /* chunk * m->scratch_elems floats, then the workspace */
+    float *work;    /* m->host_work_elems floats */
+} host_slot;
+
+static size_t host_chunk(const gp__model *m, size_t want) {
+    size_t per = m->scratch_elems * sizeof(float);
+    size_t c = per ? HOST_SCRATCH_BUDGET / per : want;
+    if (c < 1) c = 1;
+    return c < want ? c : want;
+}
+
+static int slot_alloc(const gp__model *m, host_slot *s, size_t items) {
+    size_t chunk = host_chunk(m, items), scr, total;
+    if (!gp__mul_ok(chunk, m->scratch_elems, &scr) ||
+        !gp__add_ok(scr, m->host_work_elems + 64, &total) || total > SIZE_MAX / sizeof(float))
+        return GP_ENOMEM;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, total * sizeof(float)) != 0) return GP_ENOMEM;
+    s->scratch = p;
+    s->work = s->scratch + (scr + 63) / 64 * 64;
+    s->chunk = chunk;
+    return GP_OK;
+}
+
+static int run_chunked(const gp__model *m, const host_slot *s, size_t n, const void *in,
+                       void *out) {
+    int rc = GP_OK;
+    for (size_t i = 0; i < n && rc == GP_OK; i += s->chunk) {
+        size_t k = n - i < s->chunk ? n - i : s->chunk;
+        rc = gp__host_run(m, k, (const char *)in + i * m->in_info.bytes,
+                          (char *)out + i * m->out_info.bytes, s->scratch, s->chunk, s->work);
+    }
+    return rc;
+}
+
+int gp__host_run_alone(gp__model *m, size_t n, const void *in, void *out) {
+    host_slot s;
+    if (slot_alloc(m, &s, n) != GP_OK) return GP_ENOMEM;
+    int rc = run_chunked(m, &s, n, in, out);
+    free(s.scratch);
+    return rc;
+}
+
+static int host_setup(gp__model *m, const gp_batch *slot, void **state) {
+    host_slot *s = calloc(1, sizeof *s);
+    if (!s || slot_alloc(m, s, slot->capacity) != GP_OK) {
+        free(s);
+        return GP__ERR(&m->err, GP_ENOMEM, "out of memory for the host scratch of %zu items",
+                       slot->capacity);
+    }
+    *state = s;
+    return GP_OK;
+}
+
+static int host_compute(gp__model *m, void *state, const gp_batch *b) {
+    int rc = run_chunked(m, state, b->n, b->in, b->out);
+    if (rc != GP_OK)
+        return GP__ERR(&m->err, rc, "host layers failed for a batch of %zu items", b->n);
+    return GP_OK;
+}
+
+static void host_teardown(gp__model *m, void *state, const gp_batch *slot) {
+    host_slot *s = state;
+    if (!s) return;
+    free(s->scratch);
+    free(s);
+}
+
+const gp__model_exec gp__model_host_exec = {
+    .setup = host_setup,
+    .run = host_compute,
+    .teardown = host_teardown,
+    .model_free = NULL, /* the host layers read the IR's weights directly */
+};

@@ -14,4 +14,8 @@ int gp__host_prepare(gp__model *m, gp__err *e);
 int gp__host_run(const gp__model *m, size_t n, const void *in, void *out, float *scratch,
                  size_t capacity, float *work);
 
+/* Run n items on the calling thread with scratch of its own (gp_model_run_host).
+   GP_OK, GP_ENOMEM, GP_EINVAL. */
+int gp__host_run_alone(gp__model *m, size_t n, const void *in, void *out);
+
 #endif

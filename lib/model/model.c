@@ -1,4 +1,8 @@
-/* The public model API: load (mmap + strict parse + build), queries, pipeline glue. */
+/*
+ * The public model API: load (mmap + strict parse + build), queries, and the pipeline glue:
+ * the compute functions gp_model_configure installs, which find the layers of the batch's
+ * backend through the backend table (lib/backend.h, model/exec.h).
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -8,85 +12,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../backend.h"
 #include "build.h"
+#include "exec.h"
 #include "host.h"
 #include "model_impl.h"
 #include "safetensors.h"
 
 #define GP__SPEC_FILE_MAX (1u << 20)
 
-void gp_model_options_init(gp_model_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->precision = GP_PRECISION_FP32;
-    o->seed = 0x67707570u;
-}
-
-/* Copy the caller's options (only what its struct_size covers) over defaults. */
-int gp__model_options_copy(gp_model_options *dst, const gp_model_options *src, gp__err *e) {
-    gp_model_options_init(dst);
-    if (!src) return GP_OK;
-    if (src->struct_size < offsetof(gp_model_options, precision))
-        return gp__errf(e, GP_EINVAL,
-                        "options.struct_size is %zu: fill options with gp_model_options_init()",
-                        src->struct_size);
-    size_t n = src->struct_size < sizeof *dst ? src->struct_size : sizeof *dst;
-    memcpy(dst, src, n);
-    dst->struct_size = sizeof *dst;
-    if ((unsigned)dst->precision > GP_PRECISION_BF16)
-        return gp__errf(e, GP_EINVAL, "options.precision %d is not a gp_precision",
-                        (int)dst->precision);
-    if (dst->max_batch > (1u << 20))
-        return gp__errf(e, GP_EINVAL, "options.max_batch %zu is too large", dst->max_batch);
-    return GP_OK;
-}
-
-float *gp__model_alloc(gp__model *m, size_t n) {
-    if (m->n_allocs == m->cap_allocs) {
-        int cap = m->cap_allocs ? m->cap_allocs * 2 : 32;
-        float **na = realloc(m->allocs, (size_t)cap * sizeof *na);
-        if (!na) return NULL;
-        m->allocs = na;
-        m->cap_allocs = cap;
-    }
-    void *p = NULL;
-    if (n > SIZE_MAX / sizeof(float) - 64 ||
-        posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0)
-        return NULL;
-    m->allocs[m->n_allocs++] = p;
-    return p;
-}
-
-static gp__model *model_new(void) {
-    gp__model *m = calloc(1, sizeof *m);
-    if (!m) return NULL;
-    if (pthread_mutex_init(&m->mu, NULL) != 0) {
-        free(m);
-        return NULL;
-    }
-    return m;
-}
-
 void gp_model_free(gp_model *m) {
-    if (!m) return;
-#ifdef GP_HAVE_CUDA
-    gp__model_cuda_free(m);
-#endif
-    while (m->slots) { /* only when pipelines were not destroyed first: best effort */
-        gp__mslot *s = m->slots;
-        m->slots = s->next;
-        free(s->scratch);
-        free(s);
-    }
-    for (int i = 0; i < m->n_allocs; i++)
-        free(m->allocs[i]);
-    free(m->allocs);
-    free(m->ops);
-    free(m->bufs);
-    free(m->spec);
-    pthread_mutex_destroy(&m->mu);
-    free(m);
+    gp__model_destroy(m);
 }
 
 static int read_text_file(const char *path, char **out, gp__err *e) {
@@ -169,7 +105,7 @@ static int load_image(const void *img, size_t len, const gp_model_options *opt,
         gp__st_free(&st);
         return rc;
     }
-    gp__model *m = model_new();
+    gp__model *m = gp__model_new();
     if (!m) {
         free(spec);
         gp__st_free(&st);
@@ -303,143 +239,56 @@ int gp_model_describe(const gp_model *m, FILE *f) {
 }
 
 int gp_model_last_error(gp_model *m, char *buf, size_t len) {
-    if (!m) return GP_EINVAL;
-    pthread_mutex_lock(&m->mu);
-    int code = m->last_code;
-    if (buf && len) snprintf(buf, len, "%s", m->last_err);
-    pthread_mutex_unlock(&m->mu);
-    return code;
-}
-
-static void set_last_error(gp__model *m, int code, const char *msg) {
-    pthread_mutex_lock(&m->mu);
-    m->last_code = code;
-    snprintf(m->last_err, sizeof m->last_err, "%s", msg);
-    pthread_mutex_unlock(&m->mu);
+    if (!m) {
+        if (buf && len) buf[0] = '\0';
+        return GP_EINVAL;
+    }
+    return gp__err_copy(&m->err, buf, len);
 }
 
 /* ---- pipeline glue ----------------------------------------------------------------------- */
 
-static gp__mslot *find_slot(gp__model *m, const void *key) {
-    pthread_mutex_lock(&m->mu);
-    gp__mslot *s = m->slots;
-    while (s && s->key != key)
-        s = s->next;
-    pthread_mutex_unlock(&m->mu);
-    return s;
-}
-
-/* The host runs a batch through the whole op list a chunk of items at a time, the chunk's
-   scratch kept within this budget: whole batches for small models, a few items at a time for
-   large images, so a host slot's memory does not grow with max_batch. Results do not depend
-   on the chunking (each item's arithmetic is the same). */
-#define GP__HOST_SCRATCH_BUDGET ((size_t)32 << 20)
-
-static size_t host_chunk(const gp__model *m, size_t want) {
-    size_t per = m->scratch_elems * sizeof(float);
-    size_t c = per ? GP__HOST_SCRATCH_BUDGET / per : want;
-    if (c < 1) c = 1;
-    return c < want ? c : want;
-}
-
-static int host_run_chunked(const gp__model *m, size_t n, const void *in, void *out,
-                            const gp__mslot *s) {
-    int rc = GP_OK;
-    for (size_t i = 0; i < n && rc == GP_OK; i += s->capacity) {
-        size_t k = n - i < s->capacity ? n - i : s->capacity;
-        rc = gp__host_run(m, k, (const char *)in + i * m->in_info.bytes,
-                          (char *)out + i * m->out_info.bytes, s->scratch, s->capacity, s->work);
-    }
-    return rc;
-}
-
-static int host_slot_alloc(const gp__model *m, gp__mslot *s, size_t capacity) {
-    size_t scr, total;
-    if (!gp__mul_ok(capacity, m->scratch_elems, &scr) ||
-        !gp__add_ok(scr, m->host_work_elems + 64, &total) || total > SIZE_MAX / sizeof(float))
-        return GP_ENOMEM;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, total * sizeof(float)) != 0) return GP_ENOMEM;
-    s->scratch = p;
-    s->work = s->scratch + (scr + 63) / 64 * 64;
-    s->capacity = capacity;
-    return GP_OK;
-}
+/* What a slot's slot_user holds: its backend's layer table and that table's slot state. */
+typedef struct mslot {
+    const gp__model_exec *exec;
+    void *state;
+} mslot;
 
 static int model_setup(void *user, const gp_batch *b) {
     gp__model *m = user;
-    char msg[256] = "";
-    gp__mslot *s = calloc(1, sizeof *s);
-    if (!s) {
-        set_last_error(m, GP_ENOMEM, "out of memory");
-        return GP_ENOMEM;
-    }
-    s->key = b->in;
-    s->backend = b->backend;
-    s->capacity = b->capacity;
-    int rc = GP_ENOTSUP;
-    if (b->backend == GP_BACKEND_HOST) {
-        rc = host_slot_alloc(m, s, host_chunk(m, b->capacity));
-        if (rc != GP_OK)
-            snprintf(msg, sizeof msg, "out of memory for the host scratch of %zu items",
-                     b->capacity);
-    } else if (b->backend == GP_BACKEND_CUDA) {
-#ifdef GP_HAVE_CUDA
-        rc = gp__model_cuda_setup(m, b, &s->cuda, msg, sizeof msg);
-#else
-        snprintf(msg, sizeof msg, "this build has no CUDA layers");
-#endif
-    } else {
-        snprintf(msg, sizeof msg, "unknown backend %d", (int)b->backend);
-    }
-    if (rc != GP_OK) {
-        set_last_error(m, rc, msg);
-        free(s->scratch);
+    char why[256];
+    const gp__backend *be;
+    int rc = gp__backend_load(b->backend, &be, why, sizeof why);
+    if (rc != GP_OK) return GP__ERR(&m->err, rc, "model setup: %s", why);
+    if (!be->model)
+        return GP__ERR(&m->err, GP_ENOTSUP, "the %s backend has no model layers", be->name);
+    mslot *s = calloc(1, sizeof *s);
+    if (!s) return GP__ERR(&m->err, GP_ENOMEM, "model setup: out of memory");
+    s->exec = be->model;
+    /* gp_model_free frees each backend's model-wide state through the table that made it. */
+    pthread_mutex_lock(&m->mu);
+    m->exec[be->id] = be->model;
+    pthread_mutex_unlock(&m->mu);
+    if ((rc = s->exec->setup(m, b, &s->state)) != GP_OK ||
+        (rc = gp_batch_set_slot_user(b, s)) != GP_OK) {
+        if (s->state) s->exec->teardown(m, s->state, b);
         free(s);
         return rc;
     }
-    pthread_mutex_lock(&m->mu);
-    s->next = m->slots;
-    m->slots = s;
-    pthread_mutex_unlock(&m->mu);
     return GP_OK;
 }
 
 static void model_teardown(void *user, const gp_batch *b) {
     gp__model *m = user;
-    pthread_mutex_lock(&m->mu);
-    gp__mslot **pp = &m->slots;
-    while (*pp && (*pp)->key != b->in)
-        pp = &(*pp)->next;
-    gp__mslot *s = *pp;
-    if (s) *pp = s->next;
-    pthread_mutex_unlock(&m->mu);
+    mslot *s = b->slot_user;
     if (!s) return;
-#ifdef GP_HAVE_CUDA
-    if (s->backend == GP_BACKEND_CUDA) gp__model_cuda_teardown(m, s->cuda, b);
-#endif
-    free(s->scratch);
+    s->exec->teardown(m, s->state, b);
     free(s);
 }
 
 static int model_compute(void *user, const gp_batch *b) {
-    gp__model *m = user;
-    gp__mslot *s = find_slot(m, b->in);
-    if (!s) {
-        set_last_error(m, GP_EINVAL, "compute for a slot that was not set up");
-        return GP_EINVAL;
-    }
-    if (b->backend != GP_BACKEND_HOST) {
-#ifdef GP_HAVE_CUDA
-        return gp__model_cuda_run(m, s->cuda, b); /* records its own detail on failure */
-#else
-        set_last_error(m, GP_ENOTSUP, "this build has no CUDA layers");
-        return GP_ENOTSUP;
-#endif
-    }
-    int rc = host_run_chunked(m, b->n, b->in, b->out, s);
-    if (rc != GP_OK) set_last_error(m, rc, "a batch failed in the model's host compute");
-    return rc;
+    const mslot *s = b->slot_user; /* set by model_setup: no lookup, no lock */
+    return s->exec->run(user, s->state, b);
 }
 
 int gp_model_configure(gp_model *m, gp_config *cfg) {
@@ -459,10 +308,6 @@ int gp_model_run_host(gp_model *m, size_t n, const void *in, void *out, char *er
     gp__err e = {err, err_len};
     if (!m || (n && (!in || !out))) return gp__errf(&e, GP_EINVAL, "NULL argument");
     if (n == 0) return GP_OK;
-    gp__mslot s = {0};
-    if (host_slot_alloc(m, &s, host_chunk(m, n)) != GP_OK)
-        return gp__errf(&e, GP_ENOMEM, "out of memory for the host scratch");
-    int rc = host_run_chunked(m, n, in, out, &s);
-    free(s.scratch);
+    int rc = gp__host_run_alone(m, n, in, out);
     return rc == GP_OK ? GP_OK : gp__errf(&e, rc, "host run failed");
 }

@@ -1,10 +1,11 @@
 /*
  * The model runtime's internal representation (IR), shared by the loader, the host layers and
- * the CUDA layers (lib/model/cuda_*.c, the .cu files in kernels/).
+ * the CUDA layers (lib/cuda/, the .cu files in kernels/).
  *
  * A loaded model is immutable: a flat list of executed ops with every shape resolved per item,
  * fp32 host weights (batchnorm already folded into the preceding conv, f16/bf16/f64 files
- * converted), and a buffer plan. Backends only read it; per-slot state lives in gp__mslot.
+ * converted), and a buffer plan. Backends only read it; per-slot state is each backend's own
+ * (model/exec.h), kept in the batch's slot_user.
  *
  * Op list. The spec's lines become ops in order, with these rewrites done at load:
  *  - `flatten`, `save`, `restore` emit no op: they only rename values (see buffers below).
@@ -59,25 +60,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../errsink.h"
 #include "gpupipe/gpupipe.h"
 #include "gpupipe/model.h"
+#include "util.h"
+
+#define GP__MODEL_BACKENDS 3 /* indexed by gp_backend: AUTO (unused), HOST, CUDA */
 
 /* ---- ops --------------------------------------------------------------------------------- */
 
+/* The ops, once: kind and name (describe, messages). A new op is a row here, its builder in
+   build.c, its host layer in host.c and its CUDA layer in lib/cuda/ (docs/DESIGN.md §5). */
+#define GP__OP_LIST(X)                                                                             \
+    X(PREP, "prep")                                                                                \
+    X(CONV2D, "conv2d")                                                                            \
+    X(LINEAR, "linear")                                                                            \
+    X(MAXPOOL2D, "maxpool2d")                                                                      \
+    X(AVGPOOL2D, "avgpool2d")                                                                      \
+    X(GLOBALAVGPOOL, "globalavgpool")                                                              \
+    X(ACT, "act")                                                                                  \
+    X(ADD, "add")                                                                                  \
+    X(SOFTMAX, "softmax")                                                                          \
+    X(ARGMAX, "argmax")                                                                            \
+    X(TOPK, "topk")                                                                                \
+    X(COPY, "copy")
+
 typedef enum gp__op_kind {
-    GP__OP_PREP = 0,
-    GP__OP_CONV2D,
-    GP__OP_LINEAR,
-    GP__OP_MAXPOOL2D,
-    GP__OP_AVGPOOL2D,
-    GP__OP_GLOBALAVGPOOL,
-    GP__OP_ACT,
-    GP__OP_ADD,
-    GP__OP_SOFTMAX,
-    GP__OP_ARGMAX,
-    GP__OP_TOPK,
-    GP__OP_COPY,
-    GP__OP_COUNT_
+#define GP__OP_ENUM(kind, name) GP__OP_##kind,
+    GP__OP_LIST(GP__OP_ENUM)
+#undef GP__OP_ENUM
+        GP__OP_COUNT_
 } gp__op_kind;
 
 typedef enum gp__act {
@@ -138,20 +150,6 @@ typedef struct gp__buf {
     size_t offset; /* per item, in elements, a multiple of GP__BUF_ALIGN */
 } gp__buf;
 
-/* ---- per-slot state ------------------------------------------------------------------------ */
-
-/* One pipeline slot using the model, found by its input buffer (unique among live slots, so
-   one model can serve several pipelines). Created by compute_setup, freed by teardown. */
-typedef struct gp__mslot {
-    struct gp__mslot *next;
-    const void *key; /* the slot's b->in */
-    gp_backend backend;
-    size_t capacity;
-    float *scratch; /* host: capacity * m->scratch_elems floats plus the host workspace */
-    float *work;    /* host: m->host_work_elems floats (im2col, GEMM packing) */
-    void *cuda;     /* CUDA: the state gp__model_cuda_setup made */
-} gp__mslot;
-
 /* ---- the model ----------------------------------------------------------------------------- */
 
 struct gp_model {
@@ -174,44 +172,16 @@ struct gp_model {
     float **allocs;
     int n_allocs, cap_allocs;
 
-    pthread_mutex_t mu; /* guards slots, last_err and cuda's lazy creation */
-    gp__mslot *slots;
-    int last_code; /* the last setup/compute failure, for gp_model_last_error */
-    char last_err[256];
-
-    /* CUDA layers' model-wide state (weights per device, ...), created lazily by
-       gp__model_cuda_setup under `mu` and freed by gp__model_cuda_free. NULL otherwise. */
-    void *cuda;
+    /* The last setup or compute failure (gp_model_last_error); any thread records. */
+    gp__errsink err;
+    /* Each backend's model-wide state (CUDA: the weights per device), indexed by gp_backend:
+       created by that backend's first slot setup under `mu`, freed by gp_model_free through
+       exec[id]->model_free. */
+    pthread_mutex_t mu;
+    void *shared[GP__MODEL_BACKENDS];
+    const struct gp__model_exec *exec[GP__MODEL_BACKENDS];
 };
 typedef struct gp_model gp__model;
-
-/* ---- the CUDA boundary --------------------------------------------------------------------
- * Implemented by lib/model/cuda_*.c (built only with GP_HAVE_CUDA). When no such file exists
- * lib/model/cuda_none.c stands in and every entry returns GP_ENOTSUP. Code built without
- * GP_HAVE_CUDA never references these.
- *
- * Threading: setup and teardown are called from pipeline create/destroy for each slot, with
- * the slot's device current, m->mu NOT held (take it to create m->cuda). run is called on the
- * batcher thread, for different slots possibly of different pipelines concurrently; it must
- * only enqueue on b->stream. The per-slot handles and workspace come from the CUDA backend
- * (gpupipe/cuda.h accessors on the batch).
- */
-#ifdef GP_HAVE_CUDA
-/* Prepare slot `slot` (b->n == 0; b->capacity items; b->in/out device buffers): upload the
-   weights to the slot's device once per device, allocate the slot's activation buffers
-   (m->scratch_elems * capacity elements, in the chosen precision), pick algorithms and
-   workspace per batch bucket. *state receives the slot's state. Records the detail in
-   err (NUL-terminated, err_len bytes) on failure.
-   @return GP_OK, GP_EDEVICE, GP_ENOMEM, GP_ENOTSUP. */
-int gp__model_cuda_setup(gp__model *m, const gp_batch *slot, void **state, char *err,
-                         size_t err_len);
-/* Enqueue the whole op list for batch `b` on b->stream. @return GP_OK or GP_EDEVICE. */
-int gp__model_cuda_run(gp__model *m, void *state, const gp_batch *b);
-/* Free what setup made for this slot (state may be NULL). */
-void gp__model_cuda_teardown(gp__model *m, void *state, const gp_batch *slot);
-/* Free m->cuda (model-wide device state); called by gp_model_free. m->cuda may be NULL. */
-void gp__model_cuda_free(gp__model *m);
-#endif
 
 /* ---- helpers the backends share ------------------------------------------------------------ */
 
@@ -221,8 +191,17 @@ float gp__f16_to_f32(uint16_t h);
 uint16_t gp__f32_to_bf16(float f);
 float gp__bf16_to_f32(uint16_t h);
 
+/* ---- the IR's lifetime (ir.c) ------------------------------------------------------------- */
+
+/* An empty model (locks initialised); NULL when out of memory. */
+gp__model *gp__model_new(void);
+/* Free everything: each backend's model-wide state, the ops, weights and spec. NULL is ok. */
+void gp__model_destroy(gp__model *m);
 /* A 64-byte aligned array of n floats owned by the model (freed with it); NULL on failure. */
 float *gp__model_alloc(gp__model *m, size_t n);
+/* Copy the caller's options (as far as its struct_size reaches) over defaults and check them.
+   GP_EINVAL with the field named. */
+int gp__model_options_copy(gp_model_options *dst, const gp_model_options *src, gp__err *e);
 
 /* Name of an op kind / activation ("conv2d", "relu", ...). */
 const char *gp__op_name(gp__op_kind k);

@@ -7,7 +7,7 @@
  */
 #include <cuda_runtime_api.h>
 
-#include "cuda/cuda_internal.h"
+#include "testing.h"
 #include "gpu_util.h"
 
 enum { N = 3000, WORDS = 64, MAX_BATCH = 32 };
@@ -24,7 +24,7 @@ static void run(int graphs, int spin) {
     c.compute = gpt_transform;
     memset(items, 0, sizeof items);
     gp_pipeline *p = gpt_create(&c);
-    uint64_t at_create = gp__cuda_alloc_count(p);
+    uint64_t at_create = gp__pipeline_alloc_count(p);
     size_t free0 = 0, free1 = 0, total = 0;
     GPT_CHECK(cudaMemGetInfo(&free0, &total) == cudaSuccess);
 
@@ -45,7 +45,7 @@ static void run(int graphs, int spin) {
         GPT_RC(atomic_load(&items[k].status), GP_OK);
         GPT_EQ(atomic_load(&items[k].out_ok), 1);
     }
-    uint64_t after = gp__cuda_alloc_count(p);
+    uint64_t after = gp__pipeline_alloc_count(p);
     GPT_CHECK(cudaMemGetInfo(&free1, &total) == cudaSuccess);
     gp_stats s = gpu_stats(p);
     printf("graphs %d spin %d: %llu allocations at create, %llu after %d items in %llu batches; "

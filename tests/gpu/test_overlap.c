@@ -1,6 +1,6 @@
 /*
- * Overlap on a real device, from the pipeline's own stage events (read through the backend's
- * trace hook): a spin kernel of known duration (2 ms per batch, exclusive: compute kernels
+ * Overlap on a real device, from the pipeline's own stage events (the public per-batch trace,
+ * config.on_batch): a spin kernel of known duration (2 ms per batch, exclusive: compute kernels
  * serialize as on a full GPU) and 4 MiB per batch in each direction.
  *
  * Per batch n the events give START(n) <= H2D(n) <= COMPUTE(n) <= D2H(n): the H2D copy is
@@ -17,9 +17,7 @@
  */
 #include <cuda_runtime_api.h>
 
-#include "cuda/cuda_internal.h"
 #include "gpu_util.h"
-#include "pipeline.h"
 #include "spin.h"
 
 enum { ITEM = 64 << 10, MAX_BATCH = 64, BATCHES = 60 };
@@ -35,9 +33,24 @@ static void count_done(void *user, int status, const void *out, size_t bytes) {
     atomic_fetch_add(&done_count, 1);
 }
 
+enum { EV_START, EV_H2D, EV_COMPUTE, EV_D2H, EV_COUNT };
 typedef struct times {
-    uint64_t t[GP__EV_COUNT];
+    uint64_t t[EV_COUNT];
 } times;
+
+/* The trace, in dispatch order (on_batch runs on the poller, one batch at a time). */
+static times bt[BATCHES + 8];
+static _Atomic size_t nb_traced;
+
+static void on_batch(void *user, const gp_batch_trace *t) {
+    size_t i = atomic_load_explicit(&nb_traced, memory_order_relaxed);
+    if (i >= BATCHES + 8) return;
+    bt[i].t[EV_START] = t->t_start;
+    bt[i].t[EV_H2D] = t->t_h2d_done;
+    bt[i].t[EV_COMPUTE] = t->t_compute_done;
+    bt[i].t[EV_D2H] = t->t_d2h_done;
+    atomic_store_explicit(&nb_traced, i + 1, memory_order_release);
+}
 
 static uint64_t max64(uint64_t a, uint64_t b) {
     return a > b ? a : b;
@@ -61,46 +74,23 @@ int main(int argc, char **argv) {
     c.capacity = 1024;
     c.inflight = slots;
     c.compute = spin_compute;
+    c.on_batch = on_batch;
     gp_pipeline *p = gpt_create(&c);
-
-    static gp__cuda_trace_entry entries[4 * (BATCHES + 8) * 4];
-    static gp__cuda_trace trace;
-    trace.e = entries;
-    trace.cap = sizeof entries / sizeof entries[0];
-    GPT_RC(gp__cuda_trace_start(p, &trace), GP_OK);
-
     static unsigned char input[ITEM];
     for (int i = 0; i < BATCHES * MAX_BATCH; i++)
         GPT_RC(gp_pipeline_submit(p, input, ITEM, count_done, NULL), GP_OK);
     gpu_drain(p);
     GPT_EQ(atomic_load(&done_count), BATCHES * MAX_BATCH);
-
-    /* Group the trace into batches: four entries each, START first. */
-    size_t n = atomic_load_explicit(&trace.n, memory_order_acquire);
-    GPT_CHECK(n % 4 == 0);
-    size_t nb = n / 4;
-    static times bt[(BATCHES + 8) * 4];
-    for (size_t b = 0; b < nb; b++) {
-        int slot = -1;
-        for (int k = 0; k < p->nslots; k++)
-            if (p->slots[k].ev[GP__EV_START] == entries[4 * b].event) slot = k;
-        GPT_CHECK(slot >= 0);
-        for (int e = 0; e < GP__EV_COUNT; e++) {
-            GPT_CHECK(entries[4 * b + e].event == p->slots[slot].ev[e]);
-            bt[b].t[e] = entries[4 * b + e].ns;
-        }
-        for (int e = 1; e < GP__EV_COUNT; e++)
-            GPT_CHECK(bt[b].t[e] >= bt[b].t[e - 1]);
-    }
+    size_t nb = atomic_load_explicit(&nb_traced, memory_order_acquire);
     printf("%zu batches traced, %d slots\n", nb, slots);
     GPT_CHECK(nb >= 8);
 
     /* Kernel intervals. */
     uint64_t busy = 0;
-    static uint64_t ks[(BATCHES + 8) * 4], ke[(BATCHES + 8) * 4];
+    static uint64_t ks[BATCHES + 8], ke[BATCHES + 8];
     for (size_t b = 0; b < nb; b++) {
-        ks[b] = b ? max64(bt[b].t[GP__EV_H2D], bt[b - 1].t[GP__EV_COMPUTE]) : bt[b].t[GP__EV_H2D];
-        ke[b] = bt[b].t[GP__EV_COMPUTE];
+        ks[b] = b ? max64(bt[b].t[EV_H2D], bt[b - 1].t[EV_COMPUTE]) : bt[b].t[EV_H2D];
+        ke[b] = bt[b].t[EV_COMPUTE];
         busy += ke[b] > ks[b] ? ke[b] - ks[b] : 0;
     }
     uint64_t span = ke[nb - 1] - ks[0];
@@ -111,12 +101,12 @@ int main(int argc, char **argv) {
     size_t checked = 0, h2d_ok = 0, d2h_ok = 0;
     for (size_t b = 4; b + 2 < nb; b++) {
         const times *prev = &bt[b - 1], *next = &bt[b + 1];
-        uint64_t d2h_prev = overlap(prev->t[GP__EV_COMPUTE], prev->t[GP__EV_D2H], ks[b], ke[b]);
+        uint64_t d2h_prev = overlap(prev->t[EV_COMPUTE], prev->t[EV_D2H], ks[b], ke[b]);
         int h2d_good;
         if (slots == 2) /* H2D of n+1 inside compute of n */
-            h2d_good = overlap(next->t[GP__EV_START], next->t[GP__EV_H2D], ks[b], ke[b]) > 0;
+            h2d_good = overlap(next->t[EV_START], next->t[EV_H2D], ks[b], ke[b]) > 0;
         else /* input of n was there before the engine freed: no bubble */
-            h2d_good = bt[b].t[GP__EV_H2D] <= prev->t[GP__EV_COMPUTE];
+            h2d_good = bt[b].t[EV_H2D] <= prev->t[EV_COMPUTE];
         checked++;
         h2d_ok += h2d_good;
         d2h_ok += d2h_prev > 0;
@@ -137,7 +127,6 @@ int main(int argc, char **argv) {
     printf("stats: h2d busy %.1f ms, compute busy %.1f ms, d2h busy %.1f ms, wall %.1f ms\n",
            (double)s.h2d_busy_ns / 1e6, (double)s.compute_busy_ns / 1e6,
            (double)s.d2h_busy_ns / 1e6, (double)s.wall_ns / 1e6);
-    GPT_RC(gp__cuda_trace_start(p, NULL), GP_OK);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     return 0;
 }

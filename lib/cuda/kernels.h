@@ -1,15 +1,16 @@
 /*
- * The model runtime's CUDA kernels (kernels/prep.cu, kernels/act.cu, kernels/post.cu): extern
- * "C" launchers that enqueue on `s` and return the launch's cudaError_t (cudaSuccess when
- * there is nothing to do). They never synchronize and never allocate, so they are safe under
- * CUDA-graph capture. Semantics are model_impl.h's (host.c is the reference); arithmetic is
- * fp32 whatever the storage type, with the host's order of operations where it matters.
+ * The model runtime's CUDA kernels (kernels/prep.cu, act.cu, post.cu), launched by the CUDA
+ * layers in lib/cuda/: extern "C" launchers that enqueue on `s` and return the launch's
+ * cudaError_t (cudaSuccess when there is nothing to do). They never synchronize and never allocate,
+ * so they are safe under CUDA-graph capture. Semantics are model_impl.h's (host.c is the
+ * reference); arithmetic is fp32 whatever the storage type, with the host's order of operations
+ * where it matters.
  *
  * Storage types: activations are fp32, fp16 or bf16 (gp__kt); `act` is a gp__act value. Every
  * tensor is a dense batch of NCHW (or N x features) items.
  */
-#ifndef GP_LIB_MODEL_CUDA_KERNELS_H
-#define GP_LIB_MODEL_CUDA_KERNELS_H
+#ifndef GP_LIB_CUDA_KERNELS_H
+#define GP_LIB_CUDA_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -73,4 +74,4 @@ cudaError_t gp__k_topk(cudaStream_t s, gp__kt t, const void *in, int64_t *out, s
 #ifdef __cplusplus
 }
 #endif
-#endif /* GP_LIB_MODEL_CUDA_KERNELS_H */
+#endif /* GP_LIB_CUDA_KERNELS_H */

@@ -1,0 +1,124 @@
+/*
+ * The CUDA model layers' shared internals: the slot state that model.c plans and runs, one step
+ * per op, and the per-op layer table (docs/DESIGN.md §5). model.c owns setup / run / teardown
+ * and the simple kernel layers; linear.c (cuBLASLt) and conv.c (cuDNN, or the direct kernel)
+ * are the layers that plan per bucket.
+ *
+ * A layer's life, per slot: plan (before the slot's buffers exist: descriptors, algorithms,
+ * workspace sizes), then bind (after: anything that needs the operand pointers), then run per
+ * batch (enqueue only), then release. Every entry is optional except run.
+ *
+ * Errors: CK() checks a CUDA / cuBLASLt / cuDNN call and records the failure with the op's spec
+ * line in the model's error sink (or, while a layer only probes, in a note), returning GP_E*.
+ */
+#ifndef GP_LIB_CUDA_LAYERS_H
+#define GP_LIB_CUDA_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/model_impl.h"
+#include "check.h"
+#include "kernels.h"
+
+#define GP__CUDA_ALIGN 256 /* bytes: every buffer, weight and workspace */
+
+/* ---- checked calls ----------------------------------------------------------------------- */
+
+typedef struct ck {
+    gp__errsink *sink; /* where failures go (the model's) */
+    char *note;        /* when set, failures go here instead (a probe that may fail) */
+    size_t note_len;
+    const gp__op *op; /* the op being planned or run, for the message; NULL: none */
+} ck;
+
+/* Record a failed status (see check.h) with the op's context; returns its GP_E* code. */
+int gp__ck_status(ck *c, gp__cu_status s, const char *call, const char *file, int line);
+/* Record a failure of our own (printf-style) with the op's context; returns `code`. */
+int gp__ck_fail(ck *c, int code, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+#define CK(c, call)                                                                                \
+    do {                                                                                           \
+        gp__cu_status ck_st_ = GP__CU_STATUS(call);                                                \
+        if (ck_st_.code) return gp__ck_status((c), ck_st_, #call, __FILE__, __LINE__);             \
+    } while (0)
+#define CK_FAIL(c, code, ...) gp__ck_fail((c), (code), __FILE__, __LINE__, __VA_ARGS__)
+
+/* ---- weights on a device (model-wide) ----------------------------------------------------------
+ */
+
+/* Device copies of one op's constants (NULL where the op has none). */
+typedef struct op_consts {
+    void *w;         /* CONV2D / LINEAR weight, activation type */
+    float *bias_f32; /* CONV2D / LINEAR bias, fp32 */
+    void *bias_t;    /* the bias in the activation type (== bias_f32 for fp32) */
+    float *mean;     /* PREP */
+    float *std;
+} op_consts;
+
+/* ---- slot state ---------------------------------------------------------------------------------
+ */
+
+/* Where a step's operand lives: a fixed device pointer, or the batch's in / out. */
+enum { REF_PTR = 0, REF_IN, REF_OUT };
+typedef struct ref {
+    int kind;
+    void *p; /* REF_PTR */
+} ref;
+
+typedef struct step {
+    const gp__op *op;
+    const op_consts *k;
+    ref src, src2, dst;
+    gp__kt src_t, dst_t; /* storage types of src and dst (COPY may read / write f32 ends) */
+    void *plan;          /* the layer's own (linear: lin_plan, conv: conv_plan) */
+} step;
+
+typedef struct slot_state {
+    gp__model *m;
+    int device;
+    size_t capacity;
+    gp__kt kt;
+    const size_t *buckets; /* the pipeline's (gp_batch.buckets) */
+    int n_buckets;
+
+    void *arena;      /* activation buffers, staging, conv workspace */
+    void **bufs;      /* per plan buffer */
+    void *instage;    /* the f32 input converted to the activation type, or NULL */
+    size_t in_elems;  /* per item */
+    void *ostage;     /* the result before its conversion to f32, or NULL */
+    size_t out_elems; /* per item */
+    void *conv_ws;    /* own cuDNN workspace, or NULL: the cuBLASLt workspace serves */
+    size_t conv_ws_bytes;
+    unsigned in_align, out_align; /* of b->in / b->out at setup, which the plans assume */
+
+    step *steps;
+    int n_steps;
+    char note[256]; /* why a convolution runs on the direct kernel, if one does */
+} slot_state;
+
+/* ---- the layer table ------------------------------------------------------------------------- */
+
+typedef struct cuda_layer {
+    int (*plan)(slot_state *st, step *sp, const gp_batch *slot, ck *c);
+    int (*bind)(slot_state *st, step *sp, const gp_batch *slot, ck *c);
+    /* bi: index of the batch's bucket in st->buckets */
+    int (*run)(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c);
+    void (*release)(step *sp, int n_buckets);
+} cuda_layer;
+
+extern const cuda_layer gp__cuda_linear; /* linear.c */
+extern const cuda_layer gp__cuda_conv2d; /* conv.c */
+
+/* ---- helpers ------------------------------------------------------------------------------------
+ */
+
+size_t gp__kt_size(gp__kt t);
+unsigned gp__align_of(const void *p); /* largest power of two dividing p, up to 256 */
+
+static inline void *gp__resolve(ref r, const gp_batch *b) {
+    return r.kind == REF_IN ? (void *)(uintptr_t)b->in : r.kind == REF_OUT ? b->out : r.p;
+}
+
+#endif

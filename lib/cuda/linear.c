@@ -1,0 +1,152 @@
+/*
+ * LINEAR on cuBLASLt (layers.h): per bucket a layout and the heuristic's algorithm, chosen at
+ * setup within the slot's cuBLASLt workspace; the bias (and relu) in the epilogue, other
+ * activations as a kernel after it.
+ *
+ * Row-major y[n][M] = x[n][K] W^T + b, W [M][K] row-major, in cuBLASLt's column-major terms:
+ * D (M x n, ld M) = op(A) B with A = W stored K x M (ld K) and op = T, B = x stored K x n
+ * (ld K). The bias runs along D's rows (M), as CUBLASLT_EPILOGUE_BIAS broadcasts it.
+ * gelu is the erf form; cuBLASLt's GELU epilogue is the tanh form, so it is not fused.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpupipe/cuda.h"
+
+#include "layers.h"
+
+#define HEUR_RESULTS 8
+
+typedef struct lin_bucket {
+    cublasLtMatrixLayout_t b, d;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws;
+} lin_bucket;
+
+typedef struct lin_plan {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a;
+    int epilogue_act; /* the epilogue applied the op's activation */
+    lin_bucket *bk;   /* per bucket */
+} lin_plan;
+
+static cudaDataType_t blas_type(gp__kt t) {
+    return t == GP__KT_F16 ? CUDA_R_16F : t == GP__KT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static int set_pref(ck *c, cublasLtMatmulPreference_t pref, uint64_t ws, uint32_t al_a,
+                    uint32_t al_b, uint32_t al_d) {
+    CK(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                               sizeof ws));
+    CK(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                               &al_a, sizeof al_a));
+    CK(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                               &al_b, sizeof al_b));
+    CK(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                               &al_d, sizeof al_d));
+    CK(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                               &al_d, sizeof al_d));
+    return GP_OK;
+}
+
+/* The heuristic's first algorithm for bucket `bi` that succeeded within the workspace. */
+static int plan_bucket(slot_state *st, lin_plan *lp, lin_bucket *bk, uint64_t N, uint64_t M,
+                       uint64_t K, cublasLtMatmulPreference_t pref, const gp_batch *slot,
+                       size_t ws_bytes, ck *c) {
+    cudaDataType_t dt = blas_type(st->kt);
+    CK(c, cublasLtMatrixLayoutCreate(&bk->b, dt, K, N, (int64_t)K));
+    CK(c, cublasLtMatrixLayoutCreate(&bk->d, dt, M, N, (int64_t)M));
+    cublasLtMatmulHeuristicResult_t res[HEUR_RESULTS];
+    int got = 0;
+    memset(res, 0, sizeof res);
+    CK(c, cublasLtMatmulAlgoGetHeuristic(gp_cuda_cublaslt(slot), lp->desc, lp->a, bk->b, bk->d,
+                                         bk->d, pref, HEUR_RESULTS, res, &got));
+    for (int r = 0; r < got; r++)
+        if (res[r].state == CUBLAS_STATUS_SUCCESS && res[r].workspaceSize <= ws_bytes) {
+            bk->algo = res[r].algo;
+            bk->ws = res[r].workspaceSize;
+            return GP_OK;
+        }
+    return CK_FAIL(c, GP_ENOTSUP,
+                   "cuBLASLt has no algorithm for a %s GEMM M=%llu N=%llu K=%llu within %zu bytes "
+                   "of workspace",
+                   gp_precision_name(st->m->precision), (unsigned long long)M,
+                   (unsigned long long)N, (unsigned long long)K, ws_bytes);
+}
+
+/* After the buffers exist: the heuristic wants the operands' alignment. */
+static int lin_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
+    const gp__op *op = sp->op;
+    gp_precision prec = st->m->precision;
+    uint64_t M = (uint64_t)op->out.c, K = (uint64_t)gp__shape_numel(op->in);
+    cublasComputeType_t ct =
+        prec == GP_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    lin_plan *lp = calloc(1, sizeof *lp);
+    if (!lp) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
+    sp->plan = lp;
+    lp->bk = calloc((size_t)st->n_buckets, sizeof *lp->bk);
+    if (!lp->bk) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
+
+    CK(c, cublasLtMatmulDescCreate(&lp->desc, ct, CUDA_R_32F));
+    int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CK(c, cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CK(c, cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    lp->epilogue_act = op->act == GP__ACT_RELU;
+    uint32_t epi = lp->epilogue_act ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    CK(c,
+       cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    const void *bias = sp->k->bias_t; /* the bias is of D's type (cublasLt.h, BIAS_DATA_TYPE) */
+    CK(c, cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                         sizeof bias));
+    CK(c, cublasLtMatrixLayoutCreate(&lp->a, blas_type(st->kt), K, M, (int64_t)K));
+
+    size_t ws_bytes = 0;
+    (void)gp_cuda_workspace(slot, &ws_bytes);
+    cublasLtMatmulPreference_t pref = NULL;
+    CK(c, cublasLtMatmulPreferenceCreate(&pref));
+    int rc = set_pref(c, pref, ws_bytes, gp__align_of(sp->k->w),
+                      gp__align_of(gp__resolve(sp->src, slot)),
+                      gp__align_of(gp__resolve(sp->dst, slot)));
+    for (int bi = 0; bi < st->n_buckets && rc == GP_OK; bi++)
+        rc = plan_bucket(st, lp, &lp->bk[bi], st->buckets[bi], M, K, pref, slot, ws_bytes, c);
+    cublasLtMatmulPreferenceDestroy(pref); /* its status is not actionable here */
+    return rc;
+}
+
+static void lin_release(step *sp, int n_buckets) {
+    lin_plan *lp = sp->plan;
+    if (!lp) return;
+    /* Destroy statuses are not actionable in teardown. */
+    if (lp->bk)
+        for (int i = 0; i < n_buckets; i++) {
+            if (lp->bk[i].b) cublasLtMatrixLayoutDestroy(lp->bk[i].b);
+            if (lp->bk[i].d) cublasLtMatrixLayoutDestroy(lp->bk[i].d);
+        }
+    free(lp->bk);
+    if (lp->a) cublasLtMatrixLayoutDestroy(lp->a);
+    if (lp->desc) cublasLtMatmulDescDestroy(lp->desc);
+    free(lp);
+    sp->plan = NULL;
+}
+
+static int lin_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    const lin_plan *lp = sp->plan;
+    const lin_bucket *bk = &lp->bk[bi];
+    cudaStream_t s = gp_cuda_stream(b);
+    size_t ws_bytes = 0;
+    void *ws = gp_cuda_workspace(b, &ws_bytes);
+    const float alpha = 1.0f, beta = 0.0f; /* scale type fp32; beta 0: C is not read */
+    void *x = gp__resolve(sp->src, b), *y = gp__resolve(sp->dst, b);
+    CK(c, cublasLtMatmul(gp_cuda_cublaslt(b), lp->desc, &alpha, sp->k->w, lp->a, x, bk->b, &beta, y,
+                         bk->d, y, bk->d, &bk->algo, bk->ws ? ws : NULL, bk->ws, s));
+    if (!lp->epilogue_act && sp->op->act != GP__ACT_NONE)
+        CK(c, gp__k_act(s, st->kt, y, y, b->n * (size_t)sp->op->out.c, (int)sp->op->act));
+    return GP_OK;
+}
+
+const cuda_layer gp__cuda_linear = {
+    .plan = NULL,
+    .bind = lin_bind,
+    .run = lin_run,
+    .release = lin_release,
+};

@@ -1,0 +1,585 @@
+/*
+ * The CUDA backend's model table (model/exec.h): the model runtime's ops on the slot's stream.
+ *
+ * Model-wide (m->shared[GP_BACKEND_CUDA], created under m->mu): per device, one arena with every
+ * weight in the activation type (fp32, or fp16 / bf16 converted on the host with the loader's
+ * rounding), each bias in fp32 (for the bias + activation kernel) and in the activation type
+ * (for the cuBLASLt and cuDNN epilogues), and PREP's mean / std. Uploaded once per device,
+ * freed by gp_model_free.
+ *
+ * Per slot (the state setup returns, kept in gp_batch.slot_user by the model glue): one arena
+ * with the plan's buffers for `capacity` items in the activation type (laid out from the plan's
+ * per-item sizes, each 256-byte aligned), the 16-bit staging buffers (below), and a cuDNN
+ * workspace when the slot's cuBLASLt workspace is too small; every cudaMalloc happens here,
+ * none in run. Layers that plan per batch-size bucket (linear.c, conv.c) plan for the
+ * pipeline's buckets (gp_batch.buckets); a batch of n items runs the cuBLASLt and cuDNN calls
+ * at its bucket's size (the padding items are independent and their results unused, as with
+ * CUDA-graph padding); the kernels run on n items.
+ *
+ * Precision. FP32: CUBLAS_COMPUTE_32F, cuDNN FMA math only. TF32: CUBLAS_COMPUTE_32F_FAST_TF32,
+ * cuDNN default math (tensor cores allowed). FP16 / BF16: 16-bit storage and weights, fp32
+ * accumulation (CUBLAS_COMPUTE_32F; cuDNN compute type float), tensor-op math. The model's
+ * input and output stay as the model declares them (u8 / f32 in, f32 / i64 out): PREP writes
+ * 16-bit directly; an f32 input read by another op is converted into a staging buffer first;
+ * a result written by LINEAR, CONV2D or an elementwise op goes through an output staging
+ * buffer and one conversion to f32. COPY reads / writes f32 ends directly.
+ *
+ * The layer table below maps each op kind to its CUDA layer (layers.h): linear and conv2d plan
+ * per bucket; the rest are one kernel launch each (kernels/).
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpupipe/cuda.h"
+
+#include "../model/exec.h"
+#include "layers.h"
+
+/* The kernels take gp__act values as ints (kernels/kernel_util.cuh mirrors them). */
+_Static_assert(GP__ACT_NONE == 0 && GP__ACT_RELU == 1 && GP__ACT_GELU == 2 &&
+                   GP__ACT_SIGMOID == 3 && GP__ACT_TANH == 4,
+               "kernels/kernel_util.cuh mirrors gp__act");
+
+/* ---- checked calls (layers.h) ------------------------------------------------------------- */
+
+static void op_context(const ck *c, char *buf, size_t len) {
+    buf[0] = '\0';
+    if (c->op)
+        snprintf(buf, len, "[spec line %d: %s%s%s%s]", c->op->line, gp__op_name(c->op->kind),
+                 c->op->name[0] ? " '" : "", c->op->name, c->op->name[0] ? "'" : "");
+}
+
+int gp__ck_status(ck *c, gp__cu_status s, const char *call, const char *file, int line) {
+    char where[128];
+    op_context(c, where, sizeof where);
+    if (c->note) {
+        char what[256];
+        gp__cu_format(s, call, what, sizeof what);
+        snprintf(c->note, c->note_len, "%s %s", what, where);
+        return gp__cu_code(s);
+    }
+    return gp__cu_record(c->sink, s, call, where[0] ? where : NULL, file, line);
+}
+
+int gp__ck_fail(ck *c, int code, const char *file, int line, const char *fmt, ...) {
+    char msg[256], where[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    op_context(c, where, sizeof where);
+    if (c->note) {
+        snprintf(c->note, c->note_len, "%s %s", msg, where);
+        return code;
+    }
+    return gp__err_record(c->sink, code, file, line, "%s%s%s", msg, where[0] ? " " : "", where);
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+size_t gp__kt_size(gp__kt t) {
+    return t == GP__KT_F32 ? 4 : 2;
+}
+
+unsigned gp__align_of(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uintptr_t low = a & (~a + 1u); /* lowest set bit */
+    return a == 0 || low >= GP__CUDA_ALIGN ? GP__CUDA_ALIGN : (unsigned)low;
+}
+
+static size_t align_up(size_t x) {
+    return (x + GP__CUDA_ALIGN - 1) / GP__CUDA_ALIGN * GP__CUDA_ALIGN;
+}
+
+static gp__kt act_type(gp_precision p) {
+    return p == GP_PRECISION_FP16 ? GP__KT_F16 : p == GP_PRECISION_BF16 ? GP__KT_BF16 : GP__KT_F32;
+}
+
+/* ---- model-wide state: weights per device ------------------------------------------------- */
+
+typedef struct dev_weights {
+    struct dev_weights *next;
+    int device;
+    void *arena;
+    op_consts *ops; /* m->n_ops */
+} dev_weights;
+
+typedef struct model_cuda {
+    dev_weights *devs;
+} model_cuda;
+
+/* Append `n` floats to the host image at *off, converted to `t`; returns the offset used. */
+static size_t put(unsigned char *img, size_t *off, const float *v, size_t n, gp__kt t) {
+    size_t at = *off;
+    if (img) {
+        if (t == GP__KT_F32) {
+            memcpy(img + at, v, n * sizeof(float));
+        } else {
+            uint16_t *d = (uint16_t *)(void *)(img + at);
+            for (size_t i = 0; i < n; i++)
+                d[i] = t == GP__KT_F16 ? gp__f32_to_f16(v[i]) : gp__f32_to_bf16(v[i]);
+        }
+    }
+    *off = align_up(at + n * gp__kt_size(t));
+    return at;
+}
+
+/* Lay out (img == NULL: size only) the device arena of every op's constants. offs receives
+   per op the byte offsets of w, bias_f32, bias_t, mean, std (SIZE_MAX: none). */
+static size_t layout_consts(const gp__model *m, gp__kt kt, unsigned char *img, size_t (*offs)[5]) {
+    size_t off = 0;
+    for (int i = 0; i < m->n_ops; i++) {
+        const gp__op *op = &m->ops[i];
+        for (int k = 0; k < 5; k++)
+            offs[i][k] = SIZE_MAX;
+        if (op->kind == GP__OP_CONV2D || op->kind == GP__OP_LINEAR) {
+            offs[i][0] = put(img, &off, op->weight, op->weight_count, kt);
+            offs[i][1] = put(img, &off, op->bias, (size_t)op->out.c, GP__KT_F32);
+            offs[i][2] =
+                kt == GP__KT_F32 ? offs[i][1] : put(img, &off, op->bias, (size_t)op->out.c, kt);
+        } else if (op->kind == GP__OP_PREP) {
+            offs[i][3] = put(img, &off, op->mean, (size_t)op->out.c, GP__KT_F32);
+            offs[i][4] = put(img, &off, op->std, (size_t)op->out.c, GP__KT_F32);
+        }
+    }
+    return off;
+}
+
+static void dev_weights_free(dev_weights *d) {
+    if (!d) return;
+    if (d->arena) cudaFree(d->arena); /* teardown: a failure is not actionable */
+    free(d->ops);
+    free(d);
+}
+
+/* Upload the weights to the current device (d->device) through `stream`, synchronously. */
+static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck *c) {
+    gp__kt kt = act_type(m->precision);
+    size_t(*offs)[5] = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *offs);
+    d->ops = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *d->ops);
+    if (!offs || !d->ops) {
+        free(offs);
+        return CK_FAIL(c, GP_ENOMEM, "out of memory laying out the weights");
+    }
+    size_t bytes = layout_consts(m, kt, NULL, offs);
+    int rc = GP_OK;
+    unsigned char *img = NULL;
+    if (bytes) {
+        img = malloc(bytes);
+        if (!img) {
+            rc = CK_FAIL(c, GP_ENOMEM, "out of memory staging %zu bytes of weights", bytes);
+            goto out;
+        }
+        layout_consts(m, kt, img, offs);
+        cudaError_t e = cudaMalloc(&d->arena, bytes);
+        if (e != cudaSuccess) {
+            d->arena = NULL;
+            rc = gp__ck_status(c, gp__cu_rt(e), "cudaMalloc(weights)", __FILE__, __LINE__);
+            goto out;
+        }
+        /* Pageable source: the call returns once the bytes are staged; the synchronize makes
+           them visible to every slot's stream on this device. */
+        e = cudaMemcpyAsync(d->arena, img, bytes, cudaMemcpyHostToDevice, stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess) {
+            rc = gp__ck_status(c, gp__cu_rt(e), "cudaMemcpyAsync(weights)", __FILE__, __LINE__);
+            goto out;
+        }
+    }
+    for (int i = 0; i < m->n_ops; i++) {
+        unsigned char *base = d->arena;
+        op_consts *oc = &d->ops[i];
+        oc->w = offs[i][0] != SIZE_MAX ? base + offs[i][0] : NULL;
+        oc->bias_f32 = offs[i][1] != SIZE_MAX ? (float *)(void *)(base + offs[i][1]) : NULL;
+        oc->bias_t = offs[i][2] != SIZE_MAX ? base + offs[i][2] : NULL;
+        oc->mean = offs[i][3] != SIZE_MAX ? (float *)(void *)(base + offs[i][3]) : NULL;
+        oc->std = offs[i][4] != SIZE_MAX ? (float *)(void *)(base + offs[i][4]) : NULL;
+    }
+out:
+    free(img);
+    free(offs);
+    return rc;
+}
+
+/* The weights on `device`, uploaded by the first slot that needs them. Takes m->mu. */
+static int weights_for(gp__model *m, int device, cudaStream_t stream, ck *c,
+                       const dev_weights **out) {
+    int rc = GP_OK;
+    pthread_mutex_lock(&m->mu);
+    model_cuda *mc = m->shared[GP_BACKEND_CUDA];
+    if (!mc) {
+        mc = calloc(1, sizeof *mc);
+        if (!mc) {
+            rc = CK_FAIL(c, GP_ENOMEM, "out of memory for the model's CUDA state");
+            goto out;
+        }
+        m->shared[GP_BACKEND_CUDA] = mc;
+    }
+    for (dev_weights *d = mc->devs; d; d = d->next)
+        if (d->device == device) {
+            *out = d;
+            goto out;
+        }
+    dev_weights *d = calloc(1, sizeof *d);
+    if (!d) {
+        rc = CK_FAIL(c, GP_ENOMEM, "out of memory for the model's CUDA state");
+        goto out;
+    }
+    d->device = device;
+    if ((rc = upload_weights(m, d, stream, c)) != GP_OK) {
+        dev_weights_free(d);
+        goto out;
+    }
+    d->next = mc->devs;
+    mc->devs = d;
+    *out = d;
+out:
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static void cuda_model_free(gp__model *m, void *shared) {
+    model_cuda *mc = shared;
+    if (!mc) return;
+    int prev = -1;
+    /* Teardown: the previous device is restored when it can be read; failures of these calls
+       leave nothing to act on. */
+    int have_prev = cudaGetDevice(&prev) == cudaSuccess;
+    while (mc->devs) {
+        dev_weights *d = mc->devs;
+        mc->devs = d->next;
+        cudaSetDevice(d->device); /* cudaFree needs the owning device current */
+        dev_weights_free(d);
+    }
+    if (have_prev) cudaSetDevice(prev);
+    free(mc);
+}
+
+/* ---- the simple layers: one kernel launch each ---------------------------------------------- */
+
+static int run_prep(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_prep(gp_cuda_stream(b), b->n, gp__resolve(sp->src, b), op->in_dtype == GP_DTYPE_U8,
+                     op->hwc, op->out.c, op->out.h, op->out.w, sp->k->mean, sp->k->std,
+                     gp__resolve(sp->dst, b), st->kt));
+    return GP_OK;
+}
+
+static int run_pool(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_pool2d(gp_cuda_stream(b), st->kt, op->kind == GP__OP_MAXPOOL2D,
+                       gp__resolve(sp->src, b), gp__resolve(sp->dst, b), b->n, op->in.c, op->in.h,
+                       op->in.w, op->out.h, op->out.w, op->kh, op->kw, op->stride_h, op->stride_w,
+                       op->pad_h, op->pad_w));
+    return GP_OK;
+}
+
+static int run_globalavgpool(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_global_avgpool(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
+                               gp__resolve(sp->dst, b), b->n * (size_t)op->in.c,
+                               (size_t)op->in.h * (size_t)op->in.w));
+    return GP_OK;
+}
+
+static int run_act(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    CK(c, gp__k_act(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
+                    b->n * gp__shape_numel(sp->op->out), (int)sp->op->act));
+    return GP_OK;
+}
+
+static int run_add(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    CK(c, gp__k_add_act(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
+                        gp__resolve(sp->src2, b), gp__resolve(sp->dst, b),
+                        b->n * gp__shape_numel(sp->op->out), (int)sp->op->act));
+    return GP_OK;
+}
+
+static int run_softmax(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    CK(c, gp__k_softmax(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
+                        b->n, sp->op->in.c));
+    return GP_OK;
+}
+
+static int run_topk(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    CK(c, gp__k_topk(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
+                     (int64_t *)gp__resolve(sp->dst, b), b->n, sp->op->in.c, sp->op->k));
+    return GP_OK;
+}
+
+static int run_copy(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    CK(c, gp__k_convert(gp_cuda_stream(b), gp__resolve(sp->src, b), sp->src_t,
+                        gp__resolve(sp->dst, b), sp->dst_t, b->n * gp__shape_numel(sp->op->out)));
+    return GP_OK;
+}
+
+/* Indexed by op kind: every op of model_impl.h's list has a CUDA layer. */
+static const cuda_layer simple_prep = {.run = run_prep}, simple_pool = {.run = run_pool},
+                        simple_gap = {.run = run_globalavgpool}, simple_act = {.run = run_act},
+                        simple_add = {.run = run_add}, simple_softmax = {.run = run_softmax},
+                        simple_topk = {.run = run_topk}, simple_copy = {.run = run_copy};
+
+static const cuda_layer *const layers[GP__OP_COUNT_] = {
+    [GP__OP_PREP] = &simple_prep,       [GP__OP_CONV2D] = &gp__cuda_conv2d,
+    [GP__OP_LINEAR] = &gp__cuda_linear, [GP__OP_MAXPOOL2D] = &simple_pool,
+    [GP__OP_AVGPOOL2D] = &simple_pool,  [GP__OP_GLOBALAVGPOOL] = &simple_gap,
+    [GP__OP_ACT] = &simple_act,         [GP__OP_ADD] = &simple_add,
+    [GP__OP_SOFTMAX] = &simple_softmax, [GP__OP_ARGMAX] = &simple_topk,
+    [GP__OP_TOPK] = &simple_topk,       [GP__OP_COPY] = &simple_copy,
+};
+
+static const cuda_layer *layer_of(const gp__op *op) {
+    return (unsigned)op->kind < GP__OP_COUNT_ ? layers[op->kind] : NULL;
+}
+
+/* ---- setup / teardown ---------------------------------------------------------------------- */
+
+static void state_free(slot_state *st) {
+    if (!st) return;
+    for (int i = 0; st->steps && i < st->n_steps; i++) {
+        const cuda_layer *l = layer_of(st->steps[i].op);
+        if (l && l->release) l->release(&st->steps[i], st->n_buckets);
+    }
+    free(st->steps);
+    if (st->arena) cudaFree(st->arena); /* teardown: a failure is not actionable */
+    free(st->bufs);
+    free(st);
+}
+
+/* Operand references and storage types for every op (see "Precision" at the top). */
+static int plan_steps(slot_state *st, const dev_weights *w, ck *c) {
+    gp__model *m = st->m;
+    int wide = st->kt == GP__KT_F32;
+    st->steps = calloc((size_t)m->n_ops, sizeof *st->steps);
+    if (!st->steps) return CK_FAIL(c, GP_ENOMEM, "out of memory planning the op list");
+    st->n_steps = m->n_ops;
+    int need_in = 0, need_out = 0;
+    for (int i = 0; i < m->n_ops; i++) {
+        const gp__op *op = &m->ops[i];
+        step *sp = &st->steps[i];
+        sp->op = op;
+        sp->k = &w->ops[i];
+        sp->src_t = sp->dst_t = st->kt;
+        c->op = op;
+        if (!layer_of(op)) return CK_FAIL(c, GP_ENOTSUP, "no CUDA layer for this op");
+        int src_ok = op->src == GP__BUF_INPUT || (op->src >= 0 && op->src < m->n_bufs);
+        int src2_ok = op->kind != GP__OP_ADD || op->src2 == GP__BUF_INPUT ||
+                      (op->src2 >= 0 && op->src2 < m->n_bufs);
+        int dst_ok = op->dst == GP__BUF_OUTPUT || (op->dst >= 0 && op->dst < m->n_bufs);
+        if (!src_ok || !src2_ok || !dst_ok)
+            return CK_FAIL(c, GP_ENOTSUP,
+                           "operand buffers outside the plan (src %d, src2 %d, dst %d)", op->src,
+                           op->src2, op->dst);
+        int reads_input =
+            op->src == GP__BUF_INPUT || (op->kind == GP__OP_ADD && op->src2 == GP__BUF_INPUT);
+        if (op->kind == GP__OP_PREP || op->kind == GP__OP_COPY) {
+            if (op->src == GP__BUF_INPUT) /* the f32 input as it came (PREP reads u8 or f32) */
+                sp->src_t = GP__KT_F32;
+        } else if (reads_input && !wide) {
+            need_in = 1;
+        }
+        if ((op->kind == GP__OP_ARGMAX || op->kind == GP__OP_TOPK) && op->dst != GP__BUF_OUTPUT)
+            return CK_FAIL(c, GP_ENOTSUP, "the output stage must write the model's output");
+        if (op->dst == GP__BUF_OUTPUT && op->kind != GP__OP_ARGMAX && op->kind != GP__OP_TOPK) {
+            if (op->kind == GP__OP_COPY)
+                sp->dst_t = GP__KT_F32;
+            else if (!wide)
+                need_out = 1;
+        }
+    }
+    c->op = NULL;
+    if (need_in) st->in_elems = gp__shape_numel(m->in_shape);
+    if (need_out) st->out_elems = gp__shape_numel(m->ops[m->n_ops - 1].out);
+    return GP_OK;
+}
+
+/* One cudaMalloc for the slot: the plan's buffers, staging, and the cuDNN workspace when the
+   cuBLASLt workspace is smaller than the largest convolution needs. */
+static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
+    gp__model *m = st->m;
+    size_t es = gp__kt_size(st->kt), cap = st->capacity, off = 0;
+    size_t *offs = calloc((size_t)m->n_bufs + 3, sizeof *offs);
+    st->bufs = calloc((size_t)m->n_bufs ? (size_t)m->n_bufs : 1, sizeof *st->bufs);
+    if (!offs || !st->bufs) {
+        free(offs);
+        return CK_FAIL(c, GP_ENOMEM, "out of memory planning the slot's buffers");
+    }
+    for (int i = 0; i < m->n_bufs; i++) {
+        offs[i] = off;
+        off = align_up(off + cap * m->bufs[i].elems * es);
+    }
+    size_t in_off = off;
+    off = align_up(off + cap * st->in_elems * es);
+    size_t out_off = off;
+    off = align_up(off + cap * st->out_elems * es);
+    size_t ws_off = off, lt_bytes = 0;
+    (void)gp_cuda_workspace(slot, &lt_bytes);
+    if (st->conv_ws_bytes > lt_bytes) off = align_up(off + st->conv_ws_bytes);
+    int rc = GP_OK;
+    if (off) {
+        cudaError_t e = cudaMalloc(&st->arena, off);
+        if (e != cudaSuccess) {
+            st->arena = NULL;
+            rc = gp__ck_status(c, gp__cu_rt(e), "cudaMalloc(activations)", __FILE__, __LINE__);
+        } else if ((e = cudaMemsetAsync(st->arena, 0, off, gp_cuda_stream(slot))) != cudaSuccess) {
+            /* Zeroed once, so the first batches' padding items hold finite values. */
+            rc = gp__ck_status(c, gp__cu_rt(e), "cudaMemsetAsync(activations)", __FILE__, __LINE__);
+        }
+    }
+    if (rc == GP_OK) {
+        unsigned char *base = st->arena;
+        for (int i = 0; i < m->n_bufs; i++)
+            st->bufs[i] = base + offs[i];
+        if (st->in_elems) st->instage = base + in_off;
+        if (st->out_elems) st->ostage = base + out_off;
+        if (st->conv_ws_bytes > lt_bytes) st->conv_ws = base + ws_off;
+    }
+    free(offs);
+    return rc;
+}
+
+/* Operand references, once the buffers exist. The input is read as it came by PREP and COPY,
+   and through the 16-bit staging copy by every other op; the output is written directly by
+   COPY and the output stage, and through the staging buffer by the rest in 16 bit. */
+static ref ref_of(const slot_state *st, const gp__op *op, int id, int is_dst) {
+    if (id >= 0) return (ref){REF_PTR, st->bufs[id]};
+    if (!is_dst) {
+        if (st->instage && op->kind != GP__OP_PREP && op->kind != GP__OP_COPY)
+            return (ref){REF_PTR, st->instage};
+        return (ref){REF_IN, NULL};
+    }
+    if (st->ostage && op->kind != GP__OP_COPY && op->kind != GP__OP_ARGMAX &&
+        op->kind != GP__OP_TOPK)
+        return (ref){REF_PTR, st->ostage};
+    return (ref){REF_OUT, NULL};
+}
+
+static void bind_steps(slot_state *st) {
+    for (int i = 0; i < st->n_steps; i++) {
+        step *sp = &st->steps[i];
+        const gp__op *op = sp->op;
+        sp->src = ref_of(st, op, op->src, 0);
+        sp->src2 = op->kind == GP__OP_ADD ? ref_of(st, op, op->src2, 0) : sp->src;
+        sp->dst = ref_of(st, op, op->dst, 1);
+    }
+}
+
+static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
+    ck c = {.sink = &m->err};
+    *state = NULL;
+    if (slot->backend != GP_BACKEND_CUDA || slot->capacity == 0 || slot->num_buckets < 1)
+        return CK_FAIL(&c, GP_ENOTSUP, "CUDA model setup needs a CUDA slot with buckets");
+    if (m->n_ops <= 0) return CK_FAIL(&c, GP_ENOTSUP, "the model has no ops");
+    slot_state *st = calloc(1, sizeof *st);
+    if (!st) return CK_FAIL(&c, GP_ENOMEM, "out of memory for the slot's CUDA state");
+    st->m = m;
+    st->device = gp_cuda_device(slot);
+    st->capacity = slot->capacity;
+    st->kt = act_type(m->precision);
+    st->buckets = slot->buckets;
+    st->n_buckets = slot->num_buckets;
+    st->in_align = gp__align_of(slot->in);
+    st->out_align = gp__align_of(slot->out);
+    int rc;
+    const dev_weights *w = NULL;
+    cudaStream_t s = gp_cuda_stream(slot);
+    if ((rc = weights_for(m, st->device, s, &c, &w)) != GP_OK ||
+        (rc = plan_steps(st, w, &c)) != GP_OK)
+        goto bad;
+    /* Plans first: their workspace sizes decide the slot's allocation. */
+    for (int i = 0; i < st->n_steps; i++) {
+        const cuda_layer *l = layer_of(st->steps[i].op);
+        c.op = st->steps[i].op;
+        if (l->plan && (rc = l->plan(st, &st->steps[i], slot, &c)) != GP_OK) goto bad;
+    }
+    c.op = NULL;
+    if ((rc = slot_alloc(st, slot, &c)) != GP_OK) goto bad;
+    bind_steps(st);
+    for (int i = 0; i < st->n_steps; i++) {
+        const cuda_layer *l = layer_of(st->steps[i].op);
+        c.op = st->steps[i].op;
+        if (l->bind && (rc = l->bind(st, &st->steps[i], slot, &c)) != GP_OK) goto bad;
+    }
+    c.op = NULL;
+    /* The zeroing and the fused-conv trials finish here; a failure among them is reported now
+       rather than by the first batch. */
+    {
+        cudaError_t e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess) {
+            rc =
+                gp__ck_status(&c, gp__cu_rt(e), "cudaStreamSynchronize(setup)", __FILE__, __LINE__);
+            goto bad;
+        }
+    }
+    *state = st;
+    return GP_OK;
+bad:
+    /* Let anything enqueued on the slot's stream finish before its memory goes; the status
+       adds nothing to the failure already recorded. */
+    cudaStreamSynchronize(s);
+    state_free(st);
+    return rc;
+}
+
+static void cuda_teardown(gp__model *m, void *state, const gp_batch *slot) {
+    (void)m;
+    slot_state *st = state;
+    if (!st) return;
+    /* Teardown: nothing to act on if these fail. The device is current already
+       (gpupipe/cuda.h); cudaFree needs it. */
+    cudaSetDevice(st->device);
+    if (slot && slot->backend == GP_BACKEND_CUDA) cudaStreamSynchronize(gp_cuda_stream(slot));
+    state_free(st);
+}
+
+/* ---- run ------------------------------------------------------------------------------------ */
+
+static int bucket_index(const slot_state *st, size_t bucket) {
+    int i = 0;
+    while (i < st->n_buckets - 1 && st->buckets[i] < bucket)
+        i++;
+    return i;
+}
+
+static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
+    slot_state *st = state;
+    ck c = {.sink = &m->err};
+    int rc = GP_OK;
+    if (!st || st->m != m) return CK_FAIL(&c, GP_EDEVICE, "a CUDA batch for a slot not set up");
+    if (b->n == 0) return GP_OK;
+    if (b->n > st->capacity)
+        return CK_FAIL(&c, GP_EDEVICE, "batch of %zu items exceeds the %zu the slot was set up for",
+                       b->n, st->capacity);
+    if (gp__align_of(b->in) < st->in_align || gp__align_of(b->out) < st->out_align)
+        return CK_FAIL(&c, GP_EDEVICE, "the slot's buffers are less aligned than at setup");
+    int bi = bucket_index(st, b->bucket ? b->bucket : b->n);
+    cudaStream_t s = gp_cuda_stream(b);
+    if (st->instage) {
+        cudaError_t e =
+            gp__k_convert(s, b->in, GP__KT_F32, st->instage, st->kt, b->n * st->in_elems);
+        if (e != cudaSuccess)
+            return gp__ck_status(&c, gp__cu_rt(e), "gp__k_convert(input)", __FILE__, __LINE__);
+    }
+    for (int i = 0; i < st->n_steps && rc == GP_OK; i++) {
+        c.op = st->steps[i].op;
+        rc = layer_of(c.op)->run(st, &st->steps[i], b, bi, &c);
+    }
+    c.op = NULL;
+    if (rc == GP_OK && st->ostage) {
+        cudaError_t e =
+            gp__k_convert(s, st->ostage, st->kt, b->out, GP__KT_F32, b->n * st->out_elems);
+        if (e != cudaSuccess)
+            rc = gp__ck_status(&c, gp__cu_rt(e), "gp__k_convert(output)", __FILE__, __LINE__);
+    }
+    return rc == GP_OK ? GP_OK : GP_EDEVICE; /* the contract: GP_OK or GP_EDEVICE */
+}
+
+const gp__model_exec gp__model_cuda_exec = {
+    .setup = cuda_setup,
+    .run = cuda_run,
+    .teardown = cuda_teardown,
+    .model_free = cuda_model_free,
+};

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The CUDA module is optional at run time: a program linked to the shared libgpupipe must run on
+# the host backend, and say why, when
+#   1. the module is not installed beside the library (nor on the loader path);
+#   2. the module is there but cannot be loaded (a dependency is missing: a stand-in module);
+#   3. the real module is there but the CUDA libraries are not on the machine (a mount namespace
+#      hides the toolkit; skipped with the reason when namespaces are not permitted);
+# and libgpupipe.so itself must need no CUDA library (readelf -d).
+# usage: run.sh <build-dir> <probe> <cc>
+set -euo pipefail
+build=$1 probe=$2 cc=${3:-cc}
+lib=$build/lib
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "== libgpupipe.so needs:"
+readelf -d "$lib/libgpupipe.so" | grep NEEDED | tee "$tmp/needed"
+if grep -Ei 'cuda|cublas|cudnn|nvrtc|nvidia' "$tmp/needed"; then
+  echo "FAIL: libgpupipe.so needs a CUDA library"; exit 1
+fi
+
+# The library without its module, found first through LD_LIBRARY_PATH.
+mkdir -p "$tmp/nomod"
+cp -P "$lib"/libgpupipe.so* "$tmp/nomod/"
+echo "== 1. no module"
+LD_LIBRARY_PATH="$tmp/nomod" "$probe" "libgpupipe-cuda.so not found"
+
+echo "== 2. a module whose dependency is missing"
+mkdir -p "$tmp/badmod" "$tmp/absent"
+cp -P "$lib"/libgpupipe.so* "$tmp/badmod/"
+"$cc" -shared -fPIC -o "$tmp/absent/libgp_absent.so" "$(dirname "$0")/absent.c"
+"$cc" -shared -fPIC -o "$tmp/badmod/libgpupipe-cuda.so" "$(dirname "$0")/fake_module.c" \
+  -L"$tmp/absent" -lgp_absent
+rm "$tmp/absent/libgp_absent.so"
+LD_LIBRARY_PATH="$tmp/badmod" "$probe" "libgp_absent.so: cannot open shared object file"
+
+if [ ! -f "$lib/libgpupipe-cuda.so" ]; then
+  echo "== 3. skipped: this build has no CUDA module"
+  exit 0
+fi
+echo "== 0. the real module as installed (CUDA where a GPU is usable, else the reason)"
+"$probe" any
+echo "== 3. the real module, the CUDA libraries hidden"
+cudart=$(ldd "$lib/libgpupipe-cuda.so" | awk '/libcudart/ {print $3}')
+if [ -z "$cudart" ] || [ ! -e "$cudart" ]; then
+  # Already absent here: the module cannot load, which is the case itself.
+  "$probe" "cannot be loaded"
+  exit 0
+fi
+cudadir=$(dirname "$(readlink -f "$cudart")")
+# Hide every directory the module's CUDA dependencies come from.
+dirs=$(ldd "$lib/libgpupipe-cuda.so" | awk '/cuda|cublas|cudnn/ {print $3}' | xargs -r -n1 readlink -f |
+       xargs -r -n1 dirname | sort -u)
+script="set -e; for d in $dirs; do mount -t tmpfs none \"\$d\"; done; exec \"$probe\" \"cannot be loaded\""
+if unshare -m --propagation private true 2>/dev/null; then
+  unshare -m --propagation private sh -c "$script"
+else
+  echo "== 3. skipped: mount namespaces are not permitted here (unshare -m failed); cases 1 and 2 ran"
+fi
