@@ -22,4 +22,6 @@ if(GP_HAVE_CUDA)
   target_link_libraries(gp-bench PRIVATE CUDA::cudart)
 endif()
 gp_warnings(gp-bench)
+# Installed tools find the installed library beside them: RUNPATH $ORIGIN/../lib.
+set_target_properties(gp-bench PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 install(TARGETS gp-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -4,3 +4,6 @@ add_executable(gp-infer ${CMAKE_CURRENT_LIST_DIR}/gp-infer.c)
 target_link_libraries(gp-infer PRIVATE gpupipe::gpupipe Threads::Threads)
 target_compile_definitions(gp-infer PRIVATE _GNU_SOURCE)
 gp_warnings(gp-infer)
+# Installed tools find the installed library beside them: RUNPATH $ORIGIN/../lib.
+set_target_properties(gp-infer PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+install(TARGETS gp-infer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install the built tree into a temporary prefix, then build and run a consumer both ways:
-# CMake's find_package(gpupipe CONFIG) (shared and static) and pkg-config (shared).
+# CMake's find_package(gpupipe CONFIG) (shared and static) and pkg-config (shared), and run the
+# installed tools; nothing sets LD_LIBRARY_PATH: installed binaries find the installed library
+# through their RUNPATH ($ORIGIN/../lib), consumers through the rpath their build gave them.
 # usage: run.sh <build-dir> <source-dir>
 set -euo pipefail
 build=$1 src=$2
@@ -33,4 +35,21 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 cc -std=c11 $cflags $ldflags $(pkg-config --cflags gpupipe) "$src/tests/install/consumer/consumer.c" \
   -o "$tmp/pc_consumer" $(pkg-config --libs gpupipe) -Wl,-rpath,"$libdir"
 "$tmp/pc_consumer"
-echo "install: find_package (shared, static) and pkg-config consumers built and ran"
+# 3. The installed tools, from the prefix alone.
+unset LD_LIBRARY_PATH
+for tool in gp-infer gp-bench; do
+  [ -x "$prefix/bin/$tool" ] || { echo "missing bin/$tool after install"; exit 1; }
+  runpath=$(readelf -d "$prefix/bin/$tool" | sed -n 's/.*R\(UN\)\?PATH.*\[\(.*\)\]/\2/p')
+  case "$runpath" in *'$ORIGIN/../lib'*) ;; *) echo "$tool: RUNPATH '$runpath' lacks \$ORIGIN/../lib"; exit 1;; esac
+done
+"$prefix/bin/gp-infer" --demo mlp --describe > "$tmp/describe.txt" ||
+  { echo "installed gp-infer failed"; cat "$tmp/describe.txt"; exit 1; }
+if [ -f "$build/lib/libgpupipe-cuda.so" ]; then
+  [ -f "$libdir/libgpupipe-cuda.so" ] || { echo "CUDA module not installed beside libgpupipe"; exit 1; }
+  runpath=$(readelf -d "$libdir/libgpupipe-cuda.so" | sed -n 's/.*R\(UN\)\?PATH.*\[\(.*\)\]/\2/p')
+  case "$runpath" in *'$ORIGIN'*) ;; *) echo "module RUNPATH '$runpath' lacks \$ORIGIN"; exit 1;; esac
+fi
+if readelf -d "$libdir/libgpupipe.so" | grep NEEDED | grep -Ei 'cuda|cublas|cudnn'; then
+  echo "installed libgpupipe.so needs a CUDA library"; exit 1
+fi
+echo "install: find_package (shared, static) and pkg-config consumers built and ran; installed tools ran"
