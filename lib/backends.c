@@ -10,7 +10,6 @@
 
 #include "backend.h"
 #include "device.h"
-#include "model/exec.h"
 
 extern const gp__backend gp__host_backend; /* host/backend.c */
 #ifdef GP_CUDA_BUILTIN
@@ -52,6 +51,7 @@ static int load_host(const gp__backend **out, char *why, size_t len) {
     return GP_OK;
 }
 
+#if defined(GP_CUDA_BUILTIN) || defined(GP_HAVE_CUDA)
 /* A module's tables, once its entry checked out. */
 static int accept_module(const gp__module *m, const char *where, const gp__backend **out, char *why,
                          size_t len) {
@@ -71,6 +71,7 @@ static int accept_module(const gp__module *m, const char *where, const gp__backe
     *out = m->backend;
     return GP_OK;
 }
+#endif
 
 #if defined(GP_CUDA_BUILTIN)
 static int load_cuda(const gp__backend **out, char *why, size_t len) {

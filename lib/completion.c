@@ -114,16 +114,29 @@ static void run_callbacks(gp_pipeline *p, const gp__batchrec *r) {
     uint64_t ok = 0, tmo = 0, can = 0, bad = 0, calls = 0;
     uint64_t t0 = gp__now_ns();
     int canceling = atomic_load_explicit(&p->canceling, memory_order_relaxed);
-    size_t out_bytes = p->ring.out_bytes;
+    /* Variable-size outputs are packed from r->out_start in the batch's order (every item of a
+       device batch has its place, dead or not); fixed ones sit in the ring's output slots. */
+    uint64_t out_pos = r->out_start, out_mask = p->out_arena_bytes - 1;
 
     for (uint64_t i = r->first; i < r->first + r->n; i++) {
         gp__item *it = gp__ring_item(&p->ring, i);
+        const void *out;
+        size_t out_bytes;
+        if (p->var_out) {
+            out = p->out_arena + (out_pos & out_mask);
+            out_bytes = it->out_len;
+            if (r->slot >= 0) out_pos += it->out_len;
+        } else {
+            out = gp__ring_out(&p->ring, i);
+            out_bytes = p->ring.out_bytes;
+        }
         if (!it->done) continue; /* abandoned reservation */
-        int s = it->status;
+        /* Relaxed: the batcher's writes came over recs.mu with the record. */
+        int s = gp__st_code(atomic_load_explicit(&it->state, memory_order_relaxed));
         if (s == GP_OK) s = r->status;
         if (s == GP_OK && canceling) s = GP_ECANCELED;
         if (s == GP_OK) {
-            it->done(it->user, GP_OK, gp__ring_out(&p->ring, i), out_bytes);
+            it->done(it->user, GP_OK, out, out_bytes);
             ok++;
         } else {
             it->done(it->user, s, NULL, 0);
@@ -150,7 +163,9 @@ static void release_done(gp_pipeline *p) {
     uint64_t cap = p->ring.capacity, upto = 0;
     while (q->released < q->taken && q->buf[q->released % cap].done) {
         gp__batchrec *d = &q->buf[q->released % cap];
-        gp__ring_release(&p->ring, d->first, d->n);
+        /* Release: the callbacks' reads of the outputs happen before the batcher reuses them. */
+        if (p->var_out) atomic_store_explicit(&p->out_released, d->out_end, memory_order_release);
+        gp__ring_release(&p->ring, d->first, d->n, d->in_end);
         upto = d->first + d->n;
         q->released++;
     }

@@ -64,6 +64,54 @@ static int sim_ok(double v) {
     return isfinite(v) && v >= 0;
 }
 
+#define ARENA_LIMIT (UINT64_C(1) << 31) /* the packed claim word keeps 32 bits of bytes */
+
+/* Variable-size items (docs/DESIGN.md §8): the budget, the arenas. Fills the defaults. */
+static int check_variable(gp_config *c, char *err, size_t len) {
+    if (!c->max_item_in_bytes) {
+        if (c->arena_bytes || c->max_batch_bytes)
+            return invalid(err, len, "config.%s: only for variable-size inputs (max_item_in_bytes)",
+                           c->arena_bytes ? "arena_bytes" : "max_batch_bytes");
+    } else {
+        if (c->capacity > (UINT64_C(1) << 30))
+            return invalid(err, len,
+                           "config.capacity: %zu is over 2^30 items (the variable-size limit)",
+                           c->capacity);
+        if (c->max_batch_bytes == 0) {
+            if (c->max_item_in_bytes > ARENA_LIMIT / c->max_batch)
+                return invalid(err, len,
+                               "config.max_batch_bytes: max_batch * max_item_in_bytes is over "
+                               "2 GiB; set a budget");
+            c->max_batch_bytes = c->max_batch * c->max_item_in_bytes;
+        }
+        if (c->max_batch_bytes < c->max_item_in_bytes || c->max_batch_bytes > ARENA_LIMIT / 2)
+            return invalid(err, len,
+                           "config.max_batch_bytes: %zu not in max_item_in_bytes (%zu)..1 GiB: "
+                           "every item must fit a batch alone",
+                           c->max_batch_bytes, c->max_item_in_bytes);
+        if (c->arena_bytes == 0) {
+            uint64_t want = 4 * (uint64_t)c->inflight * c->max_batch_bytes;
+            if (want < 2 * (uint64_t)c->max_item_in_bytes) want = 2 * c->max_item_in_bytes;
+            c->arena_bytes = next_pow2(want < ARENA_LIMIT ? want : ARENA_LIMIT);
+        }
+        if (!is_pow2(c->arena_bytes) || c->arena_bytes > ARENA_LIMIT ||
+            c->arena_bytes < 2 * (uint64_t)c->max_item_in_bytes)
+            return invalid(err, len,
+                           "config.arena_bytes: %zu must be a power of two in 2 * "
+                           "max_item_in_bytes (%zu)..2 GiB (an item never straddles the "
+                           "arena's end, so an empty arena must hold any item at either place)",
+                           c->arena_bytes, 2 * c->max_item_in_bytes);
+    }
+    if (c->max_item_out_bytes &&
+        c->max_item_out_bytes >
+            ARENA_LIMIT / (c->capacity > 2 * c->max_batch ? c->capacity : 2 * c->max_batch))
+        return invalid(err, len,
+                       "config.max_item_out_bytes: %zu times capacity (%zu) is over the 2 GiB "
+                       "output arena",
+                       c->max_item_out_bytes, c->capacity);
+    return GP_OK;
+}
+
 /* Copy what the caller's struct_size covers over the defaults, then check every field. */
 static int load_config(const gp_config *in, gp_config *c, char *err, size_t len) {
     if (in->struct_size < offsetof(gp_config, backend) + sizeof in->backend ||
@@ -85,8 +133,26 @@ static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
     for (int i = 0; i < c->num_devices; i++)
         if (c->devices[i] < 0)
             return invalid(err, len, "config.devices[%d]: %d is negative", i, c->devices[i]);
-    if (c->item_in_bytes == 0) return invalid(err, len, "config.item_in_bytes: must be > 0");
-    if (c->item_out_bytes == 0) return invalid(err, len, "config.item_out_bytes: must be > 0");
+    /* Each side is fixed-size (item_*_bytes) or variable-size (max_item_*_bytes): one of two. */
+    if ((c->item_in_bytes == 0) == (c->max_item_in_bytes == 0))
+        return invalid(err, len,
+                       c->item_in_bytes ? "config.item_in_bytes and config.max_item_in_bytes: set "
+                                          "one (fixed-size or variable-size inputs), not both"
+                                        : "config.item_in_bytes: must be > 0 (or set "
+                                          "max_item_in_bytes for variable-size inputs)");
+    if ((c->item_out_bytes == 0) == (c->max_item_out_bytes == 0))
+        return invalid(err, len,
+                       c->item_out_bytes
+                           ? "config.item_out_bytes and config.max_item_out_bytes: set "
+                             "one (fixed-size or variable-size outputs), not both"
+                           : "config.item_out_bytes: must be > 0 (or set "
+                             "max_item_out_bytes for variable-size outputs)");
+    if (c->max_item_in_bytes > UINT32_MAX)
+        return invalid(err, len, "config.max_item_in_bytes: %zu is over 4 GiB - 1",
+                       c->max_item_in_bytes);
+    if (c->max_item_out_bytes > UINT32_MAX)
+        return invalid(err, len, "config.max_item_out_bytes: %zu is over 4 GiB - 1",
+                       c->max_item_out_bytes);
     if (c->max_batch == 0 || c->max_batch > MAX_BATCH_LIMIT)
         return invalid(err, len, "config.max_batch: %zu not in 1..%llu", c->max_batch,
                        (unsigned long long)MAX_BATCH_LIMIT);
@@ -112,6 +178,8 @@ static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
     if (c->item_in_bytes > SIZE_MAX / c->capacity || c->item_out_bytes > SIZE_MAX / c->capacity)
         return invalid(err, len, "config.capacity: %zu items of this size overflow memory",
                        c->capacity);
+    int rc = check_variable(c, err, len);
+    if (rc != GP_OK) return rc;
     if (c->max_delay_us > 60u * 1000u * 1000u)
         return invalid(err, len, "config.max_delay_us: %u is over 60 s", c->max_delay_us);
     if (c->full_policy != GP_FULL_BLOCK && c->full_policy != GP_FULL_FAIL)
@@ -209,11 +277,19 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
                     ? (c->num_devices ? c->devices[index % c->num_devices] : 0)
                     : -1;
     if ((rc = o->stream_create(p->dev, s->device, &s->stream)) != GP_OK) return rc;
-    if ((rc = o->dev_alloc(p->dev, s->device, c->max_batch * c->item_in_bytes, &s->d_in)) != GP_OK)
-        return rc;
-    if ((rc = o->dev_alloc(p->dev, s->device, c->max_batch * c->item_out_bytes, &s->d_out)) !=
-        GP_OK)
-        return rc;
+    /* A batch holds max_batch items, or max_batch_bytes of variable-size input; outputs at
+       most max_batch of the largest. */
+    size_t in_cap = p->var_in ? c->max_batch_bytes : c->max_batch * c->item_in_bytes;
+    size_t out_cap = c->max_batch * (p->var_out ? c->max_item_out_bytes : c->item_out_bytes);
+    if ((rc = o->dev_alloc(p->dev, s->device, in_cap, &s->d_in)) != GP_OK) return rc;
+    if ((rc = o->dev_alloc(p->dev, s->device, out_cap, &s->d_out)) != GP_OK) return rc;
+    if (p->var_in || p->var_out) {
+        size_t off_bytes = 2 * (c->max_batch + 1) * sizeof(uint64_t);
+        void *h = NULL;
+        if ((rc = o->host_alloc(p->dev, off_bytes, &h)) != GP_OK) return rc;
+        s->h_off = h;
+        if ((rc = o->dev_alloc(p->dev, s->device, off_bytes, &s->d_off)) != GP_OK) return rc;
+    }
     for (int e = 0; e < GP__EV_COUNT; e++)
         if ((rc = o->event_create(p->dev, s->device, &s->ev[e])) != GP_OK) return rc;
     gp_batch *b = &s->launch.batch;
@@ -254,6 +330,8 @@ static void slot_fini(gp_pipeline *p, gp__slot *s) {
         p->cfg.compute_teardown(p->cfg.compute_user, &s->launch.batch);
     for (int e = 0; e < GP__EV_COUNT; e++)
         if (s->ev[e]) o->event_destroy(p->dev, s->ev[e]);
+    if (s->d_off) o->dev_free(p->dev, s->device, s->d_off);
+    if (s->h_off) o->host_free(p->dev, s->h_off);
     if (s->d_out) o->dev_free(p->dev, s->device, s->d_out);
     if (s->d_in) o->dev_free(p->dev, s->device, s->d_in);
     if (s->stream) o->stream_destroy(p->dev, s->stream);
@@ -270,14 +348,24 @@ int gp_batch_set_slot_user(const gp_batch *b, void *slot_user) {
 
 /* ---- prep workers --------------------------------------------------------------------- */
 
-static void prepq_push(gp_pipeline *p, uint64_t idx) {
+static void prepq_push(gp_pipeline *p, uint64_t idx, uint64_t at) {
     gp__prepq *q = &p->prepq;
     pthread_mutex_lock(&q->mu);
     /* Never full: at most `capacity` indices are claimed and unreleased. */
-    q->buf[q->tail % p->ring.capacity] = idx;
+    q->buf[q->tail % p->ring.capacity] = (gp__prepreq){idx, at};
     q->tail++;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
+}
+
+/* Set an unpublished item's status, unless a cancel came first (its code stays). CAS: cancel
+   may race with us until the item is published and taken. */
+static void prep_status(gp__item *it, int code) {
+    uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);
+    while (!(st & GP__ST_CANCELED) &&
+           !atomic_compare_exchange_weak_explicit(&it->state, &st, gp__st_with_code(st, code),
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
 }
 
 static void *prep_main(void *arg) {
@@ -289,21 +377,23 @@ static void *prep_main(void *arg) {
         while (q->head == q->tail && !q->stop)
             pthread_cond_wait(&q->cv, &q->mu);
         if (q->head == q->tail) break;
-        uint64_t idx = q->buf[q->head % p->ring.capacity];
+        gp__prepreq req = q->buf[q->head % p->ring.capacity];
         q->head++;
         pthread_mutex_unlock(&q->mu);
 
-        gp__item *it = gp__ring_item(&p->ring, idx);
+        gp__item *it = gp__ring_item(&p->ring, req.idx);
+        uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);
         if (atomic_load_explicit(&p->canceling, memory_order_relaxed)) {
-            it->status = GP_ECANCELED;
-        } else {
+            prep_status(it, GP_ECANCELED);
+        } else if (!(st & GP__ST_CANCELED)) { /* a canceled item needs no prep */
+            void *slot = p->var_in ? gp__ring_at(&p->ring, req.at) : gp__ring_in(&p->ring, req.idx);
+            size_t bytes = p->var_in ? it->in_len : p->ring.in_bytes;
             uint64_t t0 = gp__now_ns();
-            int rc = c->prep(c->prep_user, it->src, it->src_bytes, gp__ring_in(&p->ring, idx),
-                             p->ring.in_bytes);
+            int rc = c->prep(c->prep_user, it->src, it->src_bytes, slot, bytes);
             GP__BUMP(p->stats.prep_busy_ns, gp__now_ns() - t0);
-            it->status = rc == GP_OK ? GP_OK : (rc < 0 && rc >= GP_ENOTSUP ? rc : GP_EPREP);
+            prep_status(it, rc == GP_OK ? GP_OK : (rc < 0 && rc >= GP_EBUSY ? rc : GP_EPREP));
         }
-        gp__ring_publish(&p->ring, idx);
+        gp__ring_publish(&p->ring, req.idx);
         gp__notify_wake(&p->bwake);
 
         pthread_mutex_lock(&q->mu);
@@ -390,6 +480,7 @@ static void free_all(gp_pipeline *p) {
     if (p->ops) {
         if (p->ring.in) p->ops->host_free(p->dev, p->ring.in);
         if (p->ring.out) p->ops->host_free(p->dev, p->ring.out);
+        if (p->out_arena) p->ops->host_free(p->dev, p->out_arena);
         if (p->dev) p->ops->close(p->dev);
     }
     free(p->recs.buf);
@@ -461,14 +552,27 @@ int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_
     const gp_config *c = &p->cfg;
 
     if ((rc = open_backend(p)) != GP_OK) goto fail;
+    p->var_in = c->max_item_in_bytes > 0;
+    p->var_out = c->max_item_out_bytes > 0;
     void *in = NULL, *outb = NULL;
-    if ((rc = p->ops->host_alloc(p->dev, c->capacity * c->item_in_bytes, &in)) != GP_OK) goto fail;
-    p->ring.in = in; /* owned before ring init so a failure frees it */
-    if ((rc = p->ops->host_alloc(p->dev, c->capacity * c->item_out_bytes, &outb)) != GP_OK)
-        goto fail;
-    p->ring.out = outb;
-    if ((rc = gp__ring_init(&p->ring, c->capacity, c->item_in_bytes, c->item_out_bytes, in,
-                            outb)) != GP_OK) {
+    size_t in_bytes = p->var_in ? c->arena_bytes : c->capacity * c->item_in_bytes;
+    if ((rc = p->ops->host_alloc(p->dev, in_bytes, &in)) != GP_OK) goto fail;
+    p->ring.in = in;  /* owned before ring init so a failure frees it */
+    if (p->var_out) { /* docs/DESIGN.md §8.3: holds capacity items and a full batch's skip */
+        uint64_t items = c->capacity > 2 * c->max_batch ? c->capacity : 2 * c->max_batch;
+        p->out_arena_bytes = next_pow2(items * c->max_item_out_bytes);
+        if ((rc = p->ops->host_alloc(p->dev, p->out_arena_bytes, &outb)) != GP_OK) goto fail;
+        p->out_arena = outb;
+    } else {
+        if ((rc = p->ops->host_alloc(p->dev, c->capacity * c->item_out_bytes, &outb)) != GP_OK)
+            goto fail;
+        p->ring.out = outb;
+    }
+    rc = p->var_in ? gp__ring_init_arena(&p->ring, c->capacity, c->arena_bytes, c->item_out_bytes,
+                                         in, p->ring.out)
+                   : gp__ring_init(&p->ring, c->capacity, c->item_in_bytes, c->item_out_bytes, in,
+                                   p->ring.out);
+    if (rc != GP_OK) {
         rc = GP__ERR(&p->err, rc, "ring of %zu items", c->capacity);
         goto fail;
     }
@@ -529,21 +633,68 @@ static int call_leave(gp_pipeline *p, unsigned s, int rc) {
     return rc;
 }
 
-static int claim(gp_pipeline *p, uint64_t *idx) {
+/* The sizes of one item, checked against the config: input, and output (0: the default). */
+static int item_sizes(gp_pipeline *p, size_t in, size_t out, uint32_t *in_len, uint32_t *out_len) {
+    const gp_config *c = &p->cfg;
+    if (p->var_in ? (in == 0 || in > c->max_item_in_bytes) : in != c->item_in_bytes)
+        return GP__ERR(&p->err, GP_EINVAL,
+                       p->var_in ? "item of %zu bytes: not in 1..max_item_in_bytes (%zu)"
+                                 : "item of %zu bytes: item_in_bytes is %zu",
+                       in, p->var_in ? c->max_item_in_bytes : c->item_in_bytes);
+    if (p->var_out ? out > c->max_item_out_bytes : (out != 0 && out != c->item_out_bytes))
+        return GP__ERR(&p->err, GP_EINVAL,
+                       p->var_out ? "output of %zu bytes: over max_item_out_bytes (%zu)"
+                                  : "output of %zu bytes: item_out_bytes is %zu",
+                       out, p->var_out ? c->max_item_out_bytes : c->item_out_bytes);
+    *in_len = (uint32_t)in;
+    *out_len = p->var_out ? (uint32_t)(out ? out : c->max_item_out_bytes) : 0;
+    return GP_OK;
+}
+
+/* Claim the next index (and, variable-size, `in_len` arena bytes): *at is where the item's
+   input goes. */
+static int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char **at,
+                 uint64_t *arena_pos) {
     if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return GP_EDEVICE;
-    uint64_t blocked = 0;
-    int rc = gp__ring_claim(&p->ring, p->cfg.full_policy == GP_FULL_BLOCK, idx, &blocked);
+    uint64_t blocked = 0, pos = 0;
+    int block = p->cfg.full_policy == GP_FULL_BLOCK, rc;
+    if (p->var_in) {
+        rc = gp__ring_claim_bytes(&p->ring, block, in_len, idx, &pos, &blocked);
+        if (rc == GP_OK) *at = gp__ring_at(&p->ring, pos);
+    } else {
+        rc = gp__ring_claim(&p->ring, block, idx, &blocked);
+        if (rc == GP_OK) *at = gp__ring_in(&p->ring, *idx);
+    }
+    if (arena_pos) *arena_pos = pos;
     if (blocked) GP__BUMP(p->stats.backpressure_ns, blocked);
     if (rc == GP_EAGAIN) GP__BUMP(p->stats.rejected_full, 1);
+    if (rc == GP_OK) { /* the lengths, before anything can publish the item */
+        gp__item *it = gp__ring_item(&p->ring, *idx);
+        it->in_len = in_len;
+        it->out_len = 0;
+    }
     return rc;
 }
 
-static void fill(gp__item *it, gp_done_fn done, void *user, uint64_t deadline_ns) {
+/* The item's lap tag (ring.h): which reuse of the descriptor this is. */
+static uint64_t lap_of(gp_pipeline *p, uint64_t idx) {
+    return idx / p->ring.capacity;
+}
+
+/* Fill the descriptor before publish; `done` NULL marks an abandoned reservation. The state
+   is a plain store: nothing but a cancel of this very index can race with it, and that one
+   sees the previous lap's tag and backs off (gp_pipeline_cancel). */
+static void fill(gp_pipeline *p, uint64_t idx, gp_done_fn done, void *user, uint64_t deadline_ns,
+                 uint32_t out_len) {
+    gp__item *it = gp__ring_item(&p->ring, idx);
     it->done = done;
     it->user = user;
     it->deadline_ns = deadline_ns;
     it->t_submit_ns = gp__now_ns();
-    it->status = GP_OK;
+    it->out_len = out_len;
+    atomic_store_explicit(&it->state,
+                          gp__st_make(lap_of(p, idx), done ? GP__ST_ACCEPTED : 0, GP_OK),
+                          memory_order_relaxed);
 }
 
 static void publish(gp_pipeline *p, uint64_t idx) {
@@ -551,15 +702,67 @@ static void publish(gp_pipeline *p, uint64_t idx) {
     gp__notify_wake(&p->bwake);
 }
 
+void gp_submit_args_init(gp_submit_args *a) {
+    if (!a) return;
+    memset(a, 0, sizeof *a);
+    a->struct_size = sizeof *a;
+}
+
+/* One item, copied in or handed to the prep pool (prep: a.prep_src may be NULL with 0 bytes). */
+static int submit_item(gp_pipeline *p, const gp_submit_args *args, int prep, uint64_t *seq) {
+    uint64_t idx, at_pos;
+    uint32_t in_len, out_len;
+    unsigned char *at;
+    gp_submit_args a = *args;
+    if (!a.done ||
+        (prep ? ((!a.prep_src && a.prep_src_bytes) || a.input || p->cfg.prep_workers == 0)
+              : !a.input))
+        return GP_EINVAL;
+    if (prep && a.prep_src_bytes > UINT32_MAX)
+        return GP__ERR(&p->err, GP_EINVAL, "prep_src_bytes: %zu is over 4 GiB - 1",
+                       a.prep_src_bytes);
+    int rc = item_sizes(p, a.input_bytes, a.output_bytes, &in_len, &out_len);
+    if (rc != GP_OK) return rc;
+    unsigned call = call_enter(p);
+    if ((rc = claim(p, in_len, &idx, &at, &at_pos)) != GP_OK) return call_leave(p, call, rc);
+    if (prep) {
+        gp__item *it = gp__ring_item(&p->ring, idx);
+        it->src = a.prep_src;
+        it->src_bytes = (uint32_t)a.prep_src_bytes;
+        fill(p, idx, a.done, a.user, a.deadline_ns, out_len);
+        if (seq) *seq = idx;
+        prepq_push(p, idx, at_pos); /* the prep worker publishes */
+        return call_leave(p, call, GP_OK);
+    }
+    memcpy(at, a.input, in_len);
+    fill(p, idx, a.done, a.user, a.deadline_ns, out_len);
+    if (seq) *seq = idx;
+    publish(p, idx);
+    return call_leave(p, call, GP_OK);
+}
+
+int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *args, uint64_t *seq) {
+    gp_submit_args a;
+    if (!p || !args || args->struct_size < offsetof(gp_submit_args, user) + sizeof args->user ||
+        args->struct_size > sizeof a)
+        return GP_EINVAL;
+    gp_submit_args_init(&a);
+    memcpy(&a, args, args->struct_size);
+    return submit_item(p, &a, a.prep_src != NULL, seq);
+}
+
 int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
                                 uint64_t deadline_ns, gp_done_fn done, void *user) {
     uint64_t idx;
-    if (!p || !input || !done || bytes != p->ring.in_bytes) return GP_EINVAL;
+    uint32_t in_len, out_len;
+    unsigned char *at;
+    if (!p || !input || !done) return GP_EINVAL;
+    int rc = item_sizes(p, bytes, 0, &in_len, &out_len);
+    if (rc != GP_OK) return rc;
     unsigned call = call_enter(p);
-    int rc = claim(p, &idx);
-    if (rc != GP_OK) return call_leave(p, call, rc);
-    memcpy(gp__ring_in(&p->ring, idx), input, bytes);
-    fill(gp__ring_item(&p->ring, idx), done, user, deadline_ns);
+    if ((rc = claim(p, in_len, &idx, &at, NULL)) != GP_OK) return call_leave(p, call, rc);
+    memcpy(at, input, bytes);
+    fill(p, idx, done, user, deadline_ns, out_len);
     publish(p, idx);
     return call_leave(p, call, GP_OK);
 }
@@ -571,50 +774,113 @@ int gp_pipeline_submit(gp_pipeline *p, const void *input, size_t bytes, gp_done_
 
 int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes, uint64_t deadline_ns,
                             gp_done_fn done, void *user) {
-    uint64_t idx;
-    if (!p || !done || (!src && src_bytes) || p->cfg.prep_workers == 0) return GP_EINVAL;
-    unsigned call = call_enter(p);
-    int rc = claim(p, &idx);
-    if (rc != GP_OK) return call_leave(p, call, rc);
-    gp__item *it = gp__ring_item(&p->ring, idx);
-    fill(it, done, user, deadline_ns);
-    it->src = src;
-    it->src_bytes = src_bytes;
-    prepq_push(p, idx); /* the prep worker publishes */
-    return call_leave(p, call, GP_OK);
+    if (!p || p->var_in) return GP_EINVAL; /* variable-size: gp_submit_args.prep_src */
+    gp_submit_args a;
+    gp_submit_args_init(&a);
+    a.input_bytes = p->cfg.item_in_bytes;
+    a.deadline_ns = deadline_ns;
+    a.prep_src = src;
+    a.prep_src_bytes = src_bytes;
+    a.done = done;
+    a.user = user;
+    return submit_item(p, &a, 1, NULL);
 }
 
-int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r) {
+int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_bytes,
+                           gp_reservation *r) {
     uint64_t idx;
+    uint32_t in_len, out_len;
+    unsigned char *at;
     if (!p || !r) return GP_EINVAL;
+    int rc = item_sizes(p, input_bytes, output_bytes, &in_len, &out_len);
+    if (rc != GP_OK) return rc;
     unsigned call = call_enter(p);
-    int rc = claim(p, &idx);
+    rc = claim(p, in_len, &idx, &at, NULL);
     if (rc == GP_OK) {
-        r->data = gp__ring_in(&p->ring, idx);
-        r->bytes = p->ring.in_bytes;
+        gp__ring_item(&p->ring, idx)->out_len = out_len; /* commit keeps it */
+        r->data = at;
+        r->bytes = in_len;
         r->deadline_ns = 0;
         r->seq = idx;
     }
     return call_leave(p, call, rc);
 }
 
+int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r) {
+    if (!p || !r || p->var_in) return GP_EINVAL; /* variable-size: gp_pipeline_reserve_ex */
+    return gp_pipeline_reserve_ex(p, p->cfg.item_in_bytes, 0, r);
+}
+
+/* Is `r` a reservation of this pipeline that is still open? */
+static int reservation_open(gp_pipeline *p, const gp_reservation *r) {
+    if (!r->data || r->seq >= gp__ring_claimed(&p->ring)) return 0;
+    /* Claimed and not yet published: the sequence word still says "free for seq". */
+    if (atomic_load_explicit(&gp__ring_item(&p->ring, r->seq)->seq, memory_order_acquire) !=
+        2 * r->seq)
+        return 0;
+    if (!p->var_in) return r->data == gp__ring_in(&p->ring, r->seq);
+    const unsigned char *d = r->data;
+    return d >= p->ring.in && d + r->bytes <= p->ring.in + p->ring.arena &&
+           r->bytes == gp__ring_item(&p->ring, r->seq)->in_len;
+}
+
 int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user) {
-    if (!p || !r || !done || r->data != gp__ring_in(&p->ring, r->seq)) return GP_EINVAL;
+    if (!p || !r || !done || !reservation_open(p, r)) return GP_EINVAL;
     unsigned call = call_enter(p);
-    fill(gp__ring_item(&p->ring, r->seq), done, user, r->deadline_ns);
+    fill(p, r->seq, done, user, r->deadline_ns, gp__ring_item(&p->ring, r->seq)->out_len);
     publish(p, r->seq);
     r->data = NULL;
     return call_leave(p, call, GP_OK);
 }
 
 int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r) {
-    if (!p || !r || r->data != gp__ring_in(&p->ring, r->seq)) return GP_EINVAL;
+    if (!p || !r || !reservation_open(p, r)) return GP_EINVAL;
     unsigned call = call_enter(p);
-    fill(gp__ring_item(&p->ring, r->seq), NULL, NULL, 0);
+    /* The reserved sizes stay: a compute never sees an empty output, dead item or not. */
+    fill(p, r->seq, NULL, NULL, 0, gp__ring_item(&p->ring, r->seq)->out_len);
     GP__BUMP(p->stats.abandoned, 1);
     publish(p, r->seq);
     r->data = NULL;
     return call_leave(p, call, GP_OK);
+}
+
+int gp_pipeline_cancel(gp_pipeline *p, uint64_t seq) {
+    if (!p) return GP_EINVAL;
+    unsigned call = call_enter(p);
+    int rc;
+    /* Acquire (in gp__ring_claimed and here): below `released` every item is done. */
+    if (seq >= gp__ring_claimed(&p->ring)) {
+        rc = GP_EINVAL; /* never accepted (yet) */
+    } else if (seq < atomic_load_explicit(&p->ring.released, memory_order_acquire)) {
+        rc = GP_EBUSY; /* done */
+    } else {
+        gp__item *it = gp__ring_item(&p->ring, seq);
+        uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);
+        for (;;) {
+            /* The lap tag tells this item from the descriptor's previous and next use. */
+            int16_t lap = (int16_t)((st >> 16) - (uint32_t)(lap_of(p, seq) & 0xffff));
+            if (lap > 0) {
+                rc = GP_EBUSY; /* done, and the descriptor reused */
+            } else if (lap < 0 || !(st & GP__ST_ACCEPTED)) {
+                rc = GP_EINVAL; /* not filled yet: a reservation, or abandoned */
+            } else if (st & GP__ST_CANCELED) {
+                rc = GP_OK;
+            } else if (st & GP__ST_TAKEN) {
+                rc = GP_EBUSY;
+            } else {
+                uint32_t nst = gp__st_with_code(st | GP__ST_CANCELED, GP_ECANCELED);
+                /* Relaxed: the state word's modification order decides against the batcher's
+                   take; the callback is the completion side's, ordered by the record. */
+                if (!atomic_compare_exchange_weak_explicit(
+                        &it->state, &st, nst, memory_order_relaxed, memory_order_relaxed))
+                    continue;
+                GP__BUMP(p->stats.cancels, 1);
+                rc = GP_OK;
+            }
+            break;
+        }
+    }
+    return call_leave(p, call, rc);
 }
 
 typedef struct infer_wait {
@@ -636,14 +902,24 @@ static void infer_done(void *user, int status, const void *output, size_t bytes)
 
 int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *output,
                       size_t out_bytes) {
-    if (!p || !input || !output || out_bytes != p->ring.out_bytes) return GP_EINVAL;
+    if (!p || !input || !output ||
+        (p->var_out ? out_bytes == 0 || out_bytes > p->cfg.max_item_out_bytes
+                    : out_bytes != p->cfg.item_out_bytes))
+        return GP_EINVAL;
     infer_wait w = {.out = output};
     if (pthread_mutex_init(&w.mu, NULL) != 0) return GP_ESYS;
     if (pthread_cond_init(&w.cv, NULL) != 0) {
         pthread_mutex_destroy(&w.mu);
         return GP_ESYS;
     }
-    int rc = gp_pipeline_submit(p, input, in_bytes, infer_done, &w);
+    gp_submit_args a;
+    gp_submit_args_init(&a);
+    a.input = input;
+    a.input_bytes = in_bytes;
+    a.output_bytes = p->var_out ? out_bytes : 0;
+    a.done = infer_done;
+    a.user = &w;
+    int rc = submit_item(p, &a, 0, NULL);
     if (rc == GP_OK) {
         pthread_mutex_lock(&w.mu);
         while (!w.done)

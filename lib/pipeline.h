@@ -38,6 +38,10 @@ typedef struct gp__slot {
     int in_setup; /* compute_setup is running (gp_batch_set_slot_user); create thread only */
     gp__stream *stream;
     void *d_in, *d_out;
+    /* Variable-size items: the batch's offsets, written by the batcher into h_off (pinned) and
+       copied to d_off with the batch: n + 1 input offsets, then n + 1 output offsets. */
+    uint64_t *h_off;
+    void *d_off;
     gp__event *ev[GP__EV_COUNT];
     gp__launch launch;
 } gp__slot;
@@ -51,6 +55,9 @@ typedef struct gp__batchrec {
     int status; /* GP_OK, GP_ECOMPUTE, GP_EDEVICE: applies to items still GP_OK */
     gp_close_reason reason;
     int done; /* callbacks ran; guarded by recs.mu */
+    /* Variable-size items (monotonic arena positions): the input bytes up to in_end are free
+       once this record is released; the outputs are packed from out_start to out_end. */
+    uint64_t in_end, out_start, out_end;
 } gp__batchrec;
 
 /* Batch records between batcher, poller and callback workers: cursors into `buf`
@@ -65,11 +72,16 @@ typedef struct gp__recqueue {
     int batcher_done, poller_done;
 } gp__recqueue;
 
-/* Prep requests: ring indices waiting for a prep worker. Bounded by capacity. */
+/* Prep requests: ring indices (and, variable-size, their arena positions) waiting for a prep
+   worker. Bounded by capacity. */
+typedef struct gp__prepreq {
+    uint64_t idx, at;
+} gp__prepreq;
+
 typedef struct gp__prepq {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint64_t *buf;
+    gp__prepreq *buf;
     uint64_t head, tail;
     int stop;
 } gp__prepq;
@@ -90,6 +102,14 @@ struct gp_pipeline {
     /* Batch-size buckets (gp_batch), ascending, the last max_batch; read-only after create. */
     size_t buckets[GP_MAX_BUCKETS];
     int nbuckets;
+    /* Variable-size items (docs/DESIGN.md §8), read-only after create: the input arena is the
+       ring's; outputs, when variable, go to a packed output arena the batcher allocates. */
+    int var_in, var_out;
+    unsigned char *out_arena;
+    uint64_t out_arena_bytes; /* a power of two */
+    /* Output arena bytes released, monotonic: written by the completion side in order
+       (release), read by the batcher (acquire) before it allocates. */
+    _Alignas(GP__CACHELINE) _Atomic uint64_t out_released;
 
     /* Batcher wake-ups: bwake for publish, flush, shutdown; slotwake for slot freed or
        device failed. Separate so publishes do not wake a batcher that waits for a slot. */

@@ -98,6 +98,7 @@ typedef struct gp__stats {
     _Alignas(64) _Atomic uint64_t rejected_full;
     _Atomic uint64_t backpressure_ns;
     _Atomic uint64_t abandoned;
+    _Atomic uint64_t cancels; /* gp_pipeline_cancel calls that canceled an item */
 
     /* batcher */
     _Alignas(64) _Atomic uint64_t batches, batch_items;

@@ -7,3 +7,4 @@ gp_add_pipeline_test(test_lifecycle SOURCES core/test_lifecycle.c)
 gp_add_test(NAME test_overlap SOURCES core/test_overlap.c LABELS pipeline)
 set_tests_properties(test_overlap PROPERTIES RUN_SERIAL TRUE) # timing: keep the cores to itself
 gp_add_pipeline_test(test_slot SOURCES core/test_slot.c)
+gp_add_pipeline_test(test_varsize SOURCES core/test_varsize.c)

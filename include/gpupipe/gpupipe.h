@@ -55,7 +55,8 @@ extern "C" {
     X(ESYS, -11, "system call failed")                                                             \
     X(EIO, -12, "I/O error")                                                                       \
     X(EPREP, -13, "prep function failed for this item")                                            \
-    X(ENOTSUP, -14, "not supported by this build or backend")
+    X(ENOTSUP, -14, "not supported by this build or backend")                                      \
+    X(EBUSY, -15, "too late: the item is already on the device or done")
 
 typedef enum gp_errno {
 #define GP__ERR_ENUM(name, value, text) GP_##name = value,
@@ -103,7 +104,8 @@ typedef enum gp_close_reason {
 
 /*
  * One batch, as the compute function sees it. Items [0, n) are contiguous in `in`/`out`:
- * item k's input is at (char *)in + k * in_bytes. `in` and `out` are device pointers on the
+ * item k's input is at (char *)in + k * in_bytes (variable-size items: at in + in_offsets[k],
+ * in_offsets[k + 1] - in_offsets[k] bytes; see below). `in` and `out` are device pointers on the
  * CUDA backend and host pointers on the host backend; both hold `capacity` items, so a
  * compute may read and write up to `capacity` items (CUDA graphs pad up to a bucket).
  * Valid only during the compute call (and, for the slot's template, during compute_setup and
@@ -135,6 +137,17 @@ typedef struct gp_batch {
     size_t bucket;         /* smallest bucket >= n (0 in compute_setup and compute_teardown) */
     const size_t *buckets; /* the pipeline's buckets, ascending; the last is capacity */
     int num_buckets;       /* entries in `buckets`, 1..GP_MAX_BUCKETS */
+    /* Variable-size items (config.max_item_in_bytes / max_item_out_bytes; docs/DESIGN.md §8).
+       The batch's items are packed: item k's input is in_offsets[k] .. in_offsets[k + 1]
+       bytes into `in`, its output out_offsets[k] .. out_offsets[k + 1] bytes into `out`.
+       in_offsets / out_offsets are in the same memory as `in` / `out` (device memory on CUDA,
+       copied with the batch); the *_host arrays hold the same values in host memory for the
+       compute's own planning. n + 1 entries each. NULL when that side has fixed-size items
+       (then offsets are k * in_bytes / k * out_bytes). */
+    const uint64_t *in_offsets, *in_offsets_host;
+    const uint64_t *out_offsets, *out_offsets_host;
+    size_t in_total;  /* bytes of input in this batch (in_offsets_host[n], or n * in_bytes) */
+    size_t out_total; /* bytes of output this batch must write */
 } gp_batch;
 
 #define GP_MAX_BUCKETS 32 /* at most 21 powers of two below max_batch, or the preferred sizes */
@@ -162,7 +175,8 @@ typedef int (*gp_compute_fn)(void *user, const gp_batch *b);
  * Completion callback, exactly once per accepted item. `status` is GP_OK, GP_ETIMEDOUT,
  * GP_ECANCELED, GP_ECOMPUTE, GP_EDEVICE or the prep function's status.
  * `output` points into the output ring and is valid only during the call (NULL unless
- * status is GP_OK); `output_bytes` is the configured item_out_bytes (0 with NULL output).
+ * status is GP_OK); `output_bytes` is the configured item_out_bytes, or the item's own
+ * output size with variable-size outputs (0 with NULL output).
  * Runs on a completion worker. With completion_workers == 1, callbacks run in submit order.
  * It may call gp_pipeline_submit* (with GP_FULL_FAIL, or knowing the ring has room), but
  * never gp_pipeline_drain/destroy on its own pipeline.
@@ -258,6 +272,17 @@ typedef struct gp_config {
     double sim_copy_bytes_per_s;
     double sim_compute_us;          /* per batch */
     double sim_compute_us_per_item; /* per item */
+
+    /* Appended in 0.2.0: variable-size items, packed with no padding (docs/DESIGN.md §8).
+       Set max_item_in_bytes instead of item_in_bytes, and/or max_item_out_bytes instead of
+       item_out_bytes; the compute then finds its items through gp_batch's offsets. */
+    size_t max_item_in_bytes;  /* > 0: inputs are 1..max bytes each, packed in an arena */
+    size_t max_item_out_bytes; /* > 0: each item's output size is given at submit, 1..max */
+    size_t arena_bytes;        /* input arena, a power of two >= 2 * max_item_in_bytes and
+                                  <= 2 GiB; default 0: 4 * inflight * max_batch_bytes, rounded */
+    size_t max_batch_bytes;    /* input bytes a batch may carry (a token budget); a batch closes
+                                  when the next item would not fit; default 0:
+                                  max_batch * max_item_in_bytes */
 } gp_config;
 
 /* Fill `cfg` with defaults (and struct_size). Any thread. */
@@ -310,9 +335,11 @@ GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
 /* ---------------------------------------------------------------------------------------- */
 
 /*
- * Copy `bytes` (== item_in_bytes) from `input` into the ring and queue it. `input` may be
- * reused as soon as this returns. `done` (required) is called exactly once if this returns
- * GP_OK. Blocks while the ring is full (GP_FULL_BLOCK) or returns GP_EAGAIN (GP_FULL_FAIL).
+ * Copy `bytes` (== item_in_bytes; variable-size items: 1..max_item_in_bytes) from `input` into
+ * the ring and queue it. `input` may be reused as soon as this returns. `done` (required) is
+ * called exactly once if this returns GP_OK. With variable-size outputs the item's output is
+ * max_item_out_bytes (gp_pipeline_submit_ex gives it per item). Blocks while the ring is full
+ * (GP_FULL_BLOCK) or returns GP_EAGAIN (GP_FULL_FAIL).
  * @return GP_OK, GP_EINVAL (NULL argument, wrong byte count), GP_EAGAIN, GP_ESHUTDOWN,
  *         GP_EDEVICE (the pipeline failed).
  */
@@ -330,15 +357,55 @@ GP_API int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t
 /*
  * Hand the raw input `src` to the prep worker pool, which runs the configured prep function
  * straight into the ring slot. `src` must stay valid until `done` is called. Requires
- * prep_workers > 0 (else GP_EINVAL). Order and exactly-once hold as for gp_pipeline_submit.
+ * prep_workers > 0 (else GP_EINVAL) and fixed-size inputs (variable-size: gp_submit_args.prep_src
+ * with the item's size). Order and exactly-once hold as for gp_pipeline_submit.
  */
 GP_API int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes,
                                    uint64_t deadline_ns, gp_done_fn done, void *user);
 
+/* One item for gp_pipeline_submit_ex. Fill with gp_submit_args_init(); the library reads only
+   the first `struct_size` bytes. */
+typedef struct gp_submit_args {
+    size_t struct_size;    /* set by gp_submit_args_init() */
+    const void *input;     /* the item's bytes, copied into the ring (NULL with prep_src) */
+    size_t input_bytes;    /* item_in_bytes, or 1..max_item_in_bytes for variable-size items */
+    size_t output_bytes;   /* variable-size outputs: 1..max_item_out_bytes (0: the maximum);
+                              fixed outputs: 0 or item_out_bytes */
+    uint64_t deadline_ns;  /* absolute, gp_now_ns() clock; 0 = none */
+    const void *prep_src;  /* set: the prep pool writes the item from this raw input (which must
+                              stay valid until `done`); needs prep_workers > 0 */
+    size_t prep_src_bytes; /* < 4 GiB */
+    gp_done_fn done;       /* required */
+    void *user;
+} gp_submit_args;
+
+/* Fill `a` with defaults (and struct_size). Any thread. */
+GP_API void gp_submit_args_init(gp_submit_args *a);
+
+/*
+ * Submit one item described by `a` (copied, or handed to the prep pool) and return its
+ * sequence number in *seq (optional, may be NULL): the global submit order, the name that
+ * gp_pipeline_cancel takes. Blocking, order and exactly-once as gp_pipeline_submit.
+ * @return GP_OK, GP_EINVAL (NULL, a size out of range: the detail in gp_pipeline_last_error),
+ *         GP_EAGAIN, GP_ESHUTDOWN, GP_EDEVICE.
+ */
+GP_API int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *a, uint64_t *seq);
+
+/*
+ * Complete the accepted item `seq` with GP_ECANCELED if the batcher has not taken it yet
+ * (docs/DESIGN.md §8.5). It is then never copied to the device (or, inside a batch's span,
+ * rides along but its output is dropped), and its one callback says GP_ECANCELED.
+ * @return GP_OK (canceled; a second cancel of the same item also returns GP_OK);
+ *         GP_EBUSY (too late: the item is on the device or done, its callback comes as usual,
+ *         with its output); GP_EINVAL (NULL, or `seq` names no accepted item: not yet
+ *         submitted, an uncommitted or abandoned reservation). Any thread, never blocks.
+ */
+GP_API int gp_pipeline_cancel(gp_pipeline *p, uint64_t seq);
+
 /* A claimed ring slot to be written in place. */
 typedef struct gp_reservation {
-    void *data;           /* item_in_bytes to write; valid until commit/abandon */
-    size_t bytes;         /* item_in_bytes */
+    void *data;           /* `bytes` to write, contiguous; valid until commit/abandon */
+    size_t bytes;         /* item_in_bytes, or the size gp_pipeline_reserve_ex asked for */
     uint64_t deadline_ns; /* optional deadline, set before commit (0 = none) */
     uint64_t seq;         /* submit sequence number: the global submit order */
 } gp_reservation;
@@ -347,10 +414,19 @@ typedef struct gp_reservation {
  * Claim the next ring slot for writing in place (zero copies). Blocks or returns GP_EAGAIN
  * when full, as submit. Items are batched in claim order, so commit or abandon promptly: a
  * pending reservation holds back every later item. The reservation belongs to the calling
- * code; commit it from any thread, once.
+ * code; commit it from any thread, once. Variable-size items need the size: use
+ * gp_pipeline_reserve_ex (this returns GP_EINVAL for them).
  * @return GP_OK, GP_EINVAL, GP_EAGAIN, GP_ESHUTDOWN, GP_EDEVICE.
  */
 GP_API int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r);
+
+/*
+ * As gp_pipeline_reserve for `input_bytes` bytes (variable-size items: 1..max_item_in_bytes;
+ * fixed: item_in_bytes) and an output of `output_bytes` (as gp_submit_args.output_bytes).
+ * r->bytes is input_bytes. @return as gp_pipeline_reserve.
+ */
+GP_API int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_bytes,
+                                  gp_reservation *r);
 
 /* Publish a reserved slot; `done` (required) is then called exactly once.
    @return GP_OK or GP_EINVAL (NULL argument); on GP_EINVAL the reservation stays open. */
@@ -360,9 +436,10 @@ GP_API int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done
 GP_API int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r);
 
 /*
- * Blocking convenience: submit `input`, wait for the result and copy item_out_bytes into
- * `output` (out_bytes must equal item_out_bytes). Must not be called from a callback.
- * @return the item's status, or a submit error.
+ * Blocking convenience: submit `input` (in_bytes as gp_pipeline_submit), wait for the result
+ * and copy it into `output`. out_bytes must equal item_out_bytes, or, with variable-size
+ * outputs, is the item's output size (1..max_item_out_bytes). Must not be called from a
+ * callback. @return the item's status, or a submit error.
  */
 GP_API int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *output,
                              size_t out_bytes);

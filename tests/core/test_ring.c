@@ -71,7 +71,7 @@ static void run(int producers) {
             c.seen[key] = 1;
             n++;
         }
-        if (n) gp__ring_release(&c.ring, head, n);
+        if (n) gp__ring_release(&c.ring, head, n, 0);
         head += n;
     }
     for (int i = 0; i < producers; i++)
@@ -98,7 +98,7 @@ static void full_nonblocking(void) {
         gp__ring_publish(&r, idx);
     }
     GPT_RC(gp__ring_claim(&r, 0, &idx, NULL), GP_EAGAIN);
-    gp__ring_release(&r, 0, 1);
+    gp__ring_release(&r, 0, 1, 0);
     GPT_RC(gp__ring_claim(&r, 0, &idx, NULL), GP_OK);
     GPT_EQ(idx, 4);
     GPT_EQ(gp__ring_run(&r, 3, 4), 1); /* index 3 is the last slot: the span wraps */

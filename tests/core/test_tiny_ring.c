@@ -35,7 +35,7 @@ static void ring_laps(uint64_t cap) {
         }
         /* Every slot holds a published item: full, not free for the next lap. */
         GPT_RC(gp__ring_claim(&r, 0, &idx, NULL), GP_EAGAIN);
-        gp__ring_release(&r, lap * cap, cap);
+        gp__ring_release(&r, lap * cap, cap, 0);
         GPT_CHECK(!gp__ring_is_published(&r, (lap + 1) * cap));
     }
     gp__ring_fini(&r);
