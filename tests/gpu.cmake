@@ -24,6 +24,10 @@ gp_gpu_case(gpu_nodev_range gpu_nodev ARGS range TIMEOUT 60)
 gp_gpu_case(gpu_auto_fallback gpu_nodev ARGS fallback ENV "CUDA_VISIBLE_DEVICES=-1" TIMEOUT 60)
 gp_gpu_case(gpu_auto_cuda gpu_nodev ARGS auto TIMEOUT 60)
 
+# The CUDA gate's host bookkeeping (support/gpt.c), with host threads standing in for the
+# gate kernels: runs in every build.
+gp_add_test(NAME gpu_gate_records SOURCES gpu/test_gate.c LABELS unit TIMEOUT 60)
+
 if(GP_HAVE_CUDA)
   # Faults: a trapping kernel (sticky), a compute error, a stray launch error (non-sticky).
   gp_add_test(NAME gpu_fault_sticky SOURCES gpu/test_fault.c CUDA_SOURCES gpu/gpu_kernels.cu
