@@ -35,9 +35,9 @@ if(GP_HAVE_CUDA)
   gp_gpu_case(gpu_compute_error gpu_fault_sticky ARGS compute)
   gp_gpu_case(gpu_launch_error gpu_fault_sticky ARGS launch)
 
-  # Overlap from the pipeline's event timestamps, with the spin kernel (kernels/spin.cu).
-  gp_add_test(NAME gpu_overlap SOURCES gpu/test_overlap.c ARGS 2 LABELS gpu TIMEOUT 120)
-  target_include_directories(gpu_overlap PRIVATE ${PROJECT_SOURCE_DIR}/kernels)
+  # Overlap from the pipeline's event timestamps, with the tests' spin kernel (gpu_kernels.cu).
+  gp_add_test(NAME gpu_overlap SOURCES gpu/test_overlap.c CUDA_SOURCES gpu/gpu_kernels.cu ARGS 2
+              LABELS gpu TIMEOUT 120)
   gp_gpu_case(gpu_overlap_3slots gpu_overlap ARGS 3)
   set_tests_properties(gpu_overlap gpu_overlap_3slots PROPERTIES RUN_SERIAL TRUE)
 
