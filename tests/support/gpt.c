@@ -145,8 +145,8 @@ void gpt_gate_open(gpt_gate *g) {
     g->open = 1;
     if (g->sh) {
         gate_fold(g);
-        /* Full barrier, then the volatile store the kernels poll: whatever the test wrote
-           before opening is visible to the device before the flag is. */
+        /* Full barrier, then the store the kernels poll (volatile loads): whatever the test
+           wrote before opening is visible to the device before the flag is. */
         __sync_synchronize();
         __atomic_store_n(&g->sh->open, 1u, __ATOMIC_RELEASE);
     }

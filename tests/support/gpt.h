@@ -73,7 +73,8 @@ int gpt_cuda_transform(void *stream, const uint32_t *in, uint32_t *out, size_t w
    test at the next open, wait, enqueue or destroy. `entered` counts batches that reached the
    gate on the host backend; the kernels' records are counted on top.
    Lifetime: gpt_gate_init, then gpt_gate_destroy once no pipeline uses the gate any more
-   (after gp_pipeline_destroy): it frees the mapped memory and checks the kernels' records. */
+   (after gp_pipeline_destroy): it frees the mapped memory and checks the kernels' records.
+   Not for CUDA graphs: every gate kernel launch needs its own record, a replay reuses one. */
 #define GPT_GATE_TIMEOUT_S 30
 #define GPT_GATE_RECORDS 1024 /* gate kernels queued or running at once, at most */
 typedef struct gpt_gate_shared gpt_gate_shared;
