@@ -392,7 +392,7 @@ st_test() {
   local log=$OUT/ctest-gpu.log rc stop
   # --stop-time ends the tests ctest is running when the step's time is up (they report
   # "Timeout"), so the log still has a summary; the outer timeout is the backstop.
-  stop=$(date -d "@$(($(now) + STEP_T - 5))" +%H:%M:%S)
+  stop=$(date -d "@$(($(now) + STEP_T - 5))" "+%H:%M:%S %z")
   (cd "$BUILD" && timeout -k 10 "$STEP_T" ctest -L gpu --output-on-failure -j 4 \
     --stop-time "$stop" --output-junit "$OUT/ctest-gpu.xml") >"$log" 2>&1
   rc=$?
