@@ -4,7 +4,12 @@
  *      reference;
  *  (b) transfer-bound pipeline (4 MiB per batch, trivial compute): achieved H2D GB/s / (a);
  *      target >= 0.90;
- *  (c) compute-bound pipeline (spin kernel): compute-stream busy fraction; target >= 0.95;
+ *  (c) compute-bound pipeline (spin kernel): the fraction of wall time some spin kernel was
+ *      executing, from %globaltimer stamps the kernels write themselves (first block start,
+ *      last block end; union over kernels, clipped to the window); target >= 0.95. Printed
+ *      with two figures that are NOT the target: the same union from CUDA events recorded
+ *      around each launch (they also count the time a kernel waited behind another slot's
+ *      kernel) and the pipeline's own compute_busy (stage events);
  *  (d) balanced pipeline (H2D = compute = D2H per batch): items/s / the bound of the slowest
  *      stage alone; target >= 0.90;
  *  (e) the naive serial loop (pageable buffer, one item, cudaMemcpy, kernel, cudaMemcpy,
@@ -13,9 +18,12 @@
  * them (what is measured is the pipeline, not memcpy into the ring); the figures come from
  * the pipeline's own stats over a window after a warm-up.
  *
+ * The spin kernel is bench/bench-spin.cu (bench-local; the library does not ship it).
+ *
  * Without a usable device it prints why and exits 77. Options: --device N, --seconds S (per
  * pipeline window, default 3), --producers P (default 2), --quick (1 s windows).
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,7 +35,7 @@
 
 #include <gpupipe/gpupipe.h>
 
-#include "spin.h"
+#include "bench-spin.h"
 
 #define MIB ((size_t)1 << 20)
 #define CK(call)                                                                                   \
@@ -120,17 +128,41 @@ static void measure_peaks(peaks *pk) {
 
 /* ---- pipelines -------------------------------------------------------------------------- */
 
+/* Kernel-side measurement of one pipeline run: each launch i stamps stamps[i % STAMP_CAP]
+   (generation i / STAMP_CAP + 1) and, while i < ev_cap, is bracketed by the events
+   ev[2i] (before) and ev[2i + 1] (after) on its stream. Nothing is read back until the run is
+   over: no synchronisation per batch. */
+#define STAMP_CAP ((uint64_t)1 << 18)
+typedef struct meter {
+    _Atomic uint64_t launches;
+    bench_spin_stamp *stamps; /* device memory, STAMP_CAP records */
+    cudaEvent_t *ev;
+    uint64_t ev_cap;
+} meter;
+
 typedef struct spin_cfg {
     uint64_t ns_per_batch, ns_per_item;
     int exclusive;
+    meter *m; /* NULL: no stamps, no events */
 } spin_cfg;
+
+/* %globaltimer at bench start: the stamps' base. */
+static uint64_t g_base_ns;
 
 static int spin_compute(void *user, const gp_batch *b) {
     const spin_cfg *s = user;
-    return gp__spin_launch(b->stream, s->ns_per_batch, s->ns_per_item, b->n, s->exclusive) ==
-                   cudaSuccess
-               ? GP_OK
-               : 1;
+    cudaStream_t st = (cudaStream_t)b->stream;
+    uint64_t ns = s->ns_per_batch + s->ns_per_item * b->n;
+    meter *m = s->m;
+    if (!m) return bench_spin_launch(st, ns, s->exclusive, NULL, 0, 0) == cudaSuccess ? GP_OK : 1;
+    uint64_t i = atomic_fetch_add_explicit(&m->launches, 1, memory_order_relaxed);
+    int ev = i < m->ev_cap;
+    if (ev && cudaEventRecord(m->ev[2 * i], st) != cudaSuccess) return 1;
+    if (bench_spin_launch(st, ns, s->exclusive, &m->stamps[i % STAMP_CAP],
+                          (uint32_t)(i / STAMP_CAP + 1), g_base_ns) != cudaSuccess)
+        return 1;
+    if (ev && cudaEventRecord(m->ev[2 * i + 1], st) != cudaSuccess) return 1;
+    return GP_OK;
 }
 
 static _Atomic int g_stop;
@@ -159,6 +191,14 @@ typedef struct window {
     double wall_s, items_per_s, h2d_gbps, d2h_gbps, compute_busy, h2d_busy, d2h_busy;
     double mean_batch;
     uint64_t graph_replays;
+    /* With a meter: kernel execution (globaltimer stamps) and event-bracketed launches, each
+       as the union of intervals over the window / its wall time; *_ok = 0: not measured,
+       why in *_why. */
+    int kernel_ok, events_ok;
+    double kernel_busy, events_busy;
+    char kernel_why[160], events_why[160];
+    uint64_t kernels;              /* launches whose stamps were read */
+    double calib_err_us, drift_us; /* host <-> globaltimer mapping: uncertainty, drift */
 } window;
 
 static gp_stats snap(gp_pipeline *p) {
@@ -169,8 +209,214 @@ static gp_stats snap(gp_pipeline *p) {
     return s;
 }
 
-/* Run a pipeline for warm-up + window with the producers; measure over the window. */
-static window run_pipeline(gp_config *c) {
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- host clock <-> %globaltimer -------------------------------------------------------- */
+
+static cudaStream_t g_side;                    /* idle stream: timer kernels, window events */
+static volatile unsigned long long *g_timer_h; /* mapped host word the timer kernel writes */
+static unsigned long long *g_timer_d;
+
+/* offset = globaltimer - CLOCK_MONOTONIC (ns), from the quickest of 8 round trips (a kernel
+   stores %globaltimer in mapped memory while the host polls); *err_ns: half that round trip,
+   which bounds the error. */
+static int64_t timer_offset(double *err_ns) {
+    uint64_t best = UINT64_MAX;
+    int64_t off = 0;
+    for (int k = 0; k < 8; k++) {
+        *g_timer_h = 0;
+        __sync_synchronize();
+        uint64_t t1 = now_ns(), t2;
+        CK(bench_timer_now(g_side, g_timer_d));
+        unsigned long long v;
+        while ((v = *g_timer_h) == 0)
+            if (now_ns() - t1 > 2000000000u) {
+                fprintf(stderr, "cuda-bench: the timer kernel wrote nothing in 2 s\n");
+                exit(1);
+            }
+        t2 = now_ns();
+        CK(cudaStreamSynchronize(g_side));
+        if (t2 - t1 < best) {
+            best = t2 - t1;
+            off = (int64_t)(v - (t1 + (t2 - t1) / 2)); /* wraps to a negative offset if need be */
+        }
+    }
+    *err_ns = (double)best / 2;
+    return off;
+}
+
+static void timer_setup(void) {
+    void *h = NULL, *d = NULL;
+    CK(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking));
+    CK(cudaHostAlloc(&h, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaHostGetDevicePointer(&d, h, 0));
+    g_timer_h = h;
+    g_timer_d = d;
+    double err;
+    int64_t off = timer_offset(&err);
+    /* Stamps are relative to this base: a second before now, on the GPU's clock. */
+    g_base_ns = (uint64_t)((int64_t)now_ns() + off) - 1000000000u;
+}
+
+/* ---- busy fraction from intervals ------------------------------------------------------- */
+
+typedef struct ival {
+    double s, e; /* ns on one clock */
+} ival;
+
+static int ival_cmp(const void *a, const void *b) {
+    double x = ((const ival *)a)->s, y = ((const ival *)b)->s;
+    return x < y ? -1 : x > y;
+}
+
+/* Length of the union of v[0..n) clipped to [a, b]. Sorts v. */
+static double union_in(ival *v, size_t n, double a, double b) {
+    qsort(v, n, sizeof *v, ival_cmp);
+    double total = 0, cs = 0, ce = -1e300;
+    for (size_t i = 0; i < n; i++) {
+        double s0 = v[i].s > a ? v[i].s : a, e0 = v[i].e < b ? v[i].e : b;
+        if (e0 <= s0) continue;
+        if (s0 > ce) {
+            if (ce > cs) total += ce - cs;
+            cs = s0;
+            ce = e0;
+        } else if (e0 > ce) {
+            ce = e0;
+        }
+    }
+    if (ce > cs) total += ce - cs;
+    return total;
+}
+
+/* A meter for a run whose kernels take about kernel_ns each; events: also bracket each launch
+   with events (two cudaEventRecord calls per batch on the slot's thread: left out where the
+   run's own figure is items/s). */
+static meter *meter_new(double kernel_ns, int events) {
+    meter *m = calloc(1, sizeof *m);
+    if (!m) exit(1);
+    CK(cudaMalloc((void **)&m->stamps, STAMP_CAP * sizeof(bench_spin_stamp)));
+    /* Events for every launch of the run, with room to spare: the ring does not wrap (an
+       event is read once the run is over), launches past it get none. */
+    if (events) {
+        double est = (g_warmup + g_seconds + 1.0) / (kernel_ns * 1e-9) * 1.5 + 256;
+        m->ev_cap = est > (double)(1u << 18) ? (1u << 18) : (uint64_t)est;
+        m->ev = malloc(2 * m->ev_cap * sizeof *m->ev);
+        if (!m->ev) exit(1);
+        for (uint64_t i = 0; i < 2 * m->ev_cap; i++)
+            CK(cudaEventCreate(&m->ev[i]));
+    }
+    return m;
+}
+
+static void meter_free(meter *m) {
+    for (uint64_t i = 0; i < 2 * m->ev_cap; i++)
+        CK(cudaEventDestroy(m->ev[i]));
+    free(m->ev);
+    CK(cudaFree(m->stamps));
+    free(m);
+}
+
+/* Launches that may have run inside a window whose first and last launch numbers were
+   ia and ib: at most `inflight` kernels are outstanding at any time, so a margin of 16 on
+   either side covers every kernel that overlapped it. */
+#define WINDOW_MARGIN 16
+
+/* Kernel busy from the stamps: [ta, tb] on the host clock, off = globaltimer - host. */
+static void kernel_busy(window *r, meter *m, uint64_t ia, uint64_t ib, uint64_t ta, uint64_t tb,
+                        int64_t off) {
+    uint64_t n = atomic_load(&m->launches);
+    uint64_t lo = ia > WINDOW_MARGIN ? ia - WINDOW_MARGIN : 0;
+    uint64_t hi = ib + WINDOW_MARGIN < n ? ib + WINDOW_MARGIN : n;
+    if (n - lo > STAMP_CAP) {
+        snprintf(r->kernel_why, sizeof r->kernel_why,
+                 "%" PRIu64 " launches overran the %" PRIu64 "-record stamp ring", n, STAMP_CAP);
+        return;
+    }
+    bench_spin_stamp *h = malloc(STAMP_CAP * sizeof *h);
+    ival *v = malloc((size_t)(hi - lo + 1) * sizeof *v);
+    if (!h || !v) exit(1);
+    CK(cudaMemcpy(h, m->stamps, STAMP_CAP * sizeof *h, cudaMemcpyDeviceToHost));
+    size_t nv = 0;
+    for (uint64_t i = lo; i < hi; i++) {
+        uint64_t s0, e0;
+        if (!bench_spin_decode(&h[i % STAMP_CAP], (uint32_t)(i / STAMP_CAP + 1), g_base_ns, &s0,
+                               &e0)) {
+            snprintf(r->kernel_why, sizeof r->kernel_why,
+                     "launch %" PRIu64 " left no stamp (kernel fault?)", i);
+            free(h);
+            free(v);
+            return;
+        }
+        v[nv++] = (ival){(double)(s0 - g_base_ns), (double)(e0 - g_base_ns)};
+    }
+    /* The window on the GPU's clock, relative to the base. */
+    double a = (double)((int64_t)(ta + (uint64_t)off) - (int64_t)g_base_ns);
+    double b = (double)((int64_t)(tb + (uint64_t)off) - (int64_t)g_base_ns);
+    r->kernel_busy = union_in(v, nv, a, b) / (b - a);
+    r->kernels = nv;
+    r->kernel_ok = 1;
+    free(h);
+    free(v);
+}
+
+/* The same union from the events around each launch, on the events' clock: ev_a, ev_b were
+   recorded on the idle side stream at the window's ends, ref before the run. */
+static void events_busy(window *r, meter *m, uint64_t ia, uint64_t ib, cudaEvent_t ref,
+                        cudaEvent_t ev_a, cudaEvent_t ev_b) {
+    uint64_t n = atomic_load(&m->launches);
+    uint64_t lo = ia > WINDOW_MARGIN ? ia - WINDOW_MARGIN : 0;
+    uint64_t hi = ib + WINDOW_MARGIN < n ? ib + WINDOW_MARGIN : n;
+    if (m->ev_cap == 0) {
+        snprintf(r->events_why, sizeof r->events_why,
+                 "off in this run (it would add two cudaEventRecord calls per batch)");
+        return;
+    }
+    if (hi > m->ev_cap) {
+        snprintf(r->events_why, sizeof r->events_why,
+                 "%" PRIu64 " launches overran the %" PRIu64 " event pairs", hi, m->ev_cap);
+        return;
+    }
+    ival *v = malloc((size_t)(hi - lo + 1) * sizeof *v);
+    if (!v) exit(1);
+    size_t nv = 0;
+    for (uint64_t i = lo; i < hi; i++) {
+        float s0, e0;
+        CK(cudaEventElapsedTime(&s0, ref, m->ev[2 * i]));
+        CK(cudaEventElapsedTime(&e0, ref, m->ev[2 * i + 1]));
+        v[nv++] = (ival){(double)s0 * 1e6, (double)e0 * 1e6};
+    }
+    float a, b;
+    CK(cudaEventElapsedTime(&a, ref, ev_a));
+    CK(cudaEventElapsedTime(&b, ref, ev_b));
+    r->events_busy = union_in(v, nv, (double)a * 1e6, (double)b * 1e6) / (((double)b - a) * 1e6);
+    r->events_ok = 1;
+    free(v);
+}
+
+/* Run a pipeline for warm-up + window with the producers; measure over the window. With a
+   meter (the compute's spin_cfg carries it), also the kernels' own busy fraction. */
+static window run_pipeline(gp_config *c, meter *m) {
+    window r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.kernel_why, sizeof r.kernel_why, "not metered");
+    snprintf(r.events_why, sizeof r.events_why, "not metered");
+    cudaEvent_t ref = NULL, ev_a = NULL, ev_b = NULL;
+    int64_t off0 = 0;
+    double err0 = 0;
+    if (m) {
+        atomic_store(&m->launches, 0);
+        CK(cudaMemset(m->stamps, 0, STAMP_CAP * sizeof(bench_spin_stamp)));
+        CK(cudaEventCreate(&ref));
+        CK(cudaEventCreate(&ev_a));
+        CK(cudaEventCreate(&ev_b));
+        off0 = timer_offset(&err0);
+        CK(cudaDeviceSynchronize()); /* the memset is on the legacy stream: done before */
+        CK(cudaEventRecord(ref, g_side));
+    }
     gp_pipeline *p = NULL;
     char err[512];
     int rc = gp_pipeline_create(c, &p, err, sizeof err);
@@ -186,9 +432,13 @@ static window run_pipeline(gp_config *c) {
     struct timespec w = {(time_t)g_warmup, (long)((g_warmup - (double)(time_t)g_warmup) * 1e9)};
     nanosleep(&w, NULL);
     gp_stats a = snap(p);
+    uint64_t ta = now_ns(), ia = m ? atomic_load(&m->launches) : 0;
+    if (m) CK(cudaEventRecord(ev_a, g_side));
     struct timespec d = {(time_t)g_seconds, (long)((g_seconds - (double)(time_t)g_seconds) * 1e9)};
     nanosleep(&d, NULL);
     gp_stats b = snap(p);
+    uint64_t tb = now_ns(), ib = m ? atomic_load(&m->launches) : 0;
+    if (m) CK(cudaEventRecord(ev_b, g_side));
     atomic_store(&g_stop, 1);
     for (int i = 0; i < np; i++)
         pthread_join(th[i], NULL);
@@ -199,8 +449,6 @@ static window run_pipeline(gp_config *c) {
     }
     gp_pipeline_destroy(p, GP_DESTROY_DRAIN);
 
-    window r;
-    memset(&r, 0, sizeof r);
     r.wall_s = (double)(b.wall_ns - a.wall_ns) * 1e-9;
     r.items_per_s = (double)(b.completed - a.completed) / r.wall_s;
     r.h2d_gbps = (double)(b.h2d_bytes - a.h2d_bytes) / r.wall_s / 1e9;
@@ -211,7 +459,38 @@ static window run_pipeline(gp_config *c) {
     uint64_t nb = b.batches - a.batches;
     r.mean_batch = nb ? (double)(b.batch_items - a.batch_items) / (double)nb : 0;
     r.graph_replays = b.graph_replays - a.graph_replays;
+    if (m) {
+        CK(cudaStreamSynchronize(g_side));
+        double err1;
+        int64_t off1 = timer_offset(&err1);
+        r.calib_err_us = (err0 > err1 ? err0 : err1) * 1e-3;
+        r.drift_us = (double)(off1 - off0) * 1e-3;
+        kernel_busy(&r, m, ia, ib, ta, tb, off0 + (off1 - off0) / 2);
+        events_busy(&r, m, ia, ib, ref, ev_a, ev_b);
+        CK(cudaEventDestroy(ref));
+        CK(cudaEventDestroy(ev_a));
+        CK(cudaEventDestroy(ev_b));
+    }
     return r;
+}
+
+/* The three compute-busy figures of a metered window, saying which is which. */
+static void print_busy(const char *indent, const window *w) {
+    if (w->kernel_ok)
+        printf("%skernel busy %.4f: union of the kernels' own %%globaltimer intervals (first block "
+               "start .. last block end, %" PRIu64 " launches) over the window's wall time; host "
+               "clock mapping +-%.1f us, drift %.1f us over the run\n",
+               indent, w->kernel_busy, w->kernels, w->calib_err_us, w->drift_us);
+    else
+        printf("%skernel busy: not measured: %s\n", indent, w->kernel_why);
+    if (w->events_ok)
+        printf("%sevent busy  %.4f: union of [event before launch, event after] per batch (also "
+               "counts a kernel's wait behind another slot's kernel: an upper bound)\n",
+               indent, w->events_busy);
+    else
+        printf("%sevent busy: not measured: %s\n", indent, w->events_why);
+    printf("%sstats busy  %.4f: the pipeline's compute_busy (its stage events)\n", indent,
+           w->compute_busy);
 }
 
 static void base_config(gp_config *c, size_t in, size_t out, size_t max_batch, spin_cfg *s) {
@@ -236,10 +515,11 @@ static double kernel_alone_ns(const spin_cfg *s, size_t n) {
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
-    CK(gp__spin_launch(st, s->ns_per_batch, s->ns_per_item, n, s->exclusive));
+    uint64_t ns = s->ns_per_batch + s->ns_per_item * n;
+    CK(bench_spin_launch(st, ns, s->exclusive, NULL, 0, 0));
     CK(cudaEventRecord(a, st));
     for (int i = 0; i < reps; i++)
-        CK(gp__spin_launch(st, s->ns_per_batch, s->ns_per_item, n, s->exclusive));
+        CK(bench_spin_launch(st, ns, s->exclusive, NULL, 0, 0));
     CK(cudaEventRecord(b, st));
     CK(cudaEventSynchronize(b));
     CK(cudaEventElapsedTime(&ms, a, b));
@@ -276,7 +556,7 @@ static double naive_items_per_s(size_t in, size_t out, const spin_cfg *s) {
     double t0 = now_s(), t1;
     do {
         CK(cudaMemcpy(din, hin, in, cudaMemcpyHostToDevice));
-        CK(gp__spin_launch(st, s->ns_per_batch, s->ns_per_item, 1, s->exclusive));
+        CK(bench_spin_launch(st, s->ns_per_batch + s->ns_per_item, s->exclusive, NULL, 0, 0));
         /* The kernel's stream does not order with the legacy stream of cudaMemcpy: wait. */
         CK(cudaStreamSynchronize(st));
         CK(cudaMemcpy(hout, dout, out, cudaMemcpyDeviceToHost));
@@ -316,7 +596,7 @@ int main(int argc, char **argv) {
     /* The pipeline's own verdict on the device comes first: it says why when there is none. */
     {
         gp_config c;
-        spin_cfg s = {0, 0, 0};
+        spin_cfg s = {0, 0, 0, NULL};
         base_config(&c, 64, 64, 8, &s);
         gp_pipeline *p = NULL;
         char err[512];
@@ -332,6 +612,7 @@ int main(int argc, char **argv) {
         gp_pipeline_destroy(p, GP_DESTROY_DRAIN);
     }
     CK(cudaSetDevice(g_device));
+    timer_setup();
     struct cudaDeviceProp prop;
     int drv = 0, rt = 0;
     CK(cudaGetDeviceProperties(&prop, g_device));
@@ -349,47 +630,61 @@ int main(int argc, char **argv) {
     measure_peaks(&pk);
 
     /* (b) transfer-bound: 256 KiB items, 16 per batch (4 MiB), 64 B out, trivial kernel. */
-    spin_cfg trivial = {0, 0, 0};
+    spin_cfg trivial = {0, 0, 0, NULL};
     gp_config c;
     base_config(&c, 256 << 10, 64, 16, &trivial);
     c.capacity = 256;
-    window wb = run_pipeline(&c);
+    window wb = run_pipeline(&c, NULL);
     double b_ratio = wb.h2d_gbps / pk.h2d_peak;
     printf("(b) transfer-bound (4 MiB/batch, trivial kernel): H2D %.2f GB/s = %.3f of pinned peak "
            "%.2f [target >= 0.90: %s]; mean batch %.1f, H2D busy %.3f\n\n",
            wb.h2d_gbps, b_ratio, pk.h2d_peak, verdict(b_ratio, 0.90), wb.mean_batch, wb.h2d_busy);
 
     /* (c) compute-bound: 500 us exclusive kernel per batch, 4 KiB items, 64 per batch. */
-    spin_cfg heavy = {500000, 0, 1};
+    meter *mc = meter_new(500000, 1);
+    spin_cfg heavy = {500000, 0, 1, mc};
     base_config(&c, 4096, 4096, 64, &heavy);
-    window wc = run_pipeline(&c);
-    printf("(c) compute-bound (500 us exclusive kernel/batch): compute busy %.4f of wall "
-           "[target >= 0.95: %s]; %.0f items/s, mean batch %.1f\n\n",
-           wc.compute_busy, verdict(wc.compute_busy, 0.95), wc.items_per_s, wc.mean_batch);
+    window wc = run_pipeline(&c, mc);
+    meter_free(mc);
+    if (wc.kernel_ok)
+        printf("(c) compute-bound (500 us exclusive kernel/batch): kernel busy %.4f of wall "
+               "[target >= 0.95: %s]; %.0f items/s, mean batch %.1f\n",
+               wc.kernel_busy, verdict(wc.kernel_busy, 0.95), wc.items_per_s, wc.mean_batch);
+    else
+        printf("(c) compute-bound (500 us exclusive kernel/batch): kernel busy not measured "
+               "[target >= 0.95: NOT MEASURED]; %.0f items/s, mean batch %.1f\n",
+               wc.items_per_s, wc.mean_batch);
+    print_busy("    ", &wc);
+    printf("\n");
 
     /* (d) balanced: 64 KiB in and out, 64 per batch (4 MiB each way); kernel = H2D time. */
     size_t bbytes = 64 * ((size_t)64 << 10);
     double h2d_ns = copy_alone_ns(bbytes, 1), d2h_ns = copy_alone_ns(bbytes, 0);
-    spin_cfg bal = {(uint64_t)h2d_ns, 0, 1};
+    spin_cfg bal = {(uint64_t)h2d_ns, 0, 1, NULL};
     double k_ns = kernel_alone_ns(&bal, 64);
     double slowest = h2d_ns > d2h_ns ? h2d_ns : d2h_ns;
     slowest = k_ns > slowest ? k_ns : slowest;
     double bound = 64.0 / (slowest * 1e-9);
+    meter *md = meter_new(k_ns, 0);
+    bal.m = md;
     base_config(&c, 64 << 10, 64 << 10, 64, &bal);
     c.capacity = 1024;
-    window wd = run_pipeline(&c);
+    window wd = run_pipeline(&c, md);
+    meter_free(md);
     double d_ratio = wd.items_per_s / bound;
     printf("(d) balanced (4 MiB each way/batch): alone per batch H2D %.1f us, kernel %.1f us, D2H "
            "%.1f us -> bound %.0f items/s; pipeline %.0f items/s = %.3f of bound [target >= "
-           "0.90: %s]; busy H2D %.3f compute %.3f D2H %.3f, mean batch %.1f\n\n",
+           "0.90: %s]; busy H2D %.3f compute %.3f D2H %.3f (stats), mean batch %.1f\n",
            h2d_ns / 1e3, k_ns / 1e3, d2h_ns / 1e3, bound, wd.items_per_s, d_ratio,
            verdict(d_ratio, 0.90), wd.h2d_busy, wd.compute_busy, wd.d2h_busy, wd.mean_batch);
+    print_busy("    ", &wd);
+    printf("\n");
 
     /* (e) naive loop vs pipeline, same kernel: 20 us per launch + 2 us per item, 16 KiB items. */
-    spin_cfg same = {20000, 2000, 1};
+    spin_cfg same = {20000, 2000, 1, NULL};
     double naive = naive_items_per_s(16 << 10, 16 << 10, &same);
     base_config(&c, 16 << 10, 16 << 10, 64, &same);
-    window we = run_pipeline(&c);
+    window we = run_pipeline(&c, NULL);
     printf("(e) naive serial loop (pageable, 1 item, cudaMemcpy + kernel + cudaMemcpy + sync) "
            "%.0f items/s; pipeline %.0f items/s (mean batch %.1f): %.1fx\n",
            naive, we.items_per_s, we.mean_batch, we.items_per_s / naive);

@@ -4,7 +4,7 @@
  * synthetic: items of in/out bytes; compute of compute_us per batch + compute_us_per_item per
  *   item. Host backend: the library's simulated engines (sim_compute_us*, and
  *   sim_copy_bytes_per_s from --copy-gbps), or a busy loop with --host-spin. CUDA backend: the
- *   spin kernel (kernels/spin.cu), with real copies.
+ *   spin kernel (bench/bench-spin.cu), with real copies.
  * mlp | cnn | FILE.safetensors: the built-in model runtime (include/gpupipe/model.h).
  *
  * naive: one item per call from a pageable buffer: synchronous copy in, compute, synchronous
@@ -25,7 +25,7 @@
 #ifdef GB_HAVE_SPIN
 #include <cuda_runtime_api.h>
 
-#include "spin.h"
+#include "bench-spin.h"
 #endif
 
 struct gb_workload {
@@ -68,8 +68,8 @@ static int synth_compute(void *user, const gp_batch *b) {
     const gb_opts *o = w->o;
     if (b->backend == GP_BACKEND_CUDA) {
 #ifdef GB_HAVE_SPIN
-        cudaError_t e = gp__spin_launch((cudaStream_t)b->stream, (uint64_t)(o->compute_us * 1e3),
-                                        (uint64_t)(o->compute_us_per_item * 1e3), b->n, 1);
+        uint64_t ns = (uint64_t)(o->compute_us * 1e3 + o->compute_us_per_item * 1e3 * (double)b->n);
+        cudaError_t e = bench_spin_launch((cudaStream_t)b->stream, ns, 1, NULL, 0, 0);
         return e == cudaSuccess ? GP_OK : GP_EDEVICE;
 #else
         return GP_ENOTSUP;
@@ -335,8 +335,9 @@ static int naive_cuda_synth(gb_workload *w, double seconds, gb_naive *r, char *e
             rc = cuda_fail(e, "cudaMemcpy H2D", err, len);
             break;
         }
-        e = gp__spin_launch((cudaStream_t)0, (uint64_t)(o->compute_us * 1e3),
-                            (uint64_t)(o->compute_us_per_item * 1e3), 1, 1);
+        e = bench_spin_launch((cudaStream_t)0,
+                              (uint64_t)(o->compute_us * 1e3 + o->compute_us_per_item * 1e3), 1,
+                              NULL, 0, 0);
         if (e != cudaSuccess) {
             rc = cuda_fail(e, "spin kernel", err, len);
             break;
@@ -418,7 +419,7 @@ int gb_workload_supports(const gb_workload *w, gp_backend backend, char *err, si
     return GP_OK;
 #else
     snprintf(err, len,
-             "--workload synthetic on the CUDA backend needs the spin kernel (kernels/spin.cu), "
+             "--workload synthetic on the CUDA backend needs the spin kernel (bench/bench-spin.cu), "
              "which is not built into this gp-bench; use --backend host");
     return GP_ENOTSUP;
 #endif

@@ -14,9 +14,9 @@ file(STRINGS ${PROJECT_SOURCE_DIR}/lib/model/sources.cmake gb_model_sources
 if(gb_model_sources)
   target_compile_definitions(gp-bench PRIVATE GB_HAVE_MODEL)
 endif()
-# The synthetic workload on CUDA runs the spin kernel (bench/spin.cu, the benchmarks' own).
+# The synthetic workload on CUDA runs the benchmarks' spin kernel (bench/bench-spin.cu).
 if(GP_HAVE_CUDA)
-  target_sources(gp-bench PRIVATE ${CMAKE_CURRENT_LIST_DIR}/spin.cu)
+  target_sources(gp-bench PRIVATE ${CMAKE_CURRENT_LIST_DIR}/bench-spin.cu)
   target_compile_definitions(gp-bench PRIVATE GB_HAVE_SPIN)
   target_include_directories(gp-bench SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(gp-bench PRIVATE CUDA::cudart)

@@ -1,192 +1,620 @@
 #!/usr/bin/env bash
-# gpu-run.sh — everything the CUDA backend needs checked on a machine with an NVIDIA GPU, in one
-# call (a lent device machine runs one command of at most 10 minutes):
-#   1. find the toolkit, cuBLAS and cuDNN (system, or inside PyTorch's nvidia-* Python
-#      packages), configure and build;
-#   2. ctest -L gpu;
-#   3. cuda-bench (the issue's (a)-(e));
-#   4. compute-sanitizer memcheck, racecheck and synccheck over the GPU tests, as far as the
-#      time budget allows.
-# Logs go to "$OUT" (default ./out), eight files at most:
-#   env.txt build.log ctest-gpu.log cuda-bench.txt memcheck.log racecheck.log synccheck.log
-#   summary.txt
-# Environment: OUT, BUILD (default build-gpu), BUDGET_S (default 540: stop starting sanitizer
-# runs after this many seconds), JOBS (default: all cores).
-# Run from anywhere: bash bench/gpu-run.sh
+# gpu-run.sh — what the CUDA backend needs checked on a machine with an NVIDIA GPU, in stages
+# that each fit one command of a lent device machine (at most 10 minutes per command):
+#
+#   bash bench/gpu-run.sh [STAGE...]      (no stage: all of them, as far as the budget allows)
+#
+#   build     find nvcc, cuBLAS, cuDNN and NVTX (toolkit, or PyTorch's nvidia-* wheels: CUDA 13
+#             nvidia/cu13/{lib,include}, older nvidia/{cublas,cudnn}/...), configure and build
+#             into $BUILD; no GPU needed
+#   test      ctest -L gpu
+#   bench     build-gpu/bench/cuda-bench (the issue's (a)-(e)), then gp-bench --backend cuda
+#   sanitize  compute-sanitizer memcheck, racecheck, synccheck over the small gpu cases
+#   compare   bench/model-bench.py (gpupipe vs PyTorch), when a python has torch with CUDA
+#
+# Every invocation first records the machine in $OUT/env.txt. The build directory persists
+# between commands on the same (warm) machine: later stages reuse it and say so when it is
+# missing. Logs go to $OUT (default ./out); $OUT/summary.txt gets one line per stage:
+# ok | failed | timeout | skipped, the seconds it took and why.
+#
+# Time: the whole run is guarded (GPU_RUN_BUDGET_S, default 560 s, so one call fits a 600 s
+# command with margin); each step's timeout is derived from what is left; a step cut short is
+# reported "timeout". Exit status: 0 when every stage is ok or skipped, else 1.
+#
+# Environment: OUT, BUILD (default build-gpu), JOBS (default: all cores), CUDA_ARCH (default:
+# the GPU's, else 90), GPU_RUN_BUDGET_S, PYTHON (for compare), COMPARE_ITEMS (default 2048),
+# SAN_TOOLS (default "memcheck racecheck synccheck": split them over two commands when one is
+# not enough). For testing this script without a GPU: GPU_RUN_ASSUME_GPU=1 (run the GPU
+# stages anyway), GP_SANITIZER (a stand-in for compute-sanitizer), GPU_RUN_PREFER_WHEELS=1
+# (cuBLAS, cuDNN, NVTX from the wheels even where the toolkit has them).
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/out}
 BUILD=${BUILD:-$ROOT/build-gpu}
-BUDGET_S=${BUDGET_S:-540}
+BUDGET_S=${GPU_RUN_BUDGET_S:-560}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
-T0=$(date +%s)
-mkdir -p "$OUT" "$BUILD"
+mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
-: >"$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
-elapsed() { echo $(($(date +%s) - T0)); }
+
+# ---- the whole-script guard -----------------------------------------------------------------
+# Every step below runs under `timeout` within the budget; this outer guard also catches what
+# nothing else would (a hang between steps) and still leaves a line in the summary.
+if [ -z "${GPU_RUN_GUARDED:-}" ]; then
+  export GPU_RUN_GUARDED=1 GPU_RUN_T0=${GPU_RUN_T0:-$(date +%s)}
+  timeout -k 5 $((BUDGET_S + 15)) bash "${BASH_SOURCE[0]}" "$@"
+  rc=$?
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    echo "gpu-run: timeout: the whole-script guard stopped the run after $((BUDGET_S + 15)) s" |
+      tee -a "$SUMMARY"
+  fi
+  exit $rc
+fi
+
+T0=$GPU_RUN_T0
+DEADLINE=$((T0 + BUDGET_S))
+RESERVE=5 # seconds kept for the summary after the last step
+now() { date +%s; }
+left() { echo $((DEADLINE - $(now))); }
+# limit CAP: the seconds a step may take now: CAP, or what is left of the budget if less.
+# `timeout -k 10` may add 10 s to a step that ignores SIGTERM: that is counted in.
+limit() {
+  local l=$(($(left) - RESERVE - 10))
+  [ "$1" -lt "$l" ] && l=$1
+  echo "$l"
+}
+is_timeout() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }
 
 cd "$ROOT" || exit 1
-say "gpu-run: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (+ local changes)')"
+STAGES=("$@")
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(build test bench sanitize compare)
+for s in "${STAGES[@]}"; do
+  case $s in
+    build | test | bench | sanitize | compare) ;;
+    *)
+      echo "gpu-run: unknown stage '$s' (build | test | bench | sanitize | compare)" >&2
+      exit 2
+      ;;
+  esac
+done
 
-# ---- 1. environment ------------------------------------------------------------------------
 {
-  echo "== date"; date -u
-  echo "== commit"; git rev-parse HEAD 2>/dev/null; git status --short 2>/dev/null | head -20
-  echo "== nvidia-smi"; nvidia-smi 2>&1
-  echo "== nvidia-smi -q (clocks, PCIe)"; nvidia-smi -q -d CLOCK,PERFORMANCE 2>&1 | head -60
-  nvidia-smi --query-gpu=name,pcie.link.gen.current,pcie.link.width.current,compute_cap,driver_version --format=csv 2>&1
-  echo "== cpu"; lscpu 2>&1 | head -20
-  echo "== tools"; command -v cmake ninja nvcc compute-sanitizer python3 gcc 2>&1
-  cmake --version 2>&1 | head -1; gcc --version 2>&1 | head -1
-} >"$OUT/env.txt" 2>&1
+  echo
+  echo "gpu-run $(date -u +%Y-%m-%dT%H:%M:%SZ): stages ${STAGES[*]}; budget ${BUDGET_S} s;" \
+    "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (+ local changes)');" \
+    "build dir $BUILD"
+} >>"$SUMMARY"
+# Detail lines of the current stage: collected here, written under its status line.
+NOTES=$(mktemp "${TMPDIR:-/tmp}/gpu-run-notes.XXXXXX")
+trap 'rm -f "$NOTES"' EXIT
+note() { echo "    $*" >>"$NOTES"; }
+notes_raw() { sed 's/^/      /' >>"$NOTES"; } # stdin, indented further
 
-# nvcc: PATH, /usr/local/cuda, CUDA_HOME.
+# ---- environment (every invocation) ---------------------------------------------------------
 NVCC=$(command -v nvcc || true)
 for d in "${CUDA_HOME:-}" /usr/local/cuda /usr/local/cuda-13 /usr/local/cuda-12; do
   [ -z "$NVCC" ] && [ -n "$d" ] && [ -x "$d/bin/nvcc" ] && NVCC=$d/bin/nvcc
 done
-if [ -z "$NVCC" ]; then
-  say "FAIL: no nvcc (no CUDA toolkit): nothing can be built here"
-  exit 1
+CUDA_DIR=""
+if [ -n "$NVCC" ]; then
+  CUDA_DIR=$(cd "$(dirname "$NVCC")/.." && pwd)
+  export PATH=$CUDA_DIR/bin:$PATH
 fi
-CUDA_DIR=$(cd "$(dirname "$NVCC")/.." && pwd)
-export PATH=$CUDA_DIR/bin:$PATH
-"$NVCC" --version | tail -2 >>"$OUT/env.txt"
-say "toolkit: $CUDA_DIR ($("$NVCC" --version | grep -o 'release [0-9.]*'))"
 
-# Libraries from PyTorch's wheels when the system has none: a shim dir with the unversioned
-# .so names CMake looks for, headers on CPATH, the libraries on LD_LIBRARY_PATH.
-SHIM=$BUILD/libshim
-wheel_dir() { python3 -c "import nvidia.$1 as m; print(m.__path__[0])" 2>/dev/null; }
-shim_lib() { # shim_lib <wheel module> <lib name without .so>
-  local d; d=$(wheel_dir "$1") || return 1
-  [ -n "$d" ] || return 1
-  local so; so=$(ls "$d"/lib/lib"$2".so* 2>/dev/null | head -1)
-  [ -n "$so" ] || return 1
-  mkdir -p "$SHIM/lib" "$SHIM/include"
-  ln -sf "$so" "$SHIM/lib/lib$2.so"
-  for h in "$d"/include/*.h; do [ -e "$h" ] && ln -sf "$h" "$SHIM/include/"; done
-  echo "$d"
+# Python interpreters to try, in order (the first python3 on PATH may not be the one with
+# torch): $PYTHON, python3, /usr/bin/python3, python.
+PYTHONS=()
+for py in "${PYTHON:-}" python3 /usr/bin/python3 python; do
+  [ -n "$py" ] || continue
+  py=$(command -v "$py" 2>/dev/null) || continue
+  [[ " ${PYTHONS[*]} " == *" $py "* ]] || PYTHONS+=("$py")
+done
+
+# Directories of the nvidia namespace package (PyTorch's nvidia-* wheels), one per line.
+nvidia_roots() {
+  {
+    local py
+    for py in ${PYTHONS[@]+"${PYTHONS[@]}"}; do
+      timeout 30 "$py" -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null
+    done
+    ls -d /usr/local/lib/python3*/*-packages/nvidia /usr/lib/python3*/*-packages/nvidia \
+      "${HOME:-/root}"/.local/lib/python3*/site-packages/nvidia 2>/dev/null
+  } | awk 'NF && !seen[$0]++'
 }
-# Runs in the parent shell (shim_lib runs in $(...), where an export would be lost).
-add_lib_path() { export LD_LIBRARY_PATH=$1/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; }
-has_sys_lib() { # has_sys_lib <lib name>
+NV_ROOTS=$(nvidia_roots)
+
+{
+  echo "== date"; date -u
+  echo "== commit"; git rev-parse HEAD 2>/dev/null; git status --short 2>/dev/null | head -20
+  echo "== nvidia-smi"; timeout 30 nvidia-smi 2>&1
+  echo "== GPU name, driver, clocks, PCIe (nvidia-smi --query-gpu)"
+  timeout 30 nvidia-smi --format=csv --query-gpu=name,driver_version,compute_cap,memory.total,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.limit,persistence_mode,compute_mode 2>&1
+  echo "== CUDA version (driver)"; timeout 30 nvidia-smi 2>&1 | grep -o 'CUDA Version: *[0-9.]*'
+  echo "== nvidia-smi -q -d CLOCK,PERFORMANCE"; timeout 30 nvidia-smi -q -d CLOCK,PERFORMANCE 2>&1 | head -80
+  echo "== nvcc"; [ -n "$NVCC" ] && "$NVCC" --version 2>&1 | tail -2
+  echo "== ls /usr/local/cuda/lib64/libcublas* libcudnn*"
+  ls -l /usr/local/cuda/lib64/libcublas* /usr/local/cuda/lib64/libcudnn* 2>&1
+  echo "== which compute-sanitizer ncu nsys"
+  for t in compute-sanitizer ncu nsys; do printf '%s: %s\n' "$t" "$(command -v "$t" || echo 'not found')"; done
+  echo "== python: torch, nvidia.cudnn"
+  for py in ${PYTHONS[@]+"${PYTHONS[@]}"}; do
+    printf '%s: ' "$py"
+    timeout 60 "$py" -c 'import nvidia.cudnn, torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())' 2>&1 | tail -1
+  done
+  echo "== nvidia wheels (lib and include dirs)"
+  for r in $NV_ROOTS; do ls -d "$r"/*/lib "$r"/*/include 2>/dev/null; done
+  echo "== cpu"; lscpu 2>&1 | head -20
+  echo "== tools"; command -v cmake ninja gcc python3 2>&1
+  cmake --version 2>&1 | head -1; gcc --version 2>&1 | head -1
+} >"$OUT/env.txt" 2>&1
+
+GPU_OK=0
+GPU_WHY="no GPU: nvidia-smi lists none"
+if [ -n "${GPU_RUN_ASSUME_GPU:-}" ]; then
+  GPU_OK=1 GPU_WHY=""
+elif timeout 30 nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  GPU_OK=1 GPU_WHY=""
+fi
+need_gpu() {
+  [ "$GPU_OK" = 1 ] && return 0
+  ST_STATUS=skipped ST_DETAIL=$GPU_WHY
+  return 1
+}
+need_build() {
+  if [ ! -f "$BUILD/CMakeCache.txt" ] || [ ! -f "$BUILD/gpu-run.env" ]; then
+    ST_STATUS=failed
+    ST_DETAIL="no build in $BUILD: run the build stage first (on the same warm machine)"
+    return 1
+  fi
+  # shellcheck disable=SC1091
+  . "$BUILD/gpu-run.env"
+  return 0
+}
+# budget_for CAP MIN: sets STEP_T to the seconds a step may take; fails the stage (skipped)
+# when fewer than MIN are left.
+budget_for() {
+  STEP_T=$(limit "$1")
+  if [ "$STEP_T" -lt "$2" ]; then
+    ST_STATUS=skipped
+    ST_DETAIL="time budget spent: $(left) s left, the step needs >= $2 s + $((RESERVE + 10)) s reserve"
+    return 1
+  fi
+  return 0
+}
+
+# ---- build ----------------------------------------------------------------------------------
+SHIM=$BUILD/libshim
+has_sys_lib() { # has_sys_lib NAME: libNAME.so in the toolkit or the system's loader cache
+  [ -z "${GPU_RUN_PREFER_WHEELS:-}" ] || return 1
   [ -e "$CUDA_DIR/lib64/lib$1.so" ] || [ -e "$CUDA_DIR/lib/x64/lib$1.so" ] ||
     ldconfig -p 2>/dev/null | grep -q "lib$1\.so "
 }
-CMAKE_EXTRA=()
-for pair in cublas:cublas cublas:cublasLt; do
-  mod=${pair%%:*}; lib=${pair##*:}
-  if ! has_sys_lib "$lib"; then
-    if d=$(shim_lib "$mod" "$lib"); then
-      add_lib_path "$d"; say "$lib: from the Python wheel $d"
+# wheel_lib NAME: the first libNAME.so.N (else libNAME.so) in the wheels' lib dirs.
+wheel_lib() {
+  local r d f
+  for r in $NV_ROOTS; do
+    for d in "$r"/cu13/lib "$r"/cu12/lib "$r"/cublas/lib "$r"/cudnn/lib "$r"/*/lib; do
+      for f in "$d/lib$1".so.[0-9]* "$d/lib$1.so"; do
+        [ -e "$f" ] && echo "$f" && return 0
+      done
+    done
+  done
+  return 1
+}
+# wheel_include FILE: the first wheel include dir holding FILE.
+wheel_include() {
+  local r d
+  for r in $NV_ROOTS; do
+    for d in "$r"/cu13/include "$r"/cu12/include "$r"/cublas/include "$r"/cudnn/include \
+      "$r"/nvtx/include "$r"/cuda_nvtx/include "$r"/*/include; do
+      [ -e "$d/$1" ] && echo "$d" && return 0
+    done
+  done
+  return 1
+}
+# shim_libs FILE PATTERN: link every PATTERN file of FILE's dir (versioned names, and
+# sub-libraries loaded at run time) into the shim, plus the unversioned name CMake looks for.
+LIBDIRS=()
+shim_libs() {
+  local dir f base
+  dir=$(dirname "$1")
+  mkdir -p "$SHIM/lib"
+  for f in "$dir"/$2; do
+    [ -e "$f" ] && ln -sfn "$f" "$SHIM/lib/$(basename "$f")"
+  done
+  base=$(basename "$1")
+  ln -sfn "$1" "$SHIM/lib/${base%%.so*}.so"
+  [[ " ${LIBDIRS[*]} " == *" $dir "* ]] || LIBDIRS+=("$dir")
+}
+# shim_headers DIR PATTERN...: link those headers of DIR into the shim. Only these: a wheel's
+# include dir also holds CUDA runtime headers that must not shadow the toolkit's.
+shim_headers() {
+  local dir=$1 p f
+  shift
+  mkdir -p "$SHIM/include"
+  for p in "$@"; do
+    for f in "$dir"/$p; do [ -e "$f" ] && ln -sfn "$f" "$SHIM/include/$(basename "$f")"; done
+  done
+}
+
+st_build() {
+  if [ -z "$NVCC" ]; then
+    ST_STATUS=failed ST_DETAIL="no nvcc (no CUDA toolkit): nothing can be built here"
+    return
+  fi
+  budget_for 420 30 || return
+  local t_stage=$STEP_T t_end=$(($(now) + STEP_T))
+  local log=$OUT/build.log
+  : >"$log"
+  mkdir -p "$BUILD"
+  # Marks a completed build for the later stages: gone until this build succeeds.
+  rm -f "$BUILD/gpu-run.env"
+  note "toolkit: $CUDA_DIR ($("$NVCC" --version | grep -o 'release [0-9.]*'))"
+  rm -rf "$SHIM"
+  local extra=() lib f d
+  # cuBLAS / cuBLASLt: libraries and headers, each from the toolkit when it has them.
+  for lib in cublas cublasLt; do
+    if has_sys_lib "$lib"; then
+      note "$lib: toolkit/system"
+    elif f=$(wheel_lib "$lib"); then
+      shim_libs "$f" "lib$lib.so*"
+      note "$lib: wheel $f"
     else
-      say "$lib: not found"
+      note "$lib: NOT FOUND (the CUDA backend needs it)"
+    fi
+  done
+  if [ ! -e "$CUDA_DIR/include/cublasLt.h" ] || [ -n "${GPU_RUN_PREFER_WHEELS:-}" ]; then
+    if d=$(wheel_include cublasLt.h); then
+      shim_headers "$d" 'cublas*.h'
+      note "cuBLAS headers: wheel $d"
+    else
+      note "cuBLAS headers: NOT FOUND"
     fi
   fi
-done
-if has_sys_lib cudnn && { [ -e "$CUDA_DIR/include/cudnn.h" ] || [ -e /usr/include/cudnn.h ] ||
-                          [ -e /usr/include/x86_64-linux-gnu/cudnn.h ]; }; then
-  say "cuDNN: system"
-elif d=$(shim_lib cudnn cudnn); then
-  add_lib_path "$d"
-  export CUDNN_ROOT=$SHIM
-  say "cuDNN: from the Python wheel $d"
-else
-  say "cuDNN: not found (building without it)"
-  CMAKE_EXTRA+=(-DGP_WITH_CUDNN=OFF)
-fi
-if [ -d "$SHIM" ]; then
-  export CPATH=$SHIM/include${CPATH:+:$CPATH}
-  CMAKE_EXTRA+=(-DCMAKE_LIBRARY_PATH="$SHIM/lib")
-fi
+  # cuDNN (optional): the toolkit, the system, or a wheel (nvidia/cudnn or nvidia/cu13).
+  if has_sys_lib cudnn && { [ -e "$CUDA_DIR/include/cudnn.h" ] || [ -e /usr/include/cudnn.h ] ||
+    [ -e /usr/include/x86_64-linux-gnu/cudnn.h ]; }; then
+    note "cuDNN: toolkit/system"
+  elif f=$(wheel_lib cudnn) && d=$(wheel_include cudnn.h); then
+    shim_libs "$f" 'libcudnn*.so*'
+    shim_headers "$d" 'cudnn*.h'
+    export CUDNN_ROOT=$SHIM
+    note "cuDNN: wheel $f"
+  else
+    note "cuDNN: not found (building without it)"
+    extra+=(-DGP_WITH_CUDNN=OFF)
+  fi
+  # NVTX (header-only nvtx3): the toolkit's, else a wheel's.
+  if [ ! -e "$CUDA_DIR/include/nvtx3/nvToolsExt.h" ] || [ -n "${GPU_RUN_PREFER_WHEELS:-}" ]; then
+    if d=$(wheel_include nvtx3/nvToolsExt.h); then
+      mkdir -p "$SHIM/include"
+      ln -sfn "$d/nvtx3" "$SHIM/include/nvtx3"
+      note "NVTX: wheel $d/nvtx3"
+    else
+      note "NVTX: nvtx3/nvToolsExt.h NOT FOUND (lib/cuda/backend.c includes it)"
+    fi
+  fi
+  local ldp=""
+  if [ -d "$SHIM" ]; then
+    # -isystem (not CPATH): the wheels' headers warn like the toolkit's would, i.e. not at all.
+    if [ -d "$SHIM/include" ]; then
+      extra+=(-DCMAKE_C_FLAGS="-isystem $SHIM/include" -DCMAKE_CXX_FLAGS="-isystem $SHIM/include"
+        -DCMAKE_CUDA_FLAGS="-isystem $SHIM/include")
+    fi
+    [ -d "$SHIM/lib" ] && extra+=(-DCMAKE_LIBRARY_PATH="$SHIM/lib")
+    ldp=$SHIM/lib
+    for d in ${LIBDIRS[@]+"${LIBDIRS[@]}"}; do ldp=$ldp:$d; done
+  fi
+  local arch=${CUDA_ARCH:-}
+  if [ -z "$arch" ]; then
+    arch=$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+    arch=${arch:-90}
+  fi
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  [ -f "$BUILD/CMakeCache.txt" ] && note "reusing $BUILD (incremental build)"
+  local rc t
+  echo "== configure (CUDA arch $arch)" >>"$log"
+  timeout -k 10 "$(limit $((t_end - $(now))))" cmake -S "$ROOT" -B "$BUILD" ${gen[@]+"${gen[@]}"} \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_WITH_CUDA=ON -DGP_WERROR=OFF \
+    -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    ${extra[@]+"${extra[@]}"} >>"$log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] && ! is_timeout $rc && [[ " ${extra[*]} " != *GP_WITH_CUDNN=OFF* ]]; then
+    note "configure with cuDNN failed; retrying without it (see build.log)"
+    extra+=(-DGP_WITH_CUDNN=OFF)
+    t=$(limit $((t_end - $(now))))
+    rc=124
+    if [ "$t" -ge 5 ]; then
+      timeout -k 10 "$t" cmake -S "$ROOT" -B "$BUILD" -DGP_WITH_CUDNN=OFF >>"$log" 2>&1
+      rc=$?
+    fi
+  fi
+  if [ $rc -ne 0 ]; then
+    is_timeout $rc && ST_STATUS=timeout || ST_STATUS=failed
+    ST_DETAIL="configure (exit $rc), see build.log"
+    tail -15 "$log" | notes_raw
+    return
+  fi
+  echo "== build" >>"$log"
+  local t_build
+  t_build=$(limit $((t_end - $(now))))
+  if [ "$t_build" -lt 10 ]; then
+    ST_STATUS=timeout ST_DETAIL="configured, no time left to build (stage limit $t_stage s)"
+    return
+  fi
+  timeout -k 10 "$t_build" cmake --build "$BUILD" -j "$JOBS" >>"$log" 2>&1
+  rc=$?
+  local what
+  what=$(grep -o 'CUDA=[A-Z]* cuDNN=[A-Z]*' "$log" | tail -1)
+  if is_timeout $rc; then
+    ST_STATUS=timeout ST_DETAIL="build cut at $t_build s ($what); run the build stage again to finish it"
+    return
+  fi
+  if [ $rc -ne 0 ]; then
+    ST_STATUS=failed ST_DETAIL="build (exit $rc, $what), tail of build.log below"
+    grep -E 'error|Error' "$log" | head -15 | notes_raw
+    tail -10 "$log" | notes_raw
+    return
+  fi
+  # What later stages (and a user) need to run the binaries.
+  {
+    echo "# written by bench/gpu-run.sh build: the environment the built binaries need"
+    [ -n "$ldp" ] && echo "export LD_LIBRARY_PATH=$ldp\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+    echo "export PATH=$CUDA_DIR/bin:\$PATH"
+  } >"$BUILD/gpu-run.env"
+  local nwarn
+  nwarn=$(grep -c 'warning' "$log")
+  ST_DETAIL="$what, CUDA arch $arch, $nwarn warning line(s) in build.log"
+  # The binaries' libraries resolve (versioned names in the shim), as a user would run them.
+  (
+    # shellcheck disable=SC1091
+    . "$BUILD/gpu-run.env"
+    for b in bench/cuda-bench bench/gp-infer tests/gpu_handles; do
+      [ -x "$BUILD/$b" ] && { echo "== ldd $b"; ldd "$BUILD/$b"; }
+    done
+  ) >"$OUT/ldd.txt" 2>&1
+  if grep -q 'not found' "$OUT/ldd.txt"; then
+    ST_STATUS=failed ST_DETAIL="$ST_DETAIL; ldd: libraries not found (ldd.txt)"
+    grep 'not found' "$OUT/ldd.txt" | sort -u | head -5 | notes_raw
+  fi
+  if [ -n "$ldp" ]; then
+    note "to run the binaries outside this script: export LD_LIBRARY_PATH=$ldp\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+  else
+    note "the binaries need no LD_LIBRARY_PATH (libraries from the toolkit/system)"
+  fi
+}
 
-# Build for this GPU only (faster); 90 when the query fails.
-CC_ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-CC_ARCH=${CC_ARCH:-90}
-GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
-{
-  echo "== configure"
-  cmake -S "$ROOT" -B "$BUILD" ${GEN[@]+"${GEN[@]}"} -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_WITH_CUDA=ON \
-    -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$CC_ARCH" ${CMAKE_EXTRA[@]+"${CMAKE_EXTRA[@]}"}
-} >"$OUT/build.log" 2>&1
-if [ $? -ne 0 ] && [[ ! " ${CMAKE_EXTRA[*]} " =~ GP_WITH_CUDNN=OFF ]]; then
-  say "configure with cuDNN failed; retrying without it (see build.log)"
-  CMAKE_EXTRA+=(-DGP_WITH_CUDNN=OFF)
-  cmake -S "$ROOT" -B "$BUILD" ${GEN[@]+"${GEN[@]}"} -DGP_WITH_CUDNN=OFF >>"$OUT/build.log" 2>&1
-fi
-echo "== build" >>"$OUT/build.log"
-if ! cmake --build "$BUILD" -j "$JOBS" >>"$OUT/build.log" 2>&1; then
-  say "FAIL: build (tail of build.log follows)"
-  tail -30 "$OUT/build.log" | tee -a "$SUMMARY"
-  exit 1
-fi
-say "build: ok ($(grep -o 'CUDA=[A-Z]* cuDNN=[A-Z]*' "$OUT/build.log" | tail -1)), $(elapsed) s"
+# ---- test -----------------------------------------------------------------------------------
+st_test() {
+  need_gpu || return
+  need_build || return
+  budget_for 330 60 || return
+  local log=$OUT/ctest-gpu.log rc stop
+  # --stop-time ends the tests ctest is running when the step's time is up (they report
+  # "Timeout"), so the log still has a summary; the outer timeout is the backstop.
+  stop=$(date -d "@$(($(now) + STEP_T - 5))" "+%H:%M:%S %z")
+  (cd "$BUILD" && timeout -k 10 "$STEP_T" ctest -L gpu --output-on-failure -j 4 \
+    --stop-time "$stop" --output-junit "$OUT/ctest-gpu.xml") >"$log" 2>&1
+  rc=$?
+  local line failed skipped
+  line=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
+  failed=$(sed -n '/The following tests FAILED:/,$p' "$log" | grep -E '^\s+[0-9]+ - ' | head -20)
+  skipped=$(sed -n '/The following tests did not run:/,/^$/p' "$log" | grep -E '^\s+[0-9]+ - ' | head -20)
+  if is_timeout $rc; then
+    ST_STATUS=timeout ST_DETAIL="ctest cut at $STEP_T s; ${line:-no summary}"
+  elif [ $rc -ne 0 ]; then
+    ST_STATUS=failed ST_DETAIL="ctest exit $rc; ${line:-no summary (see ctest-gpu.log)}"
+  else
+    ST_DETAIL=$line
+  fi
+  [ -n "$failed" ] && { note "failed:"; echo "$failed" | sed 's/^\s*//' | notes_raw; }
+  [ -n "$skipped" ] && { note "skipped (on a GPU machine each needs a look):"; echo "$skipped" | sed 's/^\s*//' | notes_raw; }
+}
 
-# ---- 2. gpu tests --------------------------------------------------------------------------
-ctest --test-dir "$BUILD" -L gpu --output-on-failure -j 4 --timeout 300 >"$OUT/ctest-gpu.log" 2>&1
-CT=$?
-say "ctest -L gpu: exit $CT; $(grep -E 'tests passed|tests failed' "$OUT/ctest-gpu.log" | tail -1)"
-grep -E '\*\*\*(Failed|Skipped|Timeout)|Not Run|Exception' "$OUT/ctest-gpu.log" | tee -a "$SUMMARY"
-say "after tests: $(elapsed) s"
+# ---- bench ----------------------------------------------------------------------------------
+st_bench() {
+  need_gpu || return
+  need_build || return
+  if [ ! -x "$BUILD/bench/cuda-bench" ]; then
+    ST_STATUS=failed ST_DETAIL="cuda-bench not built in $BUILD"
+    return
+  fi
+  budget_for 240 30 || return
+  local rc
+  timeout -k 10 "$STEP_T" "$BUILD/bench/cuda-bench" >"$OUT/cuda-bench.txt" 2>&1
+  rc=$?
+  grep -E '^\(|target|busy|peak pinned' "$OUT/cuda-bench.txt" | notes_raw
+  if is_timeout $rc; then
+    ST_STATUS=timeout ST_DETAIL="cuda-bench cut at $STEP_T s"
+    return
+  elif [ $rc -eq 77 ]; then
+    ST_STATUS=failed ST_DETAIL="cuda-bench found no usable device: $(head -1 "$OUT/cuda-bench.txt")"
+    return
+  elif [ $rc -ne 0 ]; then
+    ST_STATUS=failed ST_DETAIL="cuda-bench exit $rc (see cuda-bench.txt)"
+    return
+  fi
+  ST_DETAIL="cuda-bench ok (cuda-bench.txt)"
+  # gp-bench's default sweep on the GPU (its own figures; RESULTS.md "GPU figures").
+  if [ -x "$BUILD/bench/gp-bench" ]; then
+    if budget_for 150 30; then
+      local args=(--backend cuda) help
+      help=$("$BUILD/bench/gp-bench" --help 2>&1)
+      [[ $help == *--csv* ]] && args+=(--csv "$OUT/gp-bench-cuda.csv")
+      [[ $help == *--json* ]] && args+=(--json "$OUT/gp-bench-cuda.json")
+      timeout -k 10 "$STEP_T" "$BUILD/bench/gp-bench" "${args[@]}" >"$OUT/gp-bench-cuda.txt" 2>&1
+      rc=$?
+      if is_timeout $rc; then
+        ST_STATUS=timeout ST_DETAIL="$ST_DETAIL; gp-bench --backend cuda cut at $STEP_T s"
+      elif [ $rc -ne 0 ]; then
+        ST_STATUS=failed ST_DETAIL="$ST_DETAIL; gp-bench --backend cuda exit $rc (gp-bench-cuda.txt)"
+      else
+        ST_DETAIL="$ST_DETAIL; gp-bench --backend cuda ok (gp-bench-cuda.txt)"
+      fi
+    else
+      ST_DETAIL="cuda-bench ok; gp-bench not run: $ST_DETAIL"
+      ST_STATUS=ok
+    fi
+  fi
+}
 
-# ---- 3. benchmark --------------------------------------------------------------------------
-if [ -x "$BUILD/bench/cuda-bench" ]; then
-  timeout 240 "$BUILD/bench/cuda-bench" >"$OUT/cuda-bench.txt" 2>&1
-  say "cuda-bench: exit $?"
-  grep -E '^\(|target|peak' "$OUT/cuda-bench.txt" | tee -a "$SUMMARY"
-else
-  say "cuda-bench: not built"
-fi
-say "after bench: $(elapsed) s"
-
-# ---- 4. compute-sanitizer ------------------------------------------------------------------
-SAN=$(command -v compute-sanitizer || true)
-[ -z "$SAN" ] && [ -x "$CUDA_DIR/bin/compute-sanitizer" ] && SAN=$CUDA_DIR/bin/compute-sanitizer
-[ -z "$SAN" ] && [ -x "$CUDA_DIR/compute-sanitizer/compute-sanitizer" ] && SAN=$CUDA_DIR/compute-sanitizer/compute-sanitizer
-if [ -z "$SAN" ] && d=$(wheel_dir cuda_sanitizer_api) && [ -x "$d/compute-sanitizer/compute-sanitizer" ]; then
-  SAN=$d/compute-sanitizer/compute-sanitizer # the nvidia-cuda-sanitizer-api wheel
-fi
-SAN=${GP_SANITIZER:-$SAN} # override (used to dry-run this script without a GPU)
-# The cases run under the sanitizer: every gpu test but the deliberate sticky fault (the
-# trap is the point of it) and the overlap timings (a sanitizer changes timing by design).
-# API errors are not reported: several cases provoke them on purpose (invalid launch, an
-# uncapturable compute, no device); memory, race and sync errors are.
-SKIP_RE='^(gpu_fault_sticky|gpu_overlap|gpu_overlap_3slots|gpu_nodev|gpu_nodev_range|gpu_auto_fallback)$'
-CASES=$(cd "$BUILD" && ctest -L gpu --show-only=json-v1 2>/dev/null | python3 -c '
-import json, sys
+# ---- sanitize -------------------------------------------------------------------------------
+# Not under a sanitizer: the deliberate sticky fault (the trap is the point of it), the overlap
+# timings (a sanitizer changes timing by design), the no-device cases, and the cases too big
+# for a 10-minute command under memcheck/racecheck (model_cuda_ops, test_stress_cuda,
+# gpu_no_alloc). Cases listed in SAN_LAST run after the others, while time is left.
+SAN_SKIP='^(gpu_fault_sticky|gpu_overlap|gpu_overlap_3slots|gpu_nodev|gpu_nodev_range|gpu_auto_fallback|model_cuda_ops|test_stress_cuda|gpu_no_alloc)$'
+SAN_LAST='^(model_cuda_demo|model_cuda_graphs)$'
+st_sanitize() {
+  need_gpu || return
+  need_build || return
+  local san=${GP_SANITIZER:-}
+  if [ -z "$san" ]; then
+    san=$(command -v compute-sanitizer || true)
+    for f in "$CUDA_DIR/bin/compute-sanitizer" "$CUDA_DIR/compute-sanitizer/compute-sanitizer"; do
+      [ -z "$san" ] && [ -x "$f" ] && san=$f
+    done
+  fi
+  if [ -z "$san" ]; then
+    ST_STATUS=skipped ST_DETAIL="compute-sanitizer not found"
+    return
+  fi
+  local py=${PYTHONS[0]:-}
+  if [ -z "$py" ]; then
+    ST_STATUS=failed ST_DETAIL="no python3 to list the tests"
+    return
+  fi
+  # name, env assignments, working directory, command, from ctest's JSON; separated by \x1f
+  # (not a tab: `read` would merge a tab-separated empty field with its neighbour).
+  local cases
+  cases=$(cd "$BUILD" && ctest -L gpu --show-only=json-v1 2>/dev/null | "$py" -c '
+import json, shlex, sys
 for t in json.load(sys.stdin)["tests"]:
-    print(t["name"] + "\t" + " ".join(t["command"]))
-' 2>/dev/null)
-if [ -z "$SAN" ]; then
-  say "compute-sanitizer: not found"
-elif [ -z "$CASES" ]; then
-  say "compute-sanitizer: could not list the tests (needs python3)"
-else
-  for tool in memcheck racecheck synccheck; do
+    env, wd = [], ""
+    for p in t.get("properties", []):
+        if p.get("name") == "ENVIRONMENT":
+            env = p.get("value") or []
+        if p.get("name") == "WORKING_DIRECTORY":
+            wd = p.get("value") or ""
+    print("\x1f".join([t["name"], " ".join(shlex.quote(e) for e in env), wd,
+                        " ".join(shlex.quote(c) for c in t["command"])]))
+')
+  if [ -z "$cases" ]; then
+    ST_STATUS=failed ST_DETAIL="could not list the gpu tests (ctest --show-only=json-v1)"
+    return
+  fi
+  cases=$(printf '%s\n' "$cases" | awk -F$'\x1f' -v skip="$SAN_SKIP" -v last="$SAN_LAST" \
+    '$1 ~ skip {next} $1 ~ last {l = l $0 "\n"; next} {print} END {printf "%s", l}')
+  local tool name envs wd cmd rc t log any_timeout=0 any_err=0 any_fail=0 budget_out=0
+  for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
     log=$OUT/$tool.log
     : >"$log"
-    pass=0 fail=0 nodev=0 skipped=0
-    while IFS=$'\t' read -r name cmd; do
-      [[ $name =~ $SKIP_RE ]] && continue
-      if [ "$(elapsed)" -ge "$BUDGET_S" ]; then
-        skipped=$((skipped + 1)); echo "== $name: not run, time budget spent" >>"$log"; continue
+    local clean=0 errs=0 fails=0 touts=0 nodev=0 notrun=0 errnames="" toutnames="" failnames=""
+    while IFS=$'\x1f' read -r name envs wd cmd; do
+      [ -n "$name" ] || continue
+      t=$(limit 120)
+      if [ "$t" -lt 20 ]; then
+        notrun=$((notrun + 1))
+        echo "== $name: not run, time budget spent" >>"$log"
+        continue
       fi
-      echo "== $name: $cmd" >>"$log"
-      # shellcheck disable=SC2086
-      (cd "$BUILD/tests" && timeout 120 "$SAN" --tool "$tool" --report-api-errors no \
-        --error-exitcode 99 $cmd) >>"$log" 2>&1
+      echo "== $name: $cmd (limit $t s)" >>"$log"
+      # shellcheck disable=SC2086  # envs and cmd are shell-quoted by the lister above
+      (cd "${wd:-$BUILD/tests}" && eval "timeout -k 10 $t env $envs \"\$san\" --tool $tool --report-api-errors no --error-exitcode 99 $cmd") >>"$log" 2>&1
       rc=$?
       echo "== $name: exit $rc" >>"$log"
       case $rc in
-        0) pass=$((pass + 1)) ;;
+        0) clean=$((clean + 1)) ;;
         77) nodev=$((nodev + 1)) ;;
-        *) fail=$((fail + 1)) ;;
+        99) errs=$((errs + 1)) errnames="$errnames $name" ;;
+        124 | 137) touts=$((touts + 1)) toutnames="$toutnames $name" ;;
+        *) fails=$((fails + 1)) failnames="$failnames $name" ;;
       esac
-    done <<<"$CASES"
-    say "compute-sanitizer $tool: $pass clean, $fail with errors or failures, $nodev skipped (no device), $skipped not run (budget)"
-    grep -E '^== .*exit [^07]|ERROR SUMMARY: [1-9]' "$log" | head -10 | tee -a "$SUMMARY"
+    done <<<"$cases"
+    note "$tool: $clean clean, $errs with sanitizer errors${errnames:+ ($errnames )}, $fails failed${failnames:+ ($failnames )}, $touts timeout${toutnames:+ ($toutnames )}, $nodev skipped (no device), $notrun not run (budget)"
+    grep -E 'ERROR SUMMARY: [1-9]' "$log" | sort | uniq -c | head -5 | notes_raw
+    [ $errs -gt 0 ] && any_err=1
+    [ $fails -gt 0 ] && any_fail=1
+    [ $touts -gt 0 ] && any_timeout=1
+    [ $notrun -gt 0 ] && budget_out=1
   done
-fi
-say "done in $(elapsed) s"
+  if [ $any_err = 1 ] || [ $any_fail = 1 ]; then
+    ST_STATUS=failed ST_DETAIL="sanitizer errors or failed cases (see the lines below and <tool>.log)"
+  elif [ $any_timeout = 1 ] || [ $budget_out = 1 ]; then
+    ST_STATUS=timeout ST_DETAIL="some cases hit their time limit or were not run (budget)"
+  else
+    ST_DETAIL="every listed case clean under ${SAN_TOOLS:-memcheck racecheck synccheck}"
+  fi
+}
+
+# ---- compare --------------------------------------------------------------------------------
+st_compare() {
+  need_gpu || return
+  if [ ! -f "$ROOT/bench/model-bench.py" ]; then
+    ST_STATUS=skipped ST_DETAIL="bench/model-bench.py is not in this tree"
+    return
+  fi
+  local py="" p
+  for p in ${PYTHONS[@]+"${PYTHONS[@]}"}; do
+    if timeout 120 "$p" -c 'import sys, numpy, torch; sys.exit(0 if torch.cuda.is_available() else 3)' >/dev/null 2>&1; then
+      py=$p
+      break
+    fi
+  done
+  if [ -z "$py" ]; then
+    ST_STATUS=skipped ST_DETAIL="no python with numpy and a CUDA build of torch (tried: ${PYTHONS[*]:-none})"
+    return
+  fi
+  need_build || return
+  if [ ! -x "$BUILD/bench/gp-infer" ]; then
+    ST_STATUS=failed ST_DETAIL="gp-infer not built in $BUILD"
+    return
+  fi
+  local help args=() prec rc ran=0
+  help=$(timeout 120 "$py" "$ROOT/bench/model-bench.py" --help 2>&1)
+  [[ $help == *--device* ]] && args+=(--device cuda)
+  [[ $help == *--items* ]] && args+=(--items "${COMPARE_ITEMS:-2048}")
+  [[ $help == *--work* ]] && args+=(--work "$BUILD/model-bench-work")
+  local precs=(fp32)
+  [[ $help == *--precision* ]] && precs=(fp32 fp16)
+  ST_DETAIL="$(basename "$py"): $(timeout 60 "$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1)"
+  for prec in "${precs[@]}"; do
+    local a=("${args[@]}")
+    [[ $help == *--precision* ]] && a+=(--precision "$prec")
+    if ! budget_for 300 60; then
+      ST_DETAIL="$ST_DETAIL; $prec not run: time budget spent"
+      ST_STATUS=timeout
+      break
+    fi
+    timeout -k 10 "$STEP_T" "$py" "$ROOT/bench/model-bench.py" "$BUILD/bench/gp-infer" "${a[@]}" \
+      >"$OUT/compare-$prec.txt" 2>&1
+    rc=$?
+    ran=$((ran + 1))
+    grep -E '^\|' "$OUT/compare-$prec.txt" | notes_raw
+    if is_timeout $rc; then
+      ST_STATUS=timeout ST_DETAIL="$ST_DETAIL; $prec cut at $STEP_T s"
+      break
+    elif [ $rc -ne 0 ]; then
+      ST_STATUS=failed ST_DETAIL="$ST_DETAIL; $prec exit $rc (compare-$prec.txt)"
+      tail -5 "$OUT/compare-$prec.txt" | notes_raw
+    else
+      ST_DETAIL="$ST_DETAIL; $prec ok"
+    fi
+  done
+}
+
+# ---- run ------------------------------------------------------------------------------------
+RC=0
+for s in "${STAGES[@]}"; do
+  ST_STATUS=ok ST_DETAIL=""
+  t_s=$(now)
+  : >"$NOTES"
+  "st_$s"
+  printf '%-9s %-8s %4d s  %s\n' "$s:" "$ST_STATUS" $(($(now) - t_s)) "$ST_DETAIL" >>"$SUMMARY"
+  cat "$NOTES" >>"$SUMMARY"
+  case $ST_STATUS in ok | skipped) ;; *) RC=1 ;; esac
+done
+echo "done in $(($(now) - T0)) s of $BUDGET_S" >>"$SUMMARY"
+# The summary of this invocation, on the terminal too.
+awk '/^gpu-run [0-9]/ {buf = ""} {buf = buf $0 "\n"} END {printf "%s", buf}' "$SUMMARY"
+[ "$RC" -eq 0 ] # the exit status

@@ -24,6 +24,10 @@ gp_gpu_case(gpu_nodev_range gpu_nodev ARGS range TIMEOUT 60)
 gp_gpu_case(gpu_auto_fallback gpu_nodev ARGS fallback ENV "CUDA_VISIBLE_DEVICES=-1" TIMEOUT 60)
 gp_gpu_case(gpu_auto_cuda gpu_nodev ARGS auto TIMEOUT 60)
 
+# The CUDA gate's host bookkeeping (support/gpt.c), with host threads standing in for the
+# gate kernels: runs in every build.
+gp_add_test(NAME gpu_gate_records SOURCES gpu/test_gate.c LABELS unit TIMEOUT 60)
+
 if(GP_HAVE_CUDA)
   # Faults: a trapping kernel (sticky), a compute error, a stray launch error (non-sticky).
   gp_add_test(NAME gpu_fault_sticky SOURCES gpu/test_fault.c CUDA_SOURCES gpu/gpu_kernels.cu
@@ -31,10 +35,9 @@ if(GP_HAVE_CUDA)
   gp_gpu_case(gpu_compute_error gpu_fault_sticky ARGS compute)
   gp_gpu_case(gpu_launch_error gpu_fault_sticky ARGS launch)
 
-  # Overlap from the pipeline's event timestamps, with the spin kernel (bench/spin.cu).
-  gp_add_test(NAME gpu_overlap SOURCES gpu/test_overlap.c CUDA_SOURCES ../bench/spin.cu ARGS 2
+  # Overlap from the pipeline's event timestamps, with the tests' spin kernel (gpu_kernels.cu).
+  gp_add_test(NAME gpu_overlap SOURCES gpu/test_overlap.c CUDA_SOURCES gpu/gpu_kernels.cu ARGS 2
               LABELS gpu TIMEOUT 120)
-  target_include_directories(gpu_overlap PRIVATE ${PROJECT_SOURCE_DIR}/bench)
   gp_gpu_case(gpu_overlap_3slots gpu_overlap ARGS 3)
   set_tests_properties(gpu_overlap gpu_overlap_3slots PROPERTIES RUN_SERIAL TRUE)
 

@@ -123,6 +123,7 @@ static void full_ring(gp_full_policy policy) {
         GPT_CHECK(st.backpressure_ns >= 20000000u);
     }
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gpt_gate_destroy(&gate);
     for (int i = 0; i < 64; i++)
         GPT_EQ(T.status[i], GP_OK);
     GPT_EQ(T.count[100], 1);
@@ -155,6 +156,9 @@ static void *destroy_thread(void *arg) {
     return NULL;
 }
 
+/* On CUDA, items 1 and 2 hold both slots at once: two gate kernels wait side by side (a
+   blocking host function per slot would not do: CUDA may run host functions of different
+   streams one after the other). */
 static void destroy_every_stage(gp_destroy_mode mode) {
     gpt_gate gate;
     gpt_gate_init(&gate);
@@ -204,6 +208,9 @@ static void destroy_every_stage(gp_destroy_mode mode) {
     gpt_gate_open(&gate);
     gpt_gate_open(&cb_gate);
     GPT_EQ(pthread_join(th, NULL), 0);
+    gpt_gate_destroy(&gate);
+    gpt_gate_destroy(&cb_gate);
+    gpt_gate_destroy(&prep_gate);
 
     GPT_EQ(ncallbacks(), 13 + late);
     GPT_EQ(T.count[999], late);

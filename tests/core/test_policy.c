@@ -265,6 +265,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         printf("%s:\n", cases[i].name);
         cases[i].fn();
+        gpt_gate_destroy(&gate); /* each case made one pipeline with it and destroyed it */
     }
     printf("policy: %zu cases ok on %s\n", sizeof cases / sizeof cases[0],
            gp_backend_name(backend));

@@ -94,6 +94,7 @@ static void fail_policy(void) {
     }
     GPT_RC(gp_pipeline_drain(p, 5000000), GP_OK);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gpt_gate_destroy(&gate);
     check_counts(ITEMS);
 }
 
@@ -123,6 +124,7 @@ static void block_policy(void) {
         GPT_EQ(pthread_join(th[i], NULL), 0);
     GPT_RC(gp_pipeline_drain(p, 5000000), GP_OK);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gpt_gate_destroy(&gate);
     check_counts(2 * ITEMS);
 }
 

@@ -316,7 +316,9 @@ static int gated_compute(void *user, const gp_batch *b) {
         gpt_gate_pass(&gate);
     } else {
 #ifdef GPT_HAVE_CUDA_TRANSFORM
-        if (gpt_cuda_host_func(b->stream, gpt_gate_pass, &gate) != 0) return GP_EDEVICE;
+        if (gpt_gate_enqueue(&gate, b->stream) != 0) return GP_EDEVICE;
+#else
+        return GP_ENOTSUP;
 #endif
     }
     return gptvar_compute(user, b);
@@ -388,6 +390,7 @@ static void cancel_outcomes(void) {
     s.struct_size = sizeof s;
     GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gpt_gate_destroy(&gate);
     int want[4] = {GP_OK, GP_ECANCELED, GP_OK, GP_OK};
     for (int i = 0; i < 4; i++) {
         GPT_EQ(C.calls[i], 1);

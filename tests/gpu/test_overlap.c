@@ -17,14 +17,14 @@
  */
 #include <cuda_runtime_api.h>
 
+#include "gpu_kernels.h"
 #include "gpu_util.h"
-#include "spin.h"
 
 enum { ITEM = 64 << 10, MAX_BATCH = 64, BATCHES = 60 };
 #define SPIN_NS 2000000ull
 
 static int spin_compute(void *user, const gp_batch *b) {
-    return gp__spin_launch(b->stream, SPIN_NS, 0, b->n, 1) == cudaSuccess ? GP_OK : 1;
+    return gput_spin_launch(b->stream, SPIN_NS, 1) == cudaSuccess ? GP_OK : 1;
 }
 
 static _Atomic uint64_t done_count;

@@ -66,27 +66,70 @@ int gpt_cuda_transform(void *stream, const uint32_t *in, uint32_t *out, size_t w
 #endif
 
 /* A gate a compute can wait on, to hold slots busy for as long as a test needs. On the host
-   backend the compute blocks in the gate; on CUDA it enqueues a host function that blocks the
-   slot's stream. `entered` counts batches that reached the gate. */
+   backend the compute blocks in the gate. On CUDA it enqueues a one-thread kernel that waits
+   on a flag in mapped host memory (support/gate_cuda.cu): kernels of several streams wait side
+   by side, where blocking host functions may be serialized by CUDA and deadlock. The kernel
+   gives up after `timeout_ns` (GPT_GATE_TIMEOUT_S) and records it; the gate then fails the
+   test at the next open, wait, enqueue or destroy. `entered` counts batches that reached the
+   gate on the host backend; the kernels' records are counted on top.
+   Lifetime: gpt_gate_init, then gpt_gate_destroy once no pipeline uses the gate any more
+   (after gp_pipeline_destroy): it frees the mapped memory and checks the kernels' records.
+   Not for CUDA graphs: every gate kernel launch needs its own record, a replay reuses one. */
+#define GPT_GATE_TIMEOUT_S 30
+#define GPT_GATE_RECORDS 1024 /* gate kernels queued or running at once, at most */
+typedef struct gpt_gate_shared gpt_gate_shared;
 typedef struct gpt_gate {
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* guards every field below */
     pthread_cond_t cv;
     int open;
     int entered;
+    unsigned long long timeout_ns; /* a gate kernel gives up after this */
+    /* Device side, allocated at the first enqueue (no gate kernel runs yet then: a
+       page-locked allocation orders the streams' later work after their earlier work). */
+    gpt_gate_shared *sh; /* host view */
+    void *sh_dev;        /* device view */
+    uint32_t launched;   /* gate kernels enqueued */
+    uint32_t folded;     /* launches [0, folded) have finished (passed or timed out) */
+    int timed_out;       /* of those, how many gave up */
 } gpt_gate;
 void gpt_gate_init(gpt_gate *g);
+void gpt_gate_destroy(gpt_gate *g);
 void gpt_gate_open(gpt_gate *g);
 void gpt_gate_close(gpt_gate *g);
+/* Batches that reached the gate so far, on either backend. */
+int gpt_gate_entered(gpt_gate *g);
 /* Wait until `n` batches reached the gate (or 10 s: the test fails). */
 void gpt_gate_wait_entered(gpt_gate *g, int n);
-/* Count this caller as entered and wait until the gate is open (arg = gpt_gate *). */
+/* Count this caller as entered and wait until the gate is open (arg = gpt_gate *). Host side
+   only: prep functions and callbacks wait here too. */
 void gpt_gate_pass(void *arg);
 /* Compute: wait on the gate (user = gpt_gate *), then gpt_transform. */
 int gpt_gate_compute(void *user, const gp_batch *b);
+/* Enqueue the gate's device-side wait on `stream` (what gpt_gate_compute does on CUDA).
+   Returns 0, or the device's error (printed). */
+int gpt_gate_enqueue(gpt_gate *g, void *stream);
+
+/* The gate's device side: the CUDA functions below when built with CUDA, else none (enqueue
+   fails). tests/gpu/test_gate.c replaces them with host threads that do what the kernel does,
+   to test the bookkeeping on machines without a GPU. Each returns 0 or an error code. */
+typedef struct gpt_gate_device {
+    int (*alloc)(size_t bytes, void **host, void **dev); /* zeroed, host- and device-visible */
+    int (*free)(void *host);
+    /* One waiter: store tag|1 at *rec, wait for *open != 0 at most timeout_ns, then store
+       tag|2 (opened) or tag|3 (gave up). */
+    int (*launch)(void *stream, const void *open, void *rec, uint32_t tag,
+                  unsigned long long timeout_ns);
+    const char *(*error_name)(int err);
+} gpt_gate_device;
+extern gpt_gate_device gpt_gate_dev;
 
 #ifdef GPT_HAVE_CUDA_TRANSFORM
-/* support/gate_cuda.cu: cudaLaunchHostFunc(stream, fn, arg); returns a cudaError_t. */
-int gpt_cuda_host_func(void *stream, void (*fn)(void *), void *arg);
+/* support/gate_cuda.cu; each returns a cudaError_t. */
+int gpt_cuda_gate_alloc(size_t bytes, void **host, void **dev);
+int gpt_cuda_gate_free(void *host);
+int gpt_cuda_gate_launch(void *stream, const void *open, void *rec, uint32_t tag,
+                         unsigned long long timeout_ns);
+const char *gpt_cuda_error_name(int err);
 #endif
 
 /* Monotonic seconds. */
