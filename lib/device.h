@@ -89,6 +89,13 @@ typedef struct gp__device_ops {
     /* (optional, for tests) Device and pinned allocations made since open: a test proves that
        none happens after create (testing.h). NULL: the backend does not count. */
     uint64_t (*alloc_count)(void *ctx);
+
+    /* (optional) gp_batch_pad / gp_batch_unpad for batch `b` of this backend, enqueued in the
+       slot's stream order (host: done now, on the stream thread that runs the compute); the
+       arguments are checked. NULL: GP_ENOTSUP. */
+    int (*pad)(void *ctx, const gp_batch *b, void *dst, size_t row_bytes, size_t elem_bytes,
+               uint8_t *mask);
+    int (*unpad)(void *ctx, const gp_batch *b, const void *src, size_t row_bytes);
 } gp__device_ops;
 
 #endif

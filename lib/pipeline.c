@@ -272,6 +272,7 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
     const gp__device_ops *o = p->ops;
     const gp_config *c = &p->cfg;
     int rc;
+    s->pipeline = p;
     s->index = index;
     s->device = p->backend == GP_BACKEND_CUDA
                     ? (c->num_devices ? c->devices[index % c->num_devices] : 0)
@@ -335,15 +336,6 @@ static void slot_fini(gp_pipeline *p, gp__slot *s) {
     if (s->d_out) o->dev_free(p->dev, s->device, s->d_out);
     if (s->d_in) o->dev_free(p->dev, s->device, s->d_in);
     if (s->stream) o->stream_destroy(p->dev, s->stream);
-}
-
-int gp_batch_set_slot_user(const gp_batch *b, void *slot_user) {
-    if (!b) return GP_EINVAL;
-    /* The batch compute_setup receives is the slot's own template (slot_init). */
-    gp__slot *s = (gp__slot *)(void *)((char *)(uintptr_t)b - offsetof(gp__slot, launch.batch));
-    if (!s->in_setup) return GP_EINVAL;
-    s->launch.batch.slot_user = slot_user;
-    return GP_OK;
 }
 
 /* ---- prep workers --------------------------------------------------------------------- */

@@ -32,6 +32,7 @@ enum { GP__EV_START, GP__EV_H2D, GP__EV_COMPUTE, GP__EV_D2H, GP__EV_COUNT };
 /* An in-flight slot: its stream, device buffers of max_batch items, stage events, and the
    launch record. Owned by the batcher from dispatch until the poller frees it. */
 typedef struct gp__slot {
+    struct gp_pipeline *pipeline;
     int index;
     int device;
     int ready;    /* compute_setup ran; teardown owed */

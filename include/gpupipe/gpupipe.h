@@ -153,6 +153,36 @@ typedef struct gp_batch {
 #define GP_MAX_BUCKETS 32 /* at most 21 powers of two below max_batch, or the preferred sizes */
 
 /*
+ * Padding, for computes whose model needs a padded [n, max_len] tensor (docs/DESIGN.md §8.6).
+ * They run on the batch's backend: host memcpy, or a kernel enqueued on the slot's stream (CUDA:
+ * `dst`, `src` and `mask` are device memory, like `in` and `out`). Call them from the compute.
+ *
+ * gp_batch_pad: row k of `dst` (n rows of row_bytes) gets item k's input, then zeros; `mask`
+ * (optional: n * row_bytes / elem_bytes bytes) gets 1 for each element of the item and 0 for
+ * the padding. elem_bytes divides row_bytes and every item's size.
+ * @return GP_OK; GP_EINVAL (NULL, a batch without variable-size inputs, an item longer than
+ *         row_bytes, a size that is not a multiple of elem_bytes); GP_EDEVICE (the launch failed);
+ *         GP_ENOTSUP (a backend without the helper).
+ */
+GP_API int gp_batch_pad(const gp_batch *b, void *dst, size_t row_bytes, size_t elem_bytes,
+                        uint8_t *mask);
+
+/*
+ * gp_batch_unpad: the inverse for outputs: item k's output is the first
+ * out_offsets[k + 1] - out_offsets[k] bytes of row k of `src` (n rows of row_bytes), written
+ * packed into b->out. @return as gp_batch_pad (GP_EINVAL: a batch without variable-size
+ * outputs, an output longer than row_bytes).
+ */
+GP_API int gp_batch_unpad(const gp_batch *b, const void *src, size_t row_bytes);
+
+/*
+ * Tell the pipeline how much of this batch's work was padding: `useful` of `total` elements (any
+ * unit the compute chooses, e.g. tokens). The stats keep the sums and the doctor's `padding`
+ * verdict reads them. Any compute, any backend. @return GP_OK, GP_EINVAL (NULL, useful > total).
+ */
+GP_API int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total);
+
+/*
  * From compute_setup only: give the slot a pointer of the compute's own (its per-slot state:
  * plans, scratch buffers). The library stores it in the slot; every later batch of the slot
  * and the slot's compute_teardown see it as b->slot_user. `b` must be the batch compute_setup

@@ -56,6 +56,7 @@
 #include "../stats.h"
 #include "check.h"
 #include "handles.h"
+#include "kernels.h"
 
 #define REANCHOR_MS 10000.0f /* float ms resolves ~1 us up to here */
 #define SPIN_YIELDS 256      /* spin_wait: polls with sched_yield before napping */
@@ -757,6 +758,22 @@ static void cuda_stats(void *ctx, gp_stats *s) {
         copy_str(s->graph_eager_reason, sizeof s->graph_eager_reason, c->eager_reason);
 }
 
+/* gp_batch_pad / gp_batch_unpad: kernels on the slot's stream (b->impl is the stream's
+   handles, its first member). */
+static int cuda_pad(void *ctx, const gp_batch *b, void *dst, size_t row_bytes, size_t elem_bytes,
+                    uint8_t *mask) {
+    cuda_ctx *c = ctx;
+    const gp__stream *s = b->impl;
+    return GP__CU(c,
+                  gp__k_pad(s->st, b->n, b->in, b->in_offsets, dst, row_bytes, elem_bytes, mask));
+}
+
+static int cuda_unpad(void *ctx, const gp_batch *b, const void *src, size_t row_bytes) {
+    cuda_ctx *c = ctx;
+    const gp__stream *s = b->impl;
+    return GP__CU(c, gp__k_unpad(s->st, b->n, src, row_bytes, b->out, b->out_offsets));
+}
+
 static uint64_t cuda_alloc_count(void *ctx) {
     cuda_ctx *c = ctx;
     return atomic_load_explicit(&c->allocs, memory_order_relaxed);
@@ -785,4 +802,6 @@ const gp__device_ops gp__cuda_ops = {
     .healthy = cuda_healthy,
     .stats = cuda_stats,
     .alloc_count = cuda_alloc_count,
+    .pad = cuda_pad,
+    .unpad = cuda_unpad,
 };

@@ -71,6 +71,14 @@ cudaError_t gp__k_softmax(cudaStream_t s, gp__kt t, const void *in, void *out, s
 cudaError_t gp__k_topk(cudaStream_t s, gp__kt t, const void *in, int64_t *out, size_t n, int F,
                        int k);
 
+/* gp_batch_pad / gp_batch_unpad (kernels/pad.cu): n items packed at in + in_off[k] (device
+   offsets, n + 1) into rows of row_bytes at dst, zero-filled, with mask[k][e] = element e is
+   the item's (mask may be NULL); and rows back into out + out_off[k]. */
+cudaError_t gp__k_pad(cudaStream_t s, size_t n, const void *in, const uint64_t *in_off, void *dst,
+                      size_t row_bytes, size_t elem_bytes, uint8_t *mask);
+cudaError_t gp__k_unpad(cudaStream_t s, size_t n, const void *src, size_t row_bytes, void *out,
+                        const uint64_t *out_off);
+
 #ifdef __cplusplus
 }
 #endif

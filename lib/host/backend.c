@@ -322,6 +322,32 @@ static int host_event_time_ns(void *ctx, gp__event *e, uint64_t *ns) {
     return GP_OK;
 }
 
+/* The padding helpers run inside the compute, on the stream thread: plain copies. */
+static int host_pad(void *ctx, const gp_batch *b, void *dst, size_t row_bytes, size_t elem_bytes,
+                    uint8_t *mask) {
+    const uint64_t *off = b->in_offsets_host;
+    size_t elems = row_bytes / elem_bytes;
+    for (size_t k = 0; k < b->n; k++) {
+        size_t len = (size_t)(off[k + 1] - off[k]);
+        unsigned char *row = (unsigned char *)dst + k * row_bytes;
+        memcpy(row, (const unsigned char *)b->in + off[k], len);
+        memset(row + len, 0, row_bytes - len);
+        if (mask) {
+            memset(mask + k * elems, 1, len / elem_bytes);
+            memset(mask + k * elems + len / elem_bytes, 0, elems - len / elem_bytes);
+        }
+    }
+    return GP_OK;
+}
+
+static int host_unpad(void *ctx, const gp_batch *b, const void *src, size_t row_bytes) {
+    const uint64_t *off = b->out_offsets_host;
+    for (size_t k = 0; k < b->n; k++)
+        memcpy((unsigned char *)b->out + off[k], (const unsigned char *)src + k * row_bytes,
+               (size_t)(off[k + 1] - off[k]));
+    return GP_OK;
+}
+
 static const gp__device_ops host_ops = {
     .open = host_open,
     .close = host_close,
@@ -342,6 +368,8 @@ static const gp__device_ops host_ops = {
     .event_time_ns = host_event_time_ns,
     .healthy = NULL,
     .stats = NULL,
+    .pad = host_pad,
+    .unpad = host_unpad,
 };
 
 /* The host backend's entry in the backend table (backend.h): this device interface and the

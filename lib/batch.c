@@ -1,0 +1,56 @@
+/*
+ * What a compute can ask of its batch (gpupipe.h, "One batch"): its slot's own pointer, the
+ * padding helpers and the padding report. The batch a compute (or compute_setup) receives is
+ * the slot's template (pipeline.c, slot_init), so the slot, and through it the pipeline, is
+ * found from the pointer.
+ */
+#include <stddef.h>
+
+#include "pipeline.h"
+
+static gp__slot *slot_of(const gp_batch *b) {
+    return (gp__slot *)(void *)((char *)(uintptr_t)b - offsetof(gp__slot, launch.batch));
+}
+
+int gp_batch_set_slot_user(const gp_batch *b, void *slot_user) {
+    if (!b) return GP_EINVAL;
+    gp__slot *s = slot_of(b);
+    if (!s->in_setup) return GP_EINVAL;
+    s->launch.batch.slot_user = slot_user;
+    return GP_OK;
+}
+
+/* Row k must hold item k: sizes from the host offsets. */
+static int rows_fit(const uint64_t *off, size_t n, size_t row_bytes, size_t elem_bytes) {
+    for (size_t k = 0; k < n; k++) {
+        uint64_t len = off[k + 1] - off[k];
+        if (len > row_bytes || len % elem_bytes) return 0;
+    }
+    return 1;
+}
+
+int gp_batch_pad(const gp_batch *b, void *dst, size_t row_bytes, size_t elem_bytes, uint8_t *mask) {
+    if (!b || !dst || !b->in_offsets_host || elem_bytes == 0 || row_bytes % elem_bytes ||
+        !rows_fit(b->in_offsets_host, b->n, row_bytes, elem_bytes))
+        return GP_EINVAL;
+    gp_pipeline *p = slot_of(b)->pipeline;
+    if (!p->ops->pad) return GP_ENOTSUP;
+    return p->ops->pad(p->dev, b, dst, row_bytes, elem_bytes, mask);
+}
+
+int gp_batch_unpad(const gp_batch *b, const void *src, size_t row_bytes) {
+    if (!b || !src || !b->out_offsets_host || !rows_fit(b->out_offsets_host, b->n, row_bytes, 1))
+        return GP_EINVAL;
+    gp_pipeline *p = slot_of(b)->pipeline;
+    if (!p->ops->unpad) return GP_ENOTSUP;
+    return p->ops->unpad(p->dev, b, src, row_bytes);
+}
+
+int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total) {
+    if (!b || useful > total) return GP_EINVAL;
+    gp_pipeline *p = slot_of(b)->pipeline;
+    /* Computes of several slots run concurrently (host backend): shared counters. */
+    GP__BUMP(p->stats.pad_useful, useful);
+    GP__BUMP(p->stats.pad_total, total);
+    return GP_OK;
+}
