@@ -950,15 +950,17 @@ def find_gp_infer(explicit=None):
         if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
             return os.path.abspath(explicit), "given"
         raise ExportError(f"gp-infer '{explicit}' is not an executable file")
-    local = os.path.join(HERE, "..", "build", "bench", "gp-infer")
-    if os.path.isfile(local) and os.access(local, os.X_OK):
-        return os.path.abspath(local), "the repository's build/"
+    for local, how in ((os.path.join(HERE, "..", "build", "bench", "gp-infer"),
+                        "the repository's build/"),
+                       (os.path.join("build", "bench", "gp-infer"), "./build/")):
+        if os.path.isfile(local) and os.access(local, os.X_OK):
+            return os.path.abspath(local), how
     p = shutil.which("gp-infer")
     if p:
         return p, "PATH"
-    return None, ("gp-infer not found (not given, not in build/bench/ of this repository, not "
-                  "on PATH): build it with `cmake --preset default && cmake --build --preset "
-                  "default`, or pass --gp-infer PATH")
+    return None, ("gp-infer not found (not given, not in build/bench/ of this repository or of "
+                  "the current directory, not on PATH): build it with `cmake --preset default "
+                  "&& cmake --build --preset default`, or pass --gp-infer PATH")
 
 
 def _run_gp_infer(gp_infer, path, items, backend, work, spec=None):
