@@ -5,8 +5,8 @@ usage: conformance.py GP_INFER WORKDIR [--items N] [--keep]
 
 Builds MLP, CNN and ResNet-18-style models in PyTorch with random weights (batchnorm with
 random running statistics, pooling, residual blocks with projection shortcuts, softmax, a u8
-HWC input stage, argmax and top-k output stages), writes each as safetensors (written here,
-not with the safetensors package) with its layer spec in the metadata or in a spec file, writes
+HWC input stage, argmax and top-k output stages), writes each as safetensors (with the
+writer in tools/gpupipe_export.py, not the safetensors package) with its hand-written layer spec in the metadata or in a spec file, writes
 inputs as .npy, computes PyTorch's outputs (eval mode, fp32), runs gp-infer and compares:
 
   relative error = max |gp - torch| / max |torch|      over the whole output array
