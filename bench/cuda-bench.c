@@ -421,7 +421,9 @@ static window run_pipeline(gp_config *c, meter *m) {
     char err[512];
     int rc = gp_pipeline_create(c, &p, err, sizeof err);
     if (rc != GP_OK) {
-        fprintf(stderr, "cuda-bench: create: %s: %s\n", gp_err_name(rc), err);
+        int named = strncmp(err, "GP_E", 4) == 0; /* some details already begin with it */
+        fprintf(stderr, "cuda-bench: create: %s%s%s\n", named ? "" : gp_err_name(rc),
+                named ? "" : ": ", err);
         exit(1);
     }
     pthread_t th[64];
@@ -606,7 +608,9 @@ int main(int argc, char **argv) {
             return 77;
         }
         if (rc != GP_OK) {
-            fprintf(stderr, "cuda-bench: create: %s: %s\n", gp_err_name(rc), err);
+            int named = strncmp(err, "GP_E", 4) == 0; /* some details already begin with it */
+            fprintf(stderr, "cuda-bench: create: %s%s%s\n", named ? "" : gp_err_name(rc),
+                    named ? "" : ": ", err);
             return 1;
         }
         gp_pipeline_destroy(p, GP_DESTROY_DRAIN);

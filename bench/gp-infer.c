@@ -26,6 +26,8 @@
 enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_INPUT = 3, EXIT_NODEV = 4 };
 
 /* ---- .npy (format versions 1-3; C order; little-endian f4, u1, i8, i4) ------------------ */
+/* npy_read returns 0, -1 (bad file), or -2 (a dtype it does not read; the caller, knowing
+   what the model takes, says how to convert). */
 
 typedef struct npy {
     char descr[8]; /* "<f4", "|u1", "<i8", "<i4" */
@@ -52,6 +54,38 @@ static int npy_dtype(const char *descr, gp_dtype *t) {
     return 0;
 }
 
+/* NumPy's name for a descr ("<f8" -> "float64"), for messages. */
+static void npy_type_name(const char *descr, char *buf, size_t len) {
+    const char *kinds = "f"
+                        "float\0"
+                        "i"
+                        "int\0"
+                        "u"
+                        "uint\0"
+                        "b"
+                        "bool\0"
+                        "c"
+                        "complex\0";
+    char k = descr[0] ? descr[1] : 0;
+    long bytes = k ? strtol(descr + 2, NULL, 10) : 0;
+    for (const char *p = kinds; *p; p += strlen(p) + 1) {
+        if (*p != k) continue;
+        if (k == 'b')
+            snprintf(buf, len, "bool");
+        else
+            snprintf(buf, len, "%s%s%ld", descr[0] == '>' ? "big-endian " : "", p + 1, bytes * 8);
+        return;
+    }
+    snprintf(buf, len, "'%s'", descr);
+}
+
+/* How to turn an array into what the model takes, as NumPy code. */
+static const char *npy_fix(gp_dtype want) {
+    return want == GP_DTYPE_U8 ? "x.astype(np.uint8) (raw pixels 0..255: the model normalizes "
+                                 "them itself, so pass the images before any normalization)"
+                               : "x.astype(np.float32)";
+}
+
 static const char *skip_ws(const char *p) {
     while (*p == ' ')
         p++;
@@ -71,14 +105,18 @@ static int npy_parse_header(const char *h, npy *a, char *err, size_t len) {
     memcpy(a->descr, d + 1, (size_t)(e - d - 1));
     a->descr[e - d - 1] = '\0';
     gp_dtype t;
-    if (!npy_dtype(a->descr, &t))
-        return snprintf(err, len, "unsupported dtype '%s' (f4, u1, i8, i4 little-endian)",
-                        a->descr),
-               -1;
+    if (!npy_dtype(a->descr, &t)) {
+        char name[32];
+        npy_type_name(a->descr, name, sizeof name);
+        return snprintf(err, len, "dtype %s ('%s') is not one gp-infer reads", name, a->descr), -2;
+    }
     a->elem = gp_dtype_size(t);
     f = skip_ws(f + 16);
     if (strncmp(f, "False", 5) != 0)
-        return snprintf(err, len, "Fortran-order arrays are not supported"), -1;
+        return snprintf(err, len,
+                        "Fortran-order array: save a C-order copy, np.save(path, "
+                        "np.ascontiguousarray(x))"),
+               -1;
     s = skip_ws(s + 8);
     if (*s != '(') return snprintf(err, len, "bad shape"), -1;
     s++;
@@ -133,7 +171,8 @@ static int npy_read(const char *path, npy *a, char *err, size_t len) {
         goto out;
     }
     hdr[hlen] = '\0';
-    if (npy_parse_header(hdr, a, err, len) != 0) goto out;
+    if ((rc = npy_parse_header(hdr, a, err, len)) != 0) goto out;
+    rc = -1;
     size_t bytes = a->count * a->elem;
     a->data = malloc(bytes ? bytes : 1);
     if (!a->data) {
@@ -246,6 +285,24 @@ static void usage(FILE *f) {
         "                [--quiet]\n");
 }
 
+/* "gp-infer: <what>: GP_EXXX: <detail>". Some library details already start with the code's
+   name (the pipeline's recorded failures do, its validation messages do not): print it once. */
+static void print_err(const char *what, int rc, const char *detail) {
+    const char *name = gp_err_name(rc);
+    size_t n = strlen(name);
+    if (!strncmp(detail, name, n) && !strncmp(detail + n, ": ", 2))
+        fprintf(stderr, "gp-infer: %s: %s\n", what, detail);
+    else
+        fprintf(stderr, "gp-infer: %s: %s: %s\n", what, name, detail[0] ? detail : "(no detail)");
+}
+
+/* A usage error: the reason first, then the usage. */
+static int usage_error(const char *why) {
+    fprintf(stderr, "gp-infer: %s\n", why);
+    usage(stderr);
+    return EXIT_USAGE;
+}
+
 static void shape_str(const int64_t *d, int rank, char *buf, size_t len) {
     size_t o = 0;
     buf[0] = '\0';
@@ -339,11 +396,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "gp-infer: --precision '%s': fp32 | tf32 | fp16 | bf16\n", prec_s);
         return EXIT_USAGE;
     }
-    if (!model_path == !demo || (demo && spec) || (save_demo && !demo) || !in_path != !out_path ||
-        (!in_path && !save_demo && !describe)) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    if (!model_path && !demo)
+        return usage_error("--model M.safetensors is required (the model to run; or --demo "
+                           "mlp|cnn for a built-in one)");
+    if (model_path && demo) return usage_error("--model and --demo are exclusive: give one");
+    if (demo && spec) return usage_error("--spec applies to --model only (a demo has its own)");
+    if (save_demo && !demo) return usage_error("--save-demo needs --demo NAME (the demo to save)");
+    if (in_path && !out_path)
+        return usage_error("--output is required (where to write the results, an .npy file)");
+    if (out_path && !in_path)
+        return usage_error("--input is required with --output (the items to run, an .npy file)");
+    if (!in_path && !save_demo && !describe)
+        return usage_error("nothing to do: give --input X.npy --output Y.npy to run the model, "
+                           "or --describe to print it");
     opt.spec_path = spec;
 
     char err[512];
@@ -371,8 +436,9 @@ int main(int argc, char **argv) {
         rc = gp_model_load(model_path, &opt, &m, err, sizeof err);
     }
     if (rc != GP_OK) {
-        fprintf(stderr, "gp-infer: model %s: %s: %s\n", demo ? demo : model_path, gp_err_name(rc),
-                err);
+        char what[600];
+        snprintf(what, sizeof what, "model %s", demo ? demo : model_path);
+        print_err(what, rc, err);
         return rc == GP_EINVAL && demo ? EXIT_USAGE : EXIT_INPUT;
     }
     if (describe) gp_model_describe(m, stdout);
@@ -387,8 +453,13 @@ int main(int argc, char **argv) {
     char want[96], got[96];
     shape_str(ii.dims, ii.rank, want, sizeof want);
     npy x;
-    if (npy_read(in_path, &x, err, sizeof err) != 0) {
-        fprintf(stderr, "gp-infer: input %s: %s\n", in_path, err);
+    int xr = npy_read(in_path, &x, err, sizeof err);
+    if (xr != 0) {
+        if (xr == -2)
+            fprintf(stderr, "gp-infer: input %s: %s; the model takes %s items: convert with %s\n",
+                    in_path, err, gp_dtype_name(ii.dtype), npy_fix(ii.dtype));
+        else
+            fprintf(stderr, "gp-infer: input %s: %s\n", in_path, err);
         gp_model_free(m);
         return EXIT_INPUT;
     }
@@ -399,11 +470,13 @@ int main(int argc, char **argv) {
         shape_ok = x.shape[d + 1] == ii.dims[d];
     if (xt != ii.dtype || !shape_ok) {
         shape_str(x.shape, x.rank, got, sizeof got);
+        char fix[300] = "";
+        if (xt != ii.dtype) snprintf(fix, sizeof fix, "; convert with %s", npy_fix(ii.dtype));
         fprintf(stderr,
                 "gp-infer: input %s: has dtype %s and shape %s, but the model takes %s items of "
-                "shape %s: expected shape N x %s\n",
+                "shape %s: expected shape N x %s%s\n",
                 in_path, gp_dtype_name(xt), x.rank ? got : "()", gp_dtype_name(ii.dtype), want,
-                want);
+                want, fix);
         free(x.data);
         gp_model_free(m);
         return EXIT_INPUT;
@@ -429,10 +502,11 @@ int main(int argc, char **argv) {
     int exit_code = 0;
     rc = gp_pipeline_create(&cfg, &r.p, err, sizeof err);
     if (rc != GP_OK) {
-        char detail[256] = "";
+        char detail[256] = "", what[64], msg[800];
         gp_model_last_error(m, detail, sizeof detail);
-        fprintf(stderr, "gp-infer: backend %s: %s: %s%s%s\n", backend_s, gp_err_name(rc), err,
-                detail[0] ? ": " : "", detail);
+        snprintf(what, sizeof what, "backend %s", backend_s);
+        snprintf(msg, sizeof msg, "%s%s%s", err, detail[0] ? ": " : "", detail);
+        print_err(what, rc, msg);
         exit_code = rc == GP_ENODEV || rc == GP_ENOTSUP ? EXIT_NODEV : EXIT_RUN;
         goto out;
     }

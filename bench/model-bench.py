@@ -3,7 +3,7 @@
 
 usage: model-bench.py GP_INFER [--device cuda|cpu] [--models mlp,cnn,resnet18]
                       [--batches 1,8,64,256] [--items N] [--precision fp32|tf32|fp16|bf16]
-                      [--work DIR] [--threads T]
+                      [--work DIR] [--threads T] [--min-batches B]
 
 Models: the built-in demo MLP and CNN (weights written by `gp-infer --demo X --save-demo`) and
 a ResNet-18 (torchvision topology, 224x224 u8 images in, the conformance test's model) with
@@ -15,13 +15,17 @@ random weights. For each model and batch size it runs
                 pinned memory with non_blocking copies in and out (cuda), one synchronize at
                 the end; on CUDA also with CUDA graphs (one captured graph per batch size);
 and checks that both agree on the predicted class (argmax / top-1) for >= 99 % of items.
+
+Fair on the CPU: gpupipe's host backend computes `inflight` batches at once, one thread each,
+so both sides get the same T threads (--threads, default: every core): gp-infer --inflight T,
+torch.set_num_threads(T). Each point runs at least --min-batches (20) batches of B, so fill and
+drain of the pipeline do not dominate: N = max(--items, 20 x B). The header says which BLAS
+PyTorch uses (its build setting and the library actually loaded) and its thread count.
 Prints a Markdown table for bench/RESULTS.md. Needs python3-torch and python3-numpy.
 """
 import argparse
-import json
 import os
 import re
-import struct
 import subprocess
 import sys
 import time
@@ -33,26 +37,45 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "conformance"))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import conformance as C  # noqa: E402  (ResNet18, save_model)
+import gpupipe_export as gx  # noqa: E402  (read_safetensors)
 
 MEAN, STD = C.MEAN, C.STD
 
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        assert t["dtype"] == "F32", name
-        b, e = t["data_offsets"]
-        out[name] = torch.from_numpy(
-            np.frombuffer(data[base + b:base + e], dtype="<f4").reshape(t["shape"]).copy())
-    return out
+    return {k: torch.from_numpy(v) for k, v in gx.read_safetensors(path)[0].items()}
+
+
+def blas_info():
+    """PyTorch's BLAS as built (BLAS_INFO) and as loaded: Debian's build links the generic
+    libblas.so.3, which the alternatives system points at the reference BLAS or OpenBLAS."""
+    built = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    a = torch.randn(64, 64)
+    (a @ a).sum().item()  # make sure the BLAS library is loaded
+    libs = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                if re.search(r"(blas|mkl|blis|accelerate)[^/]*\.so", path, re.I):
+                    libs.add(os.path.realpath(path))
+    except OSError:
+        pass
+    def kind(path):
+        low = path.lower()
+        for key, name in (("openblas", "OpenBLAS"), ("mkl", "MKL"), ("blis", "BLIS"),
+                          ("atlas", "ATLAS"), ("/blas/libblas", "reference BLAS (netlib)")):
+            if key in low:
+                return f"{name}: {path}"
+        return path
+
+    mkl = "MKL" if torch.backends.mkl.is_available() else ""
+    return (f"BLAS_INFO={built.group(1) if built else '?'}"
+            + (f" ({mkl})" if mkl else "")
+            + (f", loaded {'; '.join(kind(p) for p in sorted(libs))}" if libs
+               else ", no separate BLAS library loaded"))
 
 
 class DemoMLP(nn.Module):
@@ -128,9 +151,10 @@ def prepare(name, gp_infer, work, items):
     raise SystemExit(f"unknown model {name}")
 
 
-def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs):
+def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, inflight):
     cmd = [gp_infer, "--model", path, "--input", xpath, "--output", ypath, "--batch", str(batch),
-           "--backend", "cuda" if device == "cuda" else "host", "--precision", precision]
+           "--backend", "cuda" if device == "cuda" else "host", "--precision", precision,
+           "--inflight", str(inflight)]
     if graphs:
         cmd.append("--cuda-graphs")
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -156,7 +180,6 @@ def run_torch(module, x, device, batch, precision, graphs):
     host_in = torch.from_numpy(x)
     if device == "cuda":
         host_in = host_in.pin_memory()
-    outs = []
     with torch.inference_mode():
         probe = module(host_in[:batch].to(dev))
         host_out = torch.empty((n,) + tuple(probe.shape[1:]), dtype=probe.dtype,
@@ -210,34 +233,51 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--models", default="mlp,cnn,resnet18")
     ap.add_argument("--batches", default="1,8,64,256")
-    ap.add_argument("--items", type=int, default=0, help="default: 8192 (cpu: 2048), resnet 1/4")
+    ap.add_argument("--items", type=int, default=0,
+                    help="items per point, at least --min-batches x batch; default: 8192 "
+                    "(cpu: 2048), resnet18 a quarter")
+    ap.add_argument("--min-batches", type=int, default=20)
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--work", default="/tmp/gp-model-bench")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: all cores)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU threads for both: gpupipe --inflight and torch.set_num_threads "
+                    "(default: every core)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    threads = a.threads or os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    # On the CPU gpupipe's compute threads are its in-flight batches; on CUDA its default (3
+    # streams) stays and the CPU thread count only matters to PyTorch's host-side work.
+    inflight = threads if a.device == "cpu" else 3
     graphs = a.device == "cuda"
     print(f"torch {torch.__version__}, device {a.device}"
-          + (f" ({torch.cuda.get_device_name()})" if a.device == "cuda" else
-             f", {torch.get_num_threads()} torch threads") + f", precision {a.precision}")
-    head = "| model | batch | gpupipe items/s |" + (" gpupipe+graphs |" if graphs else "") + \
+          + (f" ({torch.cuda.get_device_name()})" if a.device == "cuda" else "")
+          + f", precision {a.precision}; PyTorch: {torch.get_num_threads()} threads, "
+          f"{blas_info()}; gpupipe: --inflight {inflight}"
+          + (" (one compute thread per in-flight batch)" if a.device == "cpu" else "")
+          + f"; at least {a.min_batches} batches per point")
+    head = "| model | batch | items | gpupipe items/s |" + (" gpupipe+graphs |" if graphs else "") + \
         " PyTorch items/s |" + (" PyTorch+graphs |" if graphs else "") + " gpupipe/PyTorch | top-1 agree |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
+    batches = [int(v) for v in a.batches.split(",")]
     for name in a.models.split(","):
-        items = a.items or (8192 if a.device == "cuda" else 2048)
-        if name == "resnet18":
-            items = max(items // 4, 64)
-        path, module, x = prepare(name, a.gp_infer, a.work, items)
-        xpath, ypath = os.path.join(a.work, f"x_{name}.npy"), os.path.join(a.work, "y.npy")
-        np.save(xpath, x)
-        for b in [int(v) for v in a.batches.split(",")]:
-            gp_ips, gp_y = run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b, a.precision, False)
-            row = [name, str(b), f"{gp_ips:.0f}"]
+        base = a.items or (8192 if a.device == "cuda" else 2048)
+        if name == "resnet18" and not a.items:
+            base = max(base // 4, 64)
+        most = max([base] + [a.min_batches * b for b in batches])
+        path, module, x_all = prepare(name, a.gp_infer, a.work, most)
+        ypath = os.path.join(a.work, "y.npy")
+        for b in batches:
+            items = max(base, a.min_batches * b)
+            x = x_all[:items]
+            xpath = os.path.join(a.work, f"x_{name}_{items}.npy")
+            np.save(xpath, x)
+            gp_ips, gp_y = run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b, a.precision,
+                                       False, inflight)
+            row = [name, str(b), str(items), f"{gp_ips:.0f}"]
             if graphs:
-                row.append(f"{run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b, a.precision, True)[0]:.0f}")
+                row.append(f"{run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b, a.precision, True, inflight)[0]:.0f}")
             t_ips, t_y = run_torch(module, x, a.device, b, a.precision, False)
             row.append(f"{t_ips:.0f}")
             if graphs:

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define PRODUCERS 3
 #define PER_PRODUCER 500
@@ -93,7 +94,9 @@ int main(void) {
     gp_model_configure(model, &cfg);
     shared s = {0};
     if ((rc = gp_pipeline_create(&cfg, &s.p, err, sizeof err)) != GP_OK) {
-        fprintf(stderr, "pipeline: %s: %s\n", gp_err_name(rc), err);
+        /* Print the code's name once: some details already begin with it. */
+        int named = strncmp(err, "GP_E", 4) == 0;
+        fprintf(stderr, "pipeline: %s%s%s\n", named ? "" : gp_err_name(rc), named ? "" : ": ", err);
         gp_model_free(model);
         return 1;
     }

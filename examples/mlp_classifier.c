@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define PRODUCERS 4
 #define PER_PRODUCER 2000
@@ -70,7 +71,9 @@ int main(void) {
     gp_model_configure(model, &cfg); /* compute + item sizes */
     gp_pipeline *p;
     if ((rc = gp_pipeline_create(&cfg, &p, err, sizeof err)) != GP_OK) {
-        fprintf(stderr, "pipeline: %s: %s\n", gp_err_name(rc), err);
+        /* Print the code's name once: some details already begin with it. */
+        int named = strncmp(err, "GP_E", 4) == 0;
+        fprintf(stderr, "pipeline: %s%s%s\n", named ? "" : gp_err_name(rc), named ? "" : ": ", err);
         gp_model_free(model);
         return 1;
     }

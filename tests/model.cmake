@@ -1,6 +1,7 @@
 # Model runtime tests: loader, spec, host layers (unit); a model as the pipeline's compute on
-# every backend (pipeline); PyTorch conformance through gp-infer (conformance); the loader's
-# libFuzzer target (GP_BUILD_FUZZ, clang).
+# every backend (pipeline); PyTorch conformance through gp-infer and the exporter
+# (conformance); gp-infer's messages (unit); the loader's libFuzzer target (GP_BUILD_FUZZ,
+# clang).
 gp_add_test(NAME test_model_loader SOURCES model/test_loader.c LABELS unit)
 gp_add_test(NAME test_model_spec SOURCES model/test_spec.c LABELS unit)
 gp_add_test(NAME test_model_layers SOURCES model/test_layers.c LABELS unit TIMEOUT 300)
@@ -23,6 +24,21 @@ if(GP_CONFORMANCE_PYTHON AND TARGET gp-infer)
            COMMAND ${GP_CONFORMANCE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/conformance/conformance.py
                    $<TARGET_FILE:gp-infer> ${CMAKE_CURRENT_BINARY_DIR}/conformance)
   set_tests_properties(model_conformance PROPERTIES LABELS "conformance" TIMEOUT 900
+                                                    SKIP_RETURN_CODE 77)
+  # tools/gpupipe_export.py: modules exported and run through gp-infer against PyTorch, and its
+  # error messages. Label conformance: same question (does gpupipe compute what PyTorch
+  # computes?) and same needs (torch, torchvision, gp-infer) as model_conformance.
+  add_test(NAME model_export
+           COMMAND ${GP_CONFORMANCE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/conformance/test_export.py
+                   $<TARGET_FILE:gp-infer> ${CMAKE_CURRENT_BINARY_DIR}/export)
+  set_tests_properties(model_export PROPERTIES LABELS "conformance" TIMEOUT 900
+                                               SKIP_RETURN_CODE 77)
+  # gp-infer's messages on the usual first mistakes (a torch.save file, float64 input, a
+  # missing flag): fast, so unit.
+  add_test(NAME gp_infer_messages
+           COMMAND ${GP_CONFORMANCE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/conformance/test_messages.py
+                   $<TARGET_FILE:gp-infer> ${CMAKE_CURRENT_BINARY_DIR}/messages)
+  set_tests_properties(gp_infer_messages PROPERTIES LABELS "unit" TIMEOUT 120
                                                     SKIP_RETURN_CODE 77)
 endif()
 

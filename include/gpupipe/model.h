@@ -1,6 +1,7 @@
 /*
- * gpupipe built-in model runtime: load a model (safetensors weights + a layer spec, DESIGN §5)
- * and use it as a pipeline's compute.
+ * gpupipe built-in model runtime: load a model (safetensors weights + a layer spec) and use it
+ * as a pipeline's compute. docs/MODELS.md is the user guide: the spec, every layer with its
+ * PyTorch equivalent, and tools/gpupipe_export.py, which writes the file from an nn.Module.
  *
  *     gp_model *m;
  *     char err[256];
@@ -22,8 +23,9 @@
  * Layers follow PyTorch semantics (eval mode): the host backend runs the host implementation
  * in fp32; the CUDA backend runs cuBLASLt/cuDNN layers in the configured precision.
  *
- * The spec (DESIGN §5; one op per line, '#' starts a comment; tensors named as in a PyTorch
- * state_dict: <name>.weight, .bias, .running_mean, .running_var; other tensors are ignored):
+ * The spec (docs/MODELS.md; one op per line, '#' starts a comment; tensors named as in a
+ * PyTorch state_dict: <name>.weight, .bias, .running_mean, .running_var; other tensors are
+ * ignored):
  *
  *   input f32 784 | input f32 3x32x32                  item: features, or C x H x W
  *   input u8 32x32x3 layout=hwc mean=a,b,c std=a,b,c  u8 items: x / 255, then (x - mean) / std
@@ -39,6 +41,16 @@
  * Extensions, all optional: K, S, P, D may be "HxW" (kernel=3x1); layout=chw (the default);
  * mean/std with one value for every channel, or on an f32 input (no / 255 then). gelu is the
  * erf form. softmax, argmax, topk and linear need a flat (rank-1) value: flatten first.
+ *
+ * PyTorch spellings: op names are case-insensitive, so the class names Linear, Conv2d,
+ * BatchNorm2d, ReLU, GELU, Sigmoid, Tanh, MaxPool2d, AvgPool2d, Flatten and Softmax name the
+ * same layers; `AdaptiveAvgPool2d 1` (or output_size=1, 1x1, (1,1)) is globalavgpool, and any
+ * other output size is refused with a message. kernel_size= is kernel=; softmax accepts dim=1
+ * or dim=-1 (the features).
+ *
+ * The safetensors file must be well formed as the reference loader defines it: the tensors'
+ * data_offsets cover the data exactly, without overlaps, gaps or bytes after the last tensor.
+ * A torch.save archive, a pickle or a NumPy file is recognized and the message says so.
  *
  * Read top-down: types, options, lifecycle, queries, use with a pipeline, utilities.
  */
@@ -178,7 +190,9 @@ GP_API double gp_model_flops(const gp_model *m);
 /* The spec text the model was built from (valid until gp_model_free). */
 GP_API const char *gp_model_spec(const gp_model *m);
 
-/* One line per executed op: kind, name, shapes, fused activation, buffers.
+/* The input line (dtype, item shape and bytes, layout, the normalization done on the device:
+   x / 255 for u8, mean, std), one line per executed op (kind, name, shapes, fused activation,
+   buffers), the output line (dtype, shape, bytes, what it holds) and the buffer plan.
    @return GP_OK, GP_EINVAL, GP_EIO. */
 GP_API int gp_model_describe(const gp_model *m, FILE *f);
 

@@ -211,9 +211,54 @@ static const char *buf_name(int id, char *tmp, size_t len) {
     return tmp;
 }
 
+static void info_str(const gp_tensor_info *t, char *buf, size_t len) {
+    size_t o = (size_t)snprintf(buf, len, "%s ", gp_dtype_name(t->dtype));
+    for (int d = 0; d < t->rank && o < len; d++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
+}
+
+/* "mean 0.485,0.456,0.406" or "mean 0.5" when every channel has the same value. */
+static int print_values(FILE *f, const char *what, const float *v, int n) {
+    int same = 1;
+    for (int i = 1; i < n; i++)
+        same &= v[i] == v[0];
+    int bad = fprintf(f, ", %s ", what) < 0;
+    for (int i = 0; i < (same ? 1 : n); i++)
+        bad |= fprintf(f, "%s%g", i ? "," : "", (double)v[i]) < 0;
+    return bad;
+}
+
+/* The input line: what a caller submits per item and what the first op makes of it. */
+static int describe_input(const gp__model *m, FILE *f) {
+    char in[64];
+    info_str(&m->in_info, in, sizeof in);
+    const gp__op *prep = m->n_ops && m->ops[0].kind == GP__OP_PREP ? &m->ops[0] : NULL;
+    int bad = fprintf(f, "input:  %s per item (%zu bytes), layout %s", in, m->in_info.bytes,
+                      prep && prep->hwc      ? "hwc"
+                      : m->in_info.rank == 3 ? "chw"
+                                             : "features") < 0;
+    if (!prep) return bad | (fprintf(f, ", no normalization\n") < 0);
+    bad |= fprintf(f, "; on the device: %s", prep->in_dtype == GP_DTYPE_U8 ? "x / 255" : "x") < 0;
+    bad |= print_values(f, "mean", prep->mean, prep->out.c);
+    bad |= print_values(f, "std", prep->std, prep->out.c);
+    bad |= fprintf(f, ", to f32 %dx%dx%d\n", prep->out.c, prep->out.h, prep->out.w) < 0;
+    return bad;
+}
+
+static int describe_output(const gp__model *m, FILE *f) {
+    char out[64];
+    info_str(&m->out_info, out, sizeof out);
+    gp__op_kind last = m->n_ops ? m->ops[m->n_ops - 1].kind : GP__OP_COPY;
+    const char *what = last == GP__OP_TOPK      ? "class indices, best first"
+                       : last == GP__OP_ARGMAX  ? "the class index"
+                       : last == GP__OP_SOFTMAX ? "probabilities"
+                                                : "values";
+    return fprintf(f, "output: %s per item (%zu bytes): %s\n", out, m->out_info.bytes, what) < 0;
+}
+
 int gp_model_describe(const gp_model *m, FILE *f) {
     if (!m || !f) return GP_EINVAL;
-    int bad = 0;
+    int bad = describe_input(m, f);
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
         char si[32], so[32], ss[8], sd[8], s2[8];
@@ -233,6 +278,7 @@ int gp_model_describe(const gp_model *m, FILE *f) {
                     op->kind == GP__OP_ADD ? buf_name(op->src2, s2, sizeof s2) : "",
                     buf_name(op->dst, sd, sizeof sd), op->flops * 1e-6) < 0;
     }
+    bad |= describe_output(m, f);
     bad |= fprintf(f, "buffers: %d, scratch %zu floats per item; %.4g MFLOP per item\n", m->n_bufs,
                    m->scratch_elems, m->flops * 1e-6) < 0;
     return bad ? GP_EIO : GP_OK;

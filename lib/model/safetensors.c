@@ -107,23 +107,62 @@ static int parse_tensor(const char *name, const gp__jval *v, size_t data_len, gp
     return GP_OK;
 }
 
+/* Files people pass by mistake, recognized by their first bytes so the message can say what
+   the file is and what to do instead of quoting a nonsensical header length. */
+static int not_safetensors(const uint8_t *b, size_t len, gp__err *e) {
+    if (len >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) {
+        /* A zip archive. Its first member's name (local header: name length at 26, name at
+           30) tells a NumPy .npz (members "x.npy") from a torch.save archive (members
+           "archive/data.pkl", "archive/version", ...). */
+        size_t nlen = len >= 30 ? (size_t)(b[26] | b[27] << 8) : 0;
+        if (nlen >= 4 && 30 + nlen <= len && memcmp(b + 30 + nlen - 4, ".npy", 4) == 0)
+            return gp__errf(e, GP_EMODEL,
+                            "not a safetensors file: this is a NumPy .npz archive (an input?); "
+                            "a model is a .safetensors file: export one with "
+                            "tools/gpupipe_export.py (see docs/MODELS.md)");
+        return gp__errf(e, GP_EMODEL,
+                        "not a safetensors file: this looks like a torch.save archive (a zip "
+                        "file): export the model with tools/gpupipe_export.py (see "
+                        "docs/MODELS.md)");
+    }
+    if (len >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+        return gp__errf(e, GP_EMODEL,
+                        "not a safetensors file: this looks like a Python pickle (legacy "
+                        "torch.save or pickle.dump): export the model with "
+                        "tools/gpupipe_export.py (see docs/MODELS.md)");
+    if (len >= 6 && memcmp(b, "\x93NUMPY", 6) == 0)
+        return gp__errf(e, GP_EMODEL,
+                        "not a safetensors file: this is a NumPy .npy array (an input?); a model "
+                        "is a .safetensors file: export one with tools/gpupipe_export.py (see "
+                        "docs/MODELS.md)");
+    return GP_OK;
+}
+
 int gp__st_parse(const void *image, size_t len, gp__st *st, gp__err *e) {
     memset(st, 0, sizeof *st);
     const uint8_t *b = image;
+    int rc;
     if (!image || len < 8)
         return gp__errf(e, GP_EMODEL, "file too short for a safetensors header (%zu bytes)", len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | b[i];
+    /* Only a file that is not a well-formed start of a safetensors image is looked at for
+       other formats: a valid header length can begin with the same bytes as a pickle. */
+    if ((hlen > GP__ST_MAX_HEADER || hlen > len - 8 || hlen < 2 || b[8] != '{') &&
+        (rc = not_safetensors(b, len, e)) != GP_OK)
+        return rc;
     if (hlen > GP__ST_MAX_HEADER)
-        return gp__errf(e, GP_EMODEL, "header length %llu exceeds the limit of %u bytes",
+        return gp__errf(e, GP_EMODEL,
+                        "not a safetensors file: its first 8 bytes give a header length of %llu, "
+                        "over the format's limit of %u bytes",
                         (unsigned long long)hlen, GP__ST_MAX_HEADER);
     if (hlen > len - 8)
         return gp__errf(e, GP_EMODEL,
                         "header length %llu runs past the end of the file (%zu bytes)",
                         (unsigned long long)hlen, len);
     if (hlen < 2 || b[8] != '{') return gp__errf(e, GP_EMODEL, "header is not a JSON object");
-    int rc = gp__json_parse((const char *)b + 8, (size_t)hlen, &st->json, e);
+    rc = gp__json_parse((const char *)b + 8, (size_t)hlen, &st->json, e);
     if (rc != GP_OK) return rc;
     const gp__jval *root = st->json.root;
     st->data = b + 8 + hlen;
@@ -167,32 +206,49 @@ int gp__st_parse(const void *image, size_t len, gp__st *st, gp__err *e) {
         if ((rc = parse_tensor(key, v, st->data_len, &st->tensors[st->n], e)) != GP_OK) goto fail;
         st->n++;
     }
-    if (st->n > 1) {
-        const gp__st_tensor **by_span = malloc(st->n * sizeof *by_span);
-        if (!by_span) {
-            rc = gp__errf(e, GP_ENOMEM, "out of memory");
-            goto fail;
-        }
-        size_t m = 0;
-        for (size_t i = 0; i < st->n; i++)
-            if (st->tensors[i].end > st->tensors[i].begin) by_span[m++] = &st->tensors[i];
-        qsort(by_span, m, sizeof *by_span, cmp_span);
-        for (size_t i = 1; i < m; i++) {
-            if (by_span[i]->begin < by_span[i - 1]->end) {
-                rc = gp__errf(e, GP_EMODEL,
-                              "tensor '%s': data_offsets [%llu, %llu) overlap tensor '%s' [%llu, "
-                              "%llu)",
-                              by_span[i]->name, (unsigned long long)by_span[i]->begin,
-                              (unsigned long long)by_span[i]->end, by_span[i - 1]->name,
-                              (unsigned long long)by_span[i - 1]->begin,
-                              (unsigned long long)by_span[i - 1]->end);
-                free(by_span);
-                goto fail;
-            }
-        }
-        free(by_span);
-        qsort(st->tensors, st->n, sizeof *st->tensors, cmp_name);
+    /* As the reference loader (the safetensors crate: InvalidOffset, MetadataIncompleteBuffer):
+       sorted by offsets, each tensor starts where the previous one ends, the first at 0, and
+       the last ends where the file ends. A gap or unused bytes at the end mean a truncated,
+       padded or hand-edited file; other readers reject it, so gpupipe does too. */
+    const gp__st_tensor **by_span = malloc((st->n ? st->n : 1) * sizeof *by_span);
+    if (!by_span) {
+        rc = gp__errf(e, GP_ENOMEM, "out of memory");
+        goto fail;
     }
+    for (size_t i = 0; i < st->n; i++)
+        by_span[i] = &st->tensors[i];
+    qsort(by_span, st->n, sizeof *by_span, cmp_span);
+    uint64_t covered = 0;
+    for (size_t i = 0; i < st->n && rc == GP_OK; i++) {
+        const gp__st_tensor *t = by_span[i];
+        if (t->begin < covered)
+            rc = gp__errf(e, GP_EMODEL,
+                          "tensor '%s': data_offsets [%llu, %llu) overlap tensor '%s' [%llu, "
+                          "%llu)",
+                          t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                          by_span[i - 1]->name, (unsigned long long)by_span[i - 1]->begin,
+                          (unsigned long long)by_span[i - 1]->end);
+        else if (t->begin > covered)
+            rc = gp__errf(e, GP_EMODEL,
+                          "tensor '%s': data_offsets [%llu, %llu) leave bytes [%llu, %llu) of the "
+                          "data unused: the tensors must cover the data without gaps (as the "
+                          "reference safetensors loader requires)",
+                          t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                          (unsigned long long)covered, (unsigned long long)t->begin);
+        covered = t->end;
+    }
+    free(by_span);
+    if (rc != GP_OK) goto fail;
+    if (covered != st->data_len) {
+        rc = gp__errf(e, GP_EMODEL,
+                      "%zu unused bytes after the last tensor: the tensors end at data offset "
+                      "%llu but the file has %zu bytes of data; a safetensors file ends where its "
+                      "last tensor ends, as the reference loader requires (was something "
+                      "appended, or the header edited?): re-export the file",
+                      st->data_len - (size_t)covered, (unsigned long long)covered, st->data_len);
+        goto fail;
+    }
+    if (st->n > 1) qsort(st->tensors, st->n, sizeof *st->tensors, cmp_name);
     return GP_OK;
 fail:
     gp__st_free(st);

@@ -43,6 +43,18 @@ static int tok_is(tok t, const char *s) {
     return strlen(s) == t.n && memcmp(t.p, s, t.n) == 0;
 }
 
+/* ASCII case-insensitive: op names are accepted as PyTorch spells its classes (Conv2d, ReLU). */
+static int tok_is_ci(tok t, const char *s) {
+    if (strlen(s) != t.n) return 0;
+    for (size_t i = 0; i < t.n; i++) {
+        char a = t.p[i], b = s[i];
+        if (a >= 'A' && a <= 'Z') a = (char)(a - 'A' + 'a');
+        if (b >= 'A' && b <= 'Z') b = (char)(b - 'A' + 'a');
+        if (a != b) return 0;
+    }
+    return 1;
+}
+
 /* Strict decimal integer in [lo, hi]. */
 static int parse_int(const char *p, size_t n, int lo, int hi, int *out) {
     if (n == 0 || n > 10) return 0;
@@ -120,6 +132,7 @@ enum {
     O_LAYOUT = 1 << 7,
     O_MEAN = 1 << 8,
     O_STD = 1 << 9,
+    O_DIM = 1 << 10, /* softmax dim=1 | dim=-1: PyTorch's spelling of "over the features" */
 };
 
 static const struct {
@@ -135,6 +148,7 @@ static const struct {
     [GP__SPEC_SAVE] = {0, 2},
     [GP__SPEC_RESTORE] = {0, 2},
     [GP__SPEC_ADD] = {0, 2},
+    [GP__SPEC_SOFTMAX] = {O_DIM, 0},
     [GP__SPEC_TOPK] = {O_K, 0},
 };
 
@@ -146,6 +160,8 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
         const char *name;
         int bit;
     } keys[] = {{"kernel", O_KERNEL},
+                {"kernel_size", O_KERNEL}, /* PyTorch's name */
+                {"dim", O_DIM},
                 {"stride", O_STRIDE},
                 {"padding", O_PADDING},
                 {"dilation", O_DILATION},
@@ -158,7 +174,14 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
     int bit = 0;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (tok_is(key, keys[i].name)) bit = keys[i].bit;
-    if (!bit || !(allowed & bit)) return lerr(c, "unknown option", key);
+    if (!bit || !(allowed & bit)) {
+        if (bit == O_KERNEL && (allowed & O_GROUPS))
+            return gp__errf(c->e, GP_EMODEL,
+                            "spec line %d: %s: unknown option '%.*s' (the kernel size comes from "
+                            "the weight's shape)",
+                            c->line, c->op, (int)(key.n > 80 ? 80 : key.n), key.p);
+        return lerr(c, "unknown option", key);
+    }
     if (*seen & bit) return lerr(c, "option given twice", key);
     *seen |= bit;
     int ok = 0;
@@ -191,6 +214,14 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
         break;
     case O_MEAN:
         ok = parse_floats(val, l->mean, GP__SPEC_MAX_CH, &l->n_mean);
+        break;
+    case O_DIM:
+        ok = tok_is(val, "1") || tok_is(val, "-1");
+        if (!ok)
+            return lerr(c,
+                        "bad value (softmax runs over the features of a flat value: dim=1 or "
+                        "dim=-1)",
+                        t);
         break;
     case O_STD:
         ok = parse_floats(val, l->std, GP__SPEC_MAX_CH, &l->n_std);
@@ -233,20 +264,48 @@ static int parse_input(lctx *c, gp__spec_line *l, tok *tk, int nt, int *used) {
     return GP_OK;
 }
 
+/* `AdaptiveAvgPool2d <size>` (PyTorch's class) is globalavgpool when the output size is 1:
+   "1", "1x1", "(1,1)", with or without "output_size=". Any other size is refused, not
+   approximated. Consumes the size word: *nt becomes 1. */
+static int parse_adaptive(lctx *c, tok *tk, int *nt) {
+    if (*nt < 2)
+        return gp__errf(c->e, GP_EMODEL,
+                        "spec line %d: AdaptiveAvgPool2d: give the output size, as in "
+                        "'AdaptiveAvgPool2d 1' (only 1 is supported: it is globalavgpool)",
+                        c->line);
+    tok v = tk[1];
+    if (v.n > 12 && memcmp(v.p, "output_size=", 12) == 0) v.p += 12, v.n -= 12;
+    if (*nt > 2 || !(tok_is(v, "1") || tok_is(v, "1x1") || tok_is(v, "(1,1)")))
+        return gp__errf(c->e, GP_EMODEL,
+                        "spec line %d: AdaptiveAvgPool2d: only output size 1 is supported (it is "
+                        "globalavgpool); got '%.*s': for a larger output, use avgpool2d with "
+                        "kernel = stride = input size / output size",
+                        c->line, (int)(tk[1].n > 80 ? 80 : tk[1].n), tk[1].p);
+    *nt = 1;
+    return GP_OK;
+}
+
 static int parse_line(lctx *c, gp__spec_line *l, tok *tk, int nt) {
-    int kind = -1;
+    int kind = -1, rc;
     for (int k = 0; k < GP__SPEC_KIND_COUNT_; k++)
-        if (tok_is(tk[0], kind_names[k])) kind = k;
+        if (tok_is_ci(tk[0], kind_names[k])) kind = k;
+    if (kind < 0 && tok_is_ci(tk[0], "AdaptiveAvgPool2d")) {
+        if ((rc = parse_adaptive(c, tk, &nt)) != GP_OK) return rc;
+        kind = GP__SPEC_GLOBALAVGPOOL;
+    }
     if (kind < 0)
-        return gp__errf(c->e, GP_EMODEL, "spec line %d: unknown op '%.*s'", c->line,
-                        (int)(tk[0].n > 80 ? 80 : tk[0].n), tk[0].p);
+        return gp__errf(c->e, GP_EMODEL,
+                        "spec line %d: unknown op '%.*s' (ops: input, conv2d, batchnorm2d, "
+                        "linear, maxpool2d, avgpool2d, globalavgpool, relu, gelu, sigmoid, tanh, "
+                        "flatten, softmax, save, restore, add, argmax, topk; see docs/MODELS.md)",
+                        c->line, (int)(tk[0].n > 80 ? 80 : tk[0].n), tk[0].p);
     l->kind = (gp__spec_kind)kind;
     c->op = kind_names[kind];
     l->stride[0] = l->stride[1] = 1;
     l->dilation[0] = l->dilation[1] = 1;
     l->groups = 1;
     l->eps = 1e-5;
-    int used = 1, rc;
+    int used = 1;
     if (kind == GP__SPEC_INPUT && (rc = parse_input(c, l, tk, nt, &used)) != GP_OK) return rc;
     if (kind_info[kind].name) {
         const char *what = kind_info[kind].name == 1 ? "layer name" : "tag";

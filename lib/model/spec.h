@@ -1,9 +1,8 @@
 /*
- * The layer spec (DESIGN §5): one op per line, '#' starts a comment, blank lines ignored.
- * Parsing checks the syntax of each line on its own (keywords, names, options and their
- * values); how lines fit together (shapes, tensors, tags) is checked when the IR is built.
- * Extensions beyond DESIGN §5, all optional: kernel/stride/padding/dilation accept "HxW";
- * `input ... layout=chw` (the default); mean/std on an f32 input (no /255 then).
+ * The layer spec (docs/MODELS.md, include/gpupipe/model.h): one op per line, '#' starts a
+ * comment, blank lines ignored. Parsing checks the syntax of each line on its own (keywords,
+ * names, options and their values); how lines fit together (shapes, tensors, tags) is checked
+ * when the IR is built. Op names are case-insensitive and PyTorch's class names are aliases.
  */
 #ifndef GP_LIB_MODEL_SPEC_H
 #define GP_LIB_MODEL_SPEC_H

@@ -5,8 +5,8 @@ usage: conformance.py GP_INFER WORKDIR [--items N] [--keep]
 
 Builds MLP, CNN and ResNet-18-style models in PyTorch with random weights (batchnorm with
 random running statistics, pooling, residual blocks with projection shortcuts, softmax, a u8
-HWC input stage, argmax and top-k output stages), writes each as safetensors (written here,
-not with the safetensors package) with its layer spec in the metadata or in a spec file, writes
+HWC input stage, argmax and top-k output stages), writes each as safetensors (with the
+writer in tools/gpupipe_export.py, not the safetensors package) with its hand-written layer spec in the metadata or in a spec file, writes
 inputs as .npy, computes PyTorch's outputs (eval mode, fp32), runs gp-infer and compares:
 
   relative error = max |gp - torch| / max |torch|      over the whole output array
@@ -18,9 +18,7 @@ inputs as .npy, computes PyTorch's outputs (eval mode, fp32), runs gp-infer and 
 CUDA runs when gp-infer can use a device (it exits 4 otherwise). Exit status: 0 pass, 1 fail,
 77 skipped (torch or numpy missing; the reason is printed).
 """
-import json
 import os
-import struct
 import subprocess
 import sys
 
@@ -37,39 +35,12 @@ TOL = {"host": 1e-5, "fp32": 1e-4, "tf32": 5e-3, "fp16": 2e-2, "bf16": 2e-2}
 ARGMAX_AGREE = 0.99
 
 
-# ---- files ---------------------------------------------------------------------------------
+# ---- files ----------------------------------------------------------------------------------
 
-def st_tensor(t, dtype):
-    """(safetensors dtype, raw little-endian bytes, shape) of a torch tensor stored as dtype."""
-    t = t.detach().contiguous().cpu()
-    if dtype == "F32":
-        raw = t.float().numpy().astype("<f4").tobytes()
-    elif dtype == "F16":
-        raw = t.half().numpy().astype("<f2").tobytes()
-    elif dtype == "BF16":
-        raw = t.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
-    elif dtype == "I64":
-        raw = t.long().numpy().astype("<i8").tobytes()
-    else:
-        raise ValueError(dtype)
-    return dtype, raw, list(t.shape)
-
-
-def write_safetensors(path, tensors, metadata=None):
-    header, blobs, off = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name, (dtype, raw, shape) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+# One safetensors writer, the exporter's (written there, not with the safetensors package).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from gpupipe_export import tensor_entry as st_tensor  # noqa: E402
+from gpupipe_export import write_safetensors  # noqa: E402
 
 
 def save_model(module, path, spec, weight_dtype="F32", spec_in_metadata=True):

@@ -60,6 +60,13 @@ def main():
     seeds["bad_offsets"] = seeds["bad_offsets"].replace(b"[8,16]", b"[4,12]")
     seeds["unpadded"] = image([("fc.weight", "F32", [1, 1])], "input f32 1\nlinear fc\n",
                               pad=False)
+    # Near-misses of the coverage rule (the tensors must cover the data exactly, as the
+    # reference loader requires): bytes after the last tensor, and a gap between tensors.
+    seeds["trailing_bytes"] = image([("fc.weight", "F32", [2, 2])], "input f32 2\nlinear fc\n") \
+        + b"\0" * 8
+    gap = image([("fc.weight", "F32", [2, 2]), ("fc.bias", "F32", [2])],
+                "input f32 2\nlinear fc\n")
+    seeds["gap"] = gap.replace(b"[16,24]", b"[20,28]") + b"\0" * 4
     for name, data in seeds.items():
         with open(os.path.join(out, name + ".safetensors"), "wb") as f:
             f.write(data)

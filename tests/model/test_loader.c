@@ -82,10 +82,12 @@ static void structure(void) {
     free(img);
 
     expect_hl("header length over the limit", "{}", 100000001ull, 0, spec_lin, GP_EMODEL,
-              "exceeds the limit");
+              "not a safetensors file: its first 8 bytes give a header length of 100000001, "
+              "over the format's limit of 100000000 bytes");
     expect_hl("header length past the end", "{}", 4096, 0, spec_lin, GP_EMODEL,
               "past the end of the file");
-    expect_hl("header length 2^64-1", "{}", UINT64_MAX, 0, spec_lin, GP_EMODEL, "exceeds");
+    expect_hl("header length 2^64-1", "{}", UINT64_MAX, 0, spec_lin, GP_EMODEL,
+              "over the format's limit");
     expect("header not an object", "[1,2]", 0, spec_lin, GP_EMODEL, "not a JSON object");
     expect("truncated JSON", "{\"fc.weight\":{\"dtype\":\"F32\"", 0, spec_lin, GP_EMODEL,
            "malformed JSON");
@@ -163,6 +165,90 @@ static void structure(void) {
            60, NULL, GP_OK, NULL);
 }
 
+/* The data section must be covered exactly, as the reference loader (the safetensors crate)
+   requires: no bytes after the last tensor, no gaps, the first tensor at offset 0. */
+static void coverage(void) {
+    expect("4 bytes after the last tensor", "{" FC_OK "}", 64, spec_lin, GP_EMODEL,
+           "4 unused bytes after the last tensor: the tensors end at data offset 60 but the file "
+           "has 64 bytes of data");
+    expect("data but no tensors", "{}", 8, spec_lin, GP_EMODEL, "8 unused bytes");
+    expect("gap between tensors",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]},"
+           "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[52,64]}}",
+           64, spec_lin, GP_EMODEL,
+           "tensor 'fc.bias': data_offsets [52, 64) leave bytes [48, 52) of the data unused");
+    expect("first tensor not at 0",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[4,52]}}", 52,
+           spec_lin, GP_EMODEL, "leave bytes [0, 4) of the data unused");
+    expect("empty tensor inside another",
+           "{" FC_OK ",\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}", 60,
+           spec_lin, GP_EMODEL, "overlap");
+    expect("empty tensors at the seams",
+           "{" FC_OK ",\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[48,48]},"
+           "\"f\":{\"dtype\":\"U8\",\"shape\":[0,3],\"data_offsets\":[60,60]}}",
+           60, spec_lin, GP_OK, NULL);
+    expect("tensors out of order in the header",
+           "{\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[48,60]},"
+           "\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]}}",
+           60, spec_lin, GP_OK, NULL);
+}
+
+/* Files that are not safetensors at all: the message says what the file is and what to do. */
+static void other_formats(void) {
+    static const struct {
+        const char *what;
+        const uint8_t *bytes;
+        size_t n;
+        const char *needle;
+    } cases[] = {
+        /* torch.save (zip): local file header, then the first member's name */
+        {"torch.save zip archive",
+         (const uint8_t *)"PK\x03\x04\x00\x00\x08\x08\x00\x00\x00\x00\x00\x00\x00\x00"
+                          "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00\x00"
+                          "archive/data.pklXXXXXXXXXXXXXXXXXXXX",
+         66,
+         "this looks like a torch.save archive (a zip file): export the model with "
+         "tools/gpupipe_export.py"},
+        {"NumPy .npz archive",
+         (const uint8_t *)"PK\x03\x04\x14\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+                          "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x00"
+                          "arr_0.npyXXXXXXXX",
+         56, "this is a NumPy .npz archive"},
+        {"legacy torch.save (pickle protocol 2)",
+         (const uint8_t *)"\x80\x02\x8a\x0a"
+                          "l\xfc\x9c"
+                          "F\xf9 j\xa8"
+                          "P\x19.\x80\x02"
+                          "M\xe9\x03.",
+         22,
+         "this looks like a Python pickle (legacy torch.save or pickle.dump): export the model "
+         "with tools/gpupipe_export.py"},
+        {"NumPy .npy array",
+         (const uint8_t *)"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, "
+                          "'shape': (2,), }",
+         64, "this is a NumPy .npy array (an input?)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gp_model *m = (gp_model *)1;
+        char err[512] = "";
+        int rc = gp_model_load_memory(cases[i].bytes, cases[i].n, NULL, &m, err, sizeof err);
+        if (rc != GP_EMODEL || m != NULL || !strstr(err, "not a safetensors file: ") ||
+            !strstr(err, cases[i].needle)) {
+            fprintf(stderr, "%s: got %s '%s', want GP_EMODEL containing '%s'\n", cases[i].what,
+                    gp_err_name(rc), err, cases[i].needle);
+            exit(1);
+        }
+        printf("ok  %-44s %s\n", cases[i].what, err);
+    }
+    /* A valid image whose header length (0x280 = 640) starts with the pickle bytes 80 02 is
+       still a safetensors file: the format checks only look at files that fail as one. */
+    char hdr[641];
+    int n = snprintf(hdr, sizeof hdr, "{" FC_OK "}");
+    memset(hdr + n, ' ', (size_t)(640 - n));
+    hdr[640] = '\0';
+    expect("header length 0x280 (bytes 80 02 ...)", hdr, 60, spec_lin, GP_OK, NULL);
+}
+
 static void against_spec(void) {
     expect("tensor missing", "{" FC_OK "}", 60, "input f32 4\nlinear fc\nlinear head\n", GP_EMODEL,
            "spec line 3: linear 'head': tensor 'head.weight' is missing");
@@ -171,7 +257,7 @@ static void against_spec(void) {
     expect("bias wrong shape",
            "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]},"
            "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[48,56]}}",
-           60, spec_lin, GP_EMODEL, "tensor 'fc.bias' has shape [2], expected [3]");
+           56, spec_lin, GP_EMODEL, "tensor 'fc.bias' has shape [2], expected [3]");
     expect("integer weights",
            "{\"fc.weight\":{\"dtype\":\"I32\",\"shape\":[3,4],\"data_offsets\":[0,48]}}", 48,
            spec_lin, GP_EMODEL, "tensor 'fc.weight': dtype I32 is not a float type");
@@ -236,6 +322,8 @@ static void files(void) {
 
 int main(void) {
     structure();
+    coverage();
+    other_formats();
     against_spec();
     files();
     return 0;

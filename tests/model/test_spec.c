@@ -129,6 +129,97 @@ static void parse_errors(void) {
     printf("ok  malformed lines\n");
 }
 
+/* PyTorch's class names (any case) parse to the same lines as the native names. */
+static void pytorch_aliases(void) {
+    static const char native[] = "input f32 3x8x8\nconv2d c padding=1\nbatchnorm2d bn\nrelu\n"
+                                 "maxpool2d kernel=2\navgpool2d kernel=3 stride=1 padding=1\n"
+                                 "gelu\nsigmoid\ntanh\nglobalavgpool\nflatten\nlinear fc\n"
+                                 "softmax\n";
+    static const char torch[] = "input f32 3x8x8\nConv2d c padding=1\nBatchNorm2d bn\nReLU\n"
+                                "MaxPool2d kernel_size=2\nAvgPool2d kernel_size=3 stride=1 "
+                                "padding=1\nGELU\nSigmoid\nTanh\nAdaptiveAvgPool2d 1\n"
+                                "Flatten\nLinear fc\nSoftmax dim=1\n";
+    gp__spec a, b;
+    char err[256];
+    gp__err e = {err, sizeof err};
+    GPT_RC(gp__spec_parse(native, &a, &e), GP_OK);
+    GPT_RC(gp__spec_parse(torch, &b, &e), GP_OK);
+    GPT_EQ(a.n, b.n);
+    for (int i = 0; i < a.n; i++) {
+        GPT_EQ(a.lines[i].kind, b.lines[i].kind);
+        GPT_CHECK(!strcmp(a.lines[i].name, b.lines[i].name));
+        GPT_EQ(a.lines[i].kernel[0], b.lines[i].kernel[0]);
+        GPT_EQ(a.lines[i].stride[1], b.lines[i].stride[1]);
+        GPT_EQ(a.lines[i].padding[0], b.lines[i].padding[0]);
+        GPT_EQ(a.lines[i].has_stride, b.lines[i].has_stride);
+    }
+    gp__spec_free(&a);
+    gp__spec_free(&b);
+    const char *same[] = {"input f32 4x2x2\nadaptiveavgpool2d output_size=1\n",
+                          "input f32 4x2x2\nADAPTIVEAVGPOOL2D 1x1\n",
+                          "input f32 4x2x2\nAdaptiveAvgPool2d (1,1)\n",
+                          "input f32 4x2x2\nAdaptiveAvgPool2d output_size=(1,1)\n",
+                          "INPUT f32 4\nSoftMax dim=-1\nTopK k=2\n"};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        GPT_RC(gp__spec_parse(same[i], &a, &e), GP_OK);
+        GPT_EQ(a.lines[1].kind, i < 4 ? GP__SPEC_GLOBALAVGPOOL : GP__SPEC_SOFTMAX);
+        gp__spec_free(&a);
+    }
+    parse_error("input f32 4x8x8\nAdaptiveAvgPool2d 7\n",
+                "spec line 2: AdaptiveAvgPool2d: only output size 1 is supported (it is "
+                "globalavgpool); got '7'");
+    parse_error("input f32 4x8x8\nAdaptiveAvgPool2d output_size=2x2\n",
+                "only output size 1 is supported");
+    parse_error("input f32 4x8x8\nAdaptiveAvgPool2d\n",
+                "AdaptiveAvgPool2d: give the output size, as in 'AdaptiveAvgPool2d 1'");
+    parse_error("input f32 4x8x8\nAdaptiveAvgPool2d 1 1\n", "only output size 1");
+    parse_error("input f32 4\nSoftmax dim=0\n",
+                "spec line 2: softmax: bad value (softmax runs over the features of a flat "
+                "value: dim=1 or dim=-1) 'dim=0'");
+    parse_error("input f32 4\nRelu dim=1\n", "spec line 2: relu: unknown option 'dim'");
+    parse_error("input f32 4x8x8\nConv2d c kernel_size=3\n",
+                "unknown option 'kernel_size' (the kernel size comes from the weight's shape)");
+    parse_error("input f32 4\nLSTM rnn\n",
+                "spec line 2: unknown op 'LSTM' (ops: input, conv2d, batchnorm2d");
+    printf("ok  PyTorch spellings\n");
+}
+
+/* --describe: the input line, every op, the output line. */
+static void describe_lines(void) {
+    gp_model *m;
+    char err[256], text[4096];
+    GPT_RC(gp_model_demo("cnn", NULL, &m, err, sizeof err), GP_OK);
+    FILE *f = tmpfile();
+    GPT_CHECK(f);
+    GPT_RC(gp_model_describe(m, f), GP_OK);
+    rewind(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    const char *want = "input:  u8 32x32x3 per item (3072 bytes), layout hwc; on the device: "
+                       "x / 255, mean 0.485,0.456,0.406, std 0.229,0.224,0.225, to f32 3x32x32\n";
+    GPT_CHECK(!strncmp(text, want, strlen(want)));
+    GPT_CHECK(strstr(text, "\noutput: i64 5 per item (40 bytes): class indices, best first\n"));
+    GPT_CHECK(strstr(text, "topk"));
+    gp_model_free(m);
+    mt t = {.rng = 3};
+    mt_add(&t, "fc.weight", 2, (uint64_t[]){3, 4}, -1, 1);
+    GPT_RC(mt_load(&t, "input f32 4\nlinear fc\n", &m, err, sizeof err), GP_OK);
+    f = tmpfile();
+    GPT_CHECK(f);
+    GPT_RC(gp_model_describe(m, f), GP_OK);
+    rewind(f);
+    n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    GPT_CHECK(
+        strstr(text, "input:  f32 4 per item (16 bytes), layout features, no normalization\n"));
+    GPT_CHECK(strstr(text, "output: f32 3 per item (12 bytes): values\n"));
+    gp_model_free(m);
+    mt_free(&t);
+    printf("ok  describe: input and output lines\n");
+}
+
 /* IR-level errors: lines that parse but do not fit together. */
 static void build_error(mt *t, const char *spec, const char *needle) {
     gp_model *m;
@@ -280,6 +371,8 @@ static void rewrites(void) {
 int main(void) {
     parse_forms();
     parse_errors();
+    pytorch_aliases();
+    describe_lines();
     build_errors();
     rewrites();
     return 0;

@@ -27,7 +27,9 @@ gp_pipeline *gpt_create(const gp_config *cfg) {
         exit(GPT_SKIP);
     }
     if (rc != GP_OK) {
-        fprintf(stderr, "gp_pipeline_create: %s: %s\n", gp_err_name(rc), err);
+        int named = strncmp(err, "GP_E", 4) == 0; /* some details already begin with it */
+        fprintf(stderr, "gp_pipeline_create: %s%s%s\n", named ? "" : gp_err_name(rc),
+                named ? "" : ": ", err);
         exit(1);
     }
     return p;

@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""gp-infer's messages for what a new user gets wrong first: each says what is wrong and what
+to do, names a missing flag, and prints an error code's name once.
+
+usage: test_messages.py GP_INFER WORKDIR
+
+Real files where it matters: a torch.save archive and a legacy pickle written by PyTorch, a
+float64 .npy written by NumPy. Exit 0 pass, 1 fail, 77 skipped (numpy or torch missing).
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import torch
+except ImportError as exc:  # pragma: no cover - depends on the machine
+    print(f"SKIP: NumPy/PyTorch not available ({exc}); install python3-numpy python3-torch")
+    sys.exit(77)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import gpupipe_export as gx  # noqa: E402  (the safetensors writer)
+
+failures, checks = [], 0
+
+
+def record(ok, what, detail=""):
+    global checks
+    checks += 1
+    print(("ok    " if ok else "FAIL  ") + what + (f"\n      {detail}" if detail else ""),
+          flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run(gp, *args):
+    p = subprocess.run([gp] + list(args), capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def expect(gp, what, args, code, *needles, stream="stderr"):
+    rc, out, err = run(gp, *args)
+    text = out if stream == "stdout" else err
+    missing = [n for n in needles if n not in text]
+    doubled = [w for w in text.split() if w.startswith("GP_E") and f"{w} {w}" in text]
+    record(rc == code and not missing and not doubled,
+           f"{what}: exit {rc} (want {code})" + (f", missing {missing}" if missing else "")
+           + (f", doubled {doubled[0]}" if doubled else ""),
+           text.strip().splitlines()[0] if text.strip() else "(no output)")
+    return rc, out, err
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    gp, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    w = lambda name: os.path.join(work, name)
+
+    # A small model: 4 features -> 3, with its spec in PyTorch spelling.
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3)
+    gx.write_safetensors(w("lin.safetensors"),
+                         {"fc.weight": gx.tensor_entry(lin.weight),
+                          "fc.bias": gx.tensor_entry(lin.bias)},
+                         {"gpupipe.spec": "Input f32 4\nLinear fc\nReLU\nSoftmax dim=1\n"})
+    x = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
+    np.save(w("x.npy"), x)
+    rc, _, err = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",
+                     w("y.npy"), "--backend", "host", "--quiet")
+    if rc == 0:
+        with torch.no_grad():
+            ref = torch.softmax(torch.relu(lin(torch.from_numpy(x))), 1).numpy()
+        got = np.load(w("y.npy"))
+        rel = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+        record(rel <= 1e-5, f"spec in PyTorch spelling (Linear, ReLU, Softmax dim=1) runs: "
+               f"relative error {rel:.3g}")
+    else:
+        record(False, "spec in PyTorch spelling runs", err.strip())
+
+    # Not a safetensors file.
+    torch.save(lin.state_dict(), w("m.pt"))
+    torch.save(lin.state_dict(), w("legacy.pt"), _use_new_zipfile_serialization=False)
+    for name, needle in (("m.pt", "not a safetensors file: this looks like a torch.save archive "
+                          "(a zip file): export the model with tools/gpupipe_export.py"),
+                         ("legacy.pt", "not a safetensors file: this looks like a Python pickle"),
+                         ("x.npy", "not a safetensors file: this is a NumPy .npy array")):
+        expect(gp, f"--model {name}", ["--model", w(name), "--describe"], 3,
+               f"gp-infer: model {w(name)}: GP_EMODEL: {needle}")
+    with open(w("junk.bin"), "wb") as f:
+        f.write(b"\x01\x02\x03\x04\x05\x06\x07\x08" + b"x" * 64)
+    expect(gp, "--model junk", ["--model", w("junk.bin"), "--describe"], 3,
+           "not a safetensors file: its first 8 bytes give a header length of")
+    # Unused bytes after the last tensor.
+    with open(w("lin.safetensors"), "rb") as f:
+        data = f.read()
+    with open(w("trailing.safetensors"), "wb") as f:
+        f.write(data + b"\0" * 16)
+    expect(gp, "16 bytes appended", ["--model", w("trailing.safetensors"), "--describe"], 3,
+           "16 unused bytes after the last tensor", "re-export the file")
+
+    # Inputs of the wrong dtype.
+    np.save(w("x64.npy"), x.astype(np.float64))
+    expect(gp, "float64 input", ["--model", w("lin.safetensors"), "--input", w("x64.npy"),
+                                 "--output", w("y.npy")], 3,
+           "dtype float64 ('<f8')", "convert with x.astype(np.float32)")
+    np.save(w("xi.npy"), (x * 10).astype(np.int64))
+    expect(gp, "int64 input", ["--model", w("lin.safetensors"), "--input", w("xi.npy"),
+                               "--output", w("y.npy")], 3,
+           "has dtype i64", "convert with x.astype(np.float32)")
+    np.save(w("img.npy"), np.zeros((2, 32, 32, 3), np.float32))
+    expect(gp, "float images for a u8 model", ["--demo", "cnn", "--input", w("img.npy"),
+                                               "--output", w("y.npy")], 3,
+           "the model takes u8 items", "convert with x.astype(np.uint8)",
+           "pass the images before any normalization")
+
+    # Flags.
+    expect(gp, "no --output", ["--model", w("lin.safetensors"), "--input", w("x.npy")], 2,
+           "gp-infer: --output is required (where to write the results", "usage: gp-infer")
+    expect(gp, "no --model", ["--input", w("x.npy"), "--output", w("y.npy")], 2,
+           "gp-infer: --model M.safetensors is required")
+    expect(gp, "no --input", ["--model", w("lin.safetensors"), "--output", w("y.npy")], 2,
+           "gp-infer: --input is required with --output")
+    expect(gp, "nothing to do", ["--model", w("lin.safetensors")], 2,
+           "gp-infer: nothing to do: give --input X.npy --output Y.npy")
+    expect(gp, "--model and --demo", ["--model", w("lin.safetensors"), "--demo", "mlp",
+                                      "--describe"], 2, "--model and --demo are exclusive")
+
+    # --describe: input and output lines.
+    expect(gp, "--describe (demo cnn)", ["--demo", "cnn", "--describe"], 0,
+           "input:  u8 32x32x3 per item (3072 bytes), layout hwc; on the device: x / 255, "
+           "mean 0.485,0.456,0.406, std 0.229,0.224,0.225",
+           "output: i64 5 per item (40 bytes): class indices, best first", stream="stdout")
+    expect(gp, "--describe (features)", ["--model", w("lin.safetensors"), "--describe"], 0,
+           "input:  f32 4 per item (16 bytes), layout features, no normalization",
+           "output: f32 3 per item (12 bytes): probabilities", stream="stdout")
+
+    # Spec messages through the tool.
+    gx.write_safetensors(w("ada.safetensors"), {}, {"gpupipe.spec":
+                                                    "input f32 4x8x8\nAdaptiveAvgPool2d 7\n"})
+    expect(gp, "AdaptiveAvgPool2d 7", ["--model", w("ada.safetensors"), "--describe"], 3,
+           "spec line 2: AdaptiveAvgPool2d: only output size 1 is supported")
+
+    # The error code's name once: a backend this machine may not have.
+    rc, _, err = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",
+                     w("y.npy"), "--backend", "cuda")
+    if rc == 4:
+        record(err.count("GP_ENODEV") == 1
+               and err.startswith("gp-infer: backend cuda: GP_ENODEV: "),
+               "--backend cuda without a device: GP_ENODEV printed once", err.strip())
+    else:
+        print(f"note: --backend cuda ran here (exit {rc}); the GP_ENODEV message is not checked")
+    # A file with a header gpupipe rejects: GP_EMODEL printed once.
+    h = json.dumps({"t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 8]}}).encode()
+    with open(w("bad.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"\0" * 8)
+    rc, _, err = run(gp, "--model", w("bad.safetensors"), "--describe")
+    record(rc == 3 and err.count("GP_EMODEL") == 1, "GP_EMODEL printed once", err.strip())
+
+    print(f"{checks - len(failures)} of {checks} checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
