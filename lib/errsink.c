@@ -18,21 +18,26 @@ void gp__errsink_fini(gp__errsink *s) {
 int gp__err_record(gp__errsink *s, int code, const char *file, int line, const char *fmt, ...) {
     char msg[sizeof s->msg];
     const char *base = strrchr(file, '/');
-    int k = snprintf(msg, sizeof msg, "%s: ", gp_err_name(code));
     va_list ap;
     va_start(ap, fmt);
-    if (k > 0 && (size_t)k < sizeof msg) k += vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
+    int k = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (k > 0 && (size_t)k < sizeof msg)
+    if (k >= 0 && (size_t)k < sizeof msg)
         snprintf(msg + k, sizeof msg - (size_t)k, " (%s:%d)", base ? base + 1 : file, line);
     if (!s) return code;
-    /* A failed lock only loses the detail; the code still reaches the caller. */
+    /* The detail does not repeat the code's name: callers have the code (gpupipe.h,
+       gp_pipeline_last_error). A failed lock only loses the detail; the code still reaches the
+       caller. */
     if (pthread_mutex_lock(&s->mu) == 0) {
         s->code = code;
         memcpy(s->msg, msg, sizeof msg);
         pthread_mutex_unlock(&s->mu);
     }
-    if (s->log) s->log(s->log_user, GP_LOG_ERROR, msg);
+    if (s->log) { /* a log line stands alone: it names the code */
+        char line_msg[sizeof s->msg + 32];
+        snprintf(line_msg, sizeof line_msg, "%s: %s", gp_err_name(code), msg);
+        s->log(s->log_user, GP_LOG_ERROR, line_msg);
+    }
     return code;
 }
 

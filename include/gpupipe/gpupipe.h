@@ -558,7 +558,9 @@ GP_API int gp_pipeline_stats(gp_pipeline *p, gp_stats *s);
 
 /*
  * The last error's detail: the failing call, native code, file:line. Copies a
- * NUL-terminated string into `buf` and returns the error code (GP_OK if none). Any thread.
+ * NUL-terminated string into `buf` and returns the error code (GP_OK if none). The detail does
+ * not repeat the code's name (print gp_err_name of the return value with it); so does every
+ * `err` buffer the library fills. Any thread.
  */
 GP_API int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len);
 
