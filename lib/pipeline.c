@@ -195,6 +195,11 @@ static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
                        c->completion_workers);
     if (c->cuda_graphs != 0 && c->cuda_graphs != 1)
         return invalid(err, len, "config.cuda_graphs: %d is not 0 or 1", c->cuda_graphs);
+    if (c->cuda_graphs && c->max_item_in_bytes)
+        return invalid(err, len,
+                       "config.cuda_graphs: a graph replays the work captured for one batch "
+                       "size, and variable-size items change it batch to batch: use "
+                       "fixed-size items or no graphs");
     if (c->spin_wait != 0 && c->spin_wait != 1)
         return invalid(err, len, "config.spin_wait: %d is not 0 or 1", c->spin_wait);
     if (!sim_ok(c->sim_copy_bytes_per_s))
@@ -297,6 +302,8 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
     memset(b, 0, sizeof *b);
     b->buckets = p->buckets;
     b->num_buckets = p->nbuckets;
+    b->in_capacity = in_cap;
+    b->out_capacity = out_cap;
     b->capacity = c->max_batch;
     b->in = s->d_in;
     b->out = s->d_out;

@@ -6,6 +6,7 @@ gp_add_test(NAME test_model_loader SOURCES model/test_loader.c LABELS unit)
 gp_add_test(NAME test_model_spec SOURCES model/test_spec.c LABELS unit)
 gp_add_test(NAME test_model_layers SOURCES model/test_layers.c LABELS unit TIMEOUT 300)
 gp_add_pipeline_test(test_model_pipeline SOURCES model/test_model_pipeline.c)
+gp_add_pipeline_test(test_model_tokens SOURCES model/test_tokens.c)
 # The fuzz target's seed corpus, replayed without libFuzzer in every build.
 gp_add_test(NAME test_model_fuzz_replay SOURCES fuzz/fuzz_loader.c fuzz/replay.c LABELS unit
             ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)

@@ -13,8 +13,8 @@
  * Ownership and threading, for every accessor below:
  *  - Everything returned belongs to the batch's in-flight slot: one stream, one cuBLAS handle,
  *    one cuBLASLt handle and workspace, one cuDNN handle per slot, created at
- *    gp_pipeline_create (cuDNN's on first use) and destroyed by gp_pipeline_destroy. Never destroy them, never
- *    rebind the handles to another stream, never free the workspace.
+ *    gp_pipeline_create (cuDNN's on first use) and destroyed by gp_pipeline_destroy. Never destroy
+ * them, never rebind the handles to another stream, never free the workspace.
  *  - They are valid during the compute call and during compute_setup / compute_teardown for
  *    the same slot (gp_config), nowhere else.
  *  - Calls for one slot never run concurrently, so a compute may use the slot's handles

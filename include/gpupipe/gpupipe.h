@@ -148,6 +148,7 @@ typedef struct gp_batch {
     const uint64_t *out_offsets, *out_offsets_host;
     size_t in_total;  /* bytes of input in this batch (in_offsets_host[n], or n * in_bytes) */
     size_t out_total; /* bytes of output this batch must write */
+    size_t in_capacity, out_capacity; /* bytes `in` and `out` hold (plan for these in setup) */
 } gp_batch;
 
 #define GP_MAX_BUCKETS 32 /* at most 21 powers of two below max_batch, or the preferred sizes */
@@ -287,7 +288,8 @@ typedef struct gp_config {
 
     int completion_workers; /* callback threads, 1..64; default 1 (submit-order callbacks) */
 
-    int cuda_graphs; /* CUDA: capture the compute per batch-size bucket; default 0 */
+    int cuda_graphs; /* CUDA: capture the compute per batch-size bucket (fixed-size inputs
+                        only); default 0 */
     int spin_wait;   /* CUDA: completion spins on events instead of blocking; default 0 */
 
     gp_log_fn log; /* optional */

@@ -29,6 +29,8 @@
  *
  *   input f32 784 | input f32 3x32x32                  item: features, or C x H x W
  *   input u8 32x32x3 layout=hwc mean=a,b,c std=a,b,c  u8 items: x / 255, then (x - mean) / std
+ *   input f32 *x64                                    variable length: each item is a sequence
+ *                                                     of tokens of 64 floats (docs/MODELS.md)
  *   conv2d <name> [stride=S] [padding=P] [dilation=D] [groups=G]   (bias optional)
  *   batchnorm2d <name> [eps=1e-5]                     folded into the conv before it
  *   linear <name>                                     (bias optional)
@@ -41,6 +43,12 @@
  * Extensions, all optional: K, S, P, D may be "HxW" (kernel=3x1); layout=chw (the default);
  * mean/std with one value for every channel, or on an f32 input (no / 255 then). gelu is the
  * erf form. softmax, argmax, topk and linear need a flat (rank-1) value: flatten first.
+ *
+ * Variable-length inputs (`*` as the first dimension): a pipeline configured with the model
+ * takes items of any whole number of tokens, 1..options.max_tokens, packed with no padding
+ * (gpupipe.h, variable-size items). linear, the activations and add work token by token;
+ * globalavgpool takes the mean over each item's own tokens and gives one value per item; the
+ * model's output must be per item (pool before the output).
  *
  * PyTorch spellings: op names are case-insensitive, so the class names Linear, Conv2d,
  * BatchNorm2d, ReLU, GELU, Sigmoid, Tanh, MaxPool2d, AvgPool2d, Flatten and Softmax name the
@@ -93,12 +101,13 @@ typedef enum gp_precision {
 
 #define GP_MODEL_MAX_RANK 4
 
-/* Shape and type of one item of a model's input or output (the batch dimension excluded). */
+/* Shape and type of one item of a model's input or output (the batch dimension excluded). A
+   variable-length input has dims[0] == -1 (its token count) and `bytes` is one token's. */
 typedef struct gp_tensor_info {
     gp_dtype dtype;
     int rank;                        /* 1..GP_MODEL_MAX_RANK */
     int64_t dims[GP_MODEL_MAX_RANK]; /* as the caller sees the item: e.g. 32,32,3 for u8 HWC */
-    size_t bytes;                    /* one item */
+    size_t bytes;                    /* one item (variable-length: one token) */
 } gp_tensor_info;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -119,6 +128,10 @@ typedef struct gp_model_options {
                                0 (default): the pipeline's max_batch, seen at setup. When
                                nonzero, gp_model_configure also sets cfg->max_batch. */
     uint64_t seed;          /* gp_model_demo only: weight seed; default 0x67707570 */
+    /* Appended in 0.2.0: variable-length inputs (`input f32 *xF`). */
+    size_t max_tokens;       /* tokens one item may have; default 512 */
+    size_t max_batch_tokens; /* tokens one batch may carry (gp_config.max_batch_bytes); default
+                                0: max_batch * max_tokens */
 } gp_model_options;
 
 /* Fill `o` with defaults (and struct_size). Any thread. */
@@ -180,7 +193,8 @@ GP_API void gp_model_free(gp_model *m);
 GP_API int gp_model_input_info(const gp_model *m, gp_tensor_info *info);
 GP_API int gp_model_output_info(const gp_model *m, gp_tensor_info *info);
 
-/* Bytes of one input / output item (0 for NULL). */
+/* Bytes of one input / output item (0 for NULL; the input of a variable-length model: the
+   largest item, options.max_tokens tokens). */
 GP_API size_t gp_model_input_bytes(const gp_model *m);
 GP_API size_t gp_model_output_bytes(const gp_model *m);
 
@@ -202,7 +216,9 @@ GP_API int gp_model_describe(const gp_model *m, FILE *f);
 
 /*
  * Make `m` the compute of `cfg`: sets compute, compute_user, compute_setup, compute_teardown,
- * item_in_bytes and item_out_bytes (and max_batch when options.max_batch was nonzero). Other
+ * item_in_bytes and item_out_bytes (and max_batch when options.max_batch was nonzero). A
+ * variable-length model sets max_item_in_bytes (options.max_tokens tokens) instead of
+ * item_in_bytes, and max_batch_bytes when options.max_batch_tokens is set. Other
  * fields are left alone. One model may serve several pipelines at once; it must outlive them.
  * The compute dispatches on the batch's backend: host runs the host layers on the slot's
  * thread; CUDA enqueues the device layers on the slot's stream (GP_ENOTSUP at create when
@@ -218,6 +234,16 @@ GP_API int gp_model_configure(gp_model *m, gp_config *cfg);
  */
 GP_API int gp_model_run_host(gp_model *m, size_t n, const void *in, void *out, char *err,
                              size_t err_len);
+
+/*
+ * As gp_model_run_host for a variable-length model: item k's input is in[in_offsets[k] ..
+ * in_offsets[k + 1]) (n + 1 byte offsets, each item a whole number of tokens, 1..max_tokens
+ * of them); `out` receives n output items. @return GP_OK, GP_EINVAL (also: a fixed-size
+ * model, an item that is not whole tokens), GP_ENOMEM.
+ */
+GP_API int gp_model_run_host_packed(gp_model *m, size_t n, const void *in,
+                                    const uint64_t *in_offsets, void *out, char *err,
+                                    size_t err_len);
 
 /*
  * The detail of the last failure inside a pipeline's use of the model (a compute_setup that

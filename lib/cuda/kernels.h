@@ -71,6 +71,14 @@ cudaError_t gp__k_softmax(cudaStream_t s, gp__kt t, const void *in, void *out, s
 cudaError_t gp__k_topk(cudaStream_t s, gp__kt t, const void *in, int64_t *out, size_t n, int F,
                        int k);
 
+/* Variable-length models (kernels/tokens.cu): tok[k] = (byte_off[k] - byte_off[0]) /
+   token_bytes for k <= n (device arrays); and out[k][c] = mean of in[t][c] over item k's tokens
+   tok[k] .. tok[k + 1] (the sum in double), n items of C features. */
+cudaError_t gp__k_tok_offsets(cudaStream_t s, size_t n, const uint64_t *byte_off,
+                              size_t token_bytes, int64_t *tok);
+cudaError_t gp__k_token_mean(cudaStream_t s, gp__kt t, const void *in, const int64_t *tok,
+                             void *out, size_t n, int C);
+
 /* gp_batch_pad / gp_batch_unpad (kernels/pad.cu): n items packed at in + in_off[k] (device
    offsets, n + 1) into rows of row_bytes at dst, zero-filled, with mask[k][e] = element e is
    the item's (mask may be NULL); and rows back into out + out_off[k]. */

@@ -79,6 +79,9 @@ typedef struct slot_state {
     gp__model *m;
     int device;
     size_t capacity;
+    size_t tcap;    /* variable-length models: tokens a batch may carry (token buffers) */
+    int64_t *d_tok; /* the batch's token offsets (capacity + 1), device */
+    size_t tokens;  /* the running batch's tokens (set by run before the steps) */
     gp__kt kt;
     const size_t *buckets; /* the pipeline's (gp_batch.buckets) */
     int n_buckets;
@@ -116,6 +119,11 @@ extern const cuda_layer gp__cuda_conv2d; /* conv.c */
 
 size_t gp__kt_size(gp__kt t);
 unsigned gp__align_of(const void *p); /* largest power of two dividing p, up to 256 */
+
+/* Rows of a value in the running batch: its items, or its tokens for a token value. */
+static inline size_t gp__rows(const slot_state *st, gp__shape s, const gp_batch *b) {
+    return s.tokens ? st->tokens : b->n;
+}
 
 static inline void *gp__resolve(ref r, const gp_batch *b) {
     return r.kind == REF_IN ? (void *)(uintptr_t)b->in : r.kind == REF_OUT ? b->out : r.p;

@@ -28,6 +28,14 @@ typedef struct lin_plan {
     cublasLtMatrixLayout_t a;
     int epilogue_act; /* the epilogue applied the op's activation */
     lin_bucket *bk;   /* per bucket */
+    /* The GEMM's N per bucket: the pipeline's batch buckets, or, token by token, powers of two
+       up to the slot's token capacity (a batch's N is its token count, set per batch). */
+    size_t *sizes;
+    int n_sizes;
+    int tokens;
+    cublasLtMatmulPreference_t pref; /* tokens: kept for a batch whose N the bucket's
+                                        algorithm does not take */
+    size_t ws_bytes;
 } lin_plan;
 
 static cudaDataType_t blas_type(gp__kt t) {
@@ -84,7 +92,20 @@ static int lin_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     lin_plan *lp = calloc(1, sizeof *lp);
     if (!lp) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
     sp->plan = lp;
-    lp->bk = calloc((size_t)st->n_buckets, sizeof *lp->bk);
+    lp->tokens = op->in.tokens;
+    if (lp->tokens) { /* powers of two below the token capacity, then the capacity */
+        lp->sizes = calloc(66, sizeof *lp->sizes);
+        if (!lp->sizes) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
+        for (size_t t = 1; t < st->tcap; t <<= 1)
+            lp->sizes[lp->n_sizes++] = t;
+        lp->sizes[lp->n_sizes++] = st->tcap;
+    } else {
+        lp->sizes = calloc((size_t)st->n_buckets, sizeof *lp->sizes);
+        if (!lp->sizes) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
+        for (int i = 0; i < st->n_buckets; i++)
+            lp->sizes[lp->n_sizes++] = st->buckets[i];
+    }
+    lp->bk = calloc((size_t)lp->n_sizes, sizeof *lp->bk);
     if (!lp->bk) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
 
     CK(c, cublasLtMatmulDescCreate(&lp->desc, ct, CUDA_R_32F));
@@ -107,9 +128,14 @@ static int lin_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     int rc = set_pref(c, pref, ws_bytes, gp__align_of(sp->k->w),
                       gp__align_of(gp__resolve(sp->src, slot)),
                       gp__align_of(gp__resolve(sp->dst, slot)));
-    for (int bi = 0; bi < st->n_buckets && rc == GP_OK; bi++)
-        rc = plan_bucket(st, lp, &lp->bk[bi], st->buckets[bi], M, K, pref, slot, ws_bytes, c);
-    cublasLtMatmulPreferenceDestroy(pref); /* its status is not actionable here */
+    for (int bi = 0; bi < lp->n_sizes && rc == GP_OK; bi++)
+        rc = plan_bucket(st, lp, &lp->bk[bi], lp->sizes[bi], M, K, pref, slot, ws_bytes, c);
+    if (lp->tokens) {
+        lp->pref = pref; /* lin_release destroys it */
+        lp->ws_bytes = ws_bytes;
+    } else {
+        cublasLtMatmulPreferenceDestroy(pref); /* its status is not actionable here */
+    }
     return rc;
 }
 
@@ -118,29 +144,69 @@ static void lin_release(step *sp, int n_buckets) {
     if (!lp) return;
     /* Destroy statuses are not actionable in teardown. */
     if (lp->bk)
-        for (int i = 0; i < n_buckets; i++) {
+        for (int i = 0; i < lp->n_sizes; i++) {
             if (lp->bk[i].b) cublasLtMatrixLayoutDestroy(lp->bk[i].b);
             if (lp->bk[i].d) cublasLtMatrixLayoutDestroy(lp->bk[i].d);
         }
     free(lp->bk);
+    free(lp->sizes);
+    if (lp->pref) cublasLtMatmulPreferenceDestroy(lp->pref);
     if (lp->a) cublasLtMatrixLayoutDestroy(lp->a);
     if (lp->desc) cublasLtMatmulDescDestroy(lp->desc);
     free(lp);
     sp->plan = NULL;
 }
 
+/* Token by token: the GEMM's N is the batch's token count. The bucket above it lends its
+   layouts (their column count set to N, a host-side attribute) and its algorithm when cuBLASLt
+   accepts that for N (cublasLtMatmulAlgoCheck); otherwise the heuristic picks one for N now
+   (host-side: nothing is allocated on the device). */
+static int token_bucket(const lin_plan *lp, const step *sp, const gp_batch *b, size_t N,
+                        lin_bucket **out, cublasLtMatmulAlgo_t *algo, size_t *ws, ck *c) {
+    int bi = 0;
+    while (bi < lp->n_sizes - 1 && lp->sizes[bi] < N)
+        bi++;
+    lin_bucket *bk = &lp->bk[bi];
+    uint64_t cols = N;
+    CK(c, cublasLtMatrixLayoutSetAttribute(bk->b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
+    CK(c, cublasLtMatrixLayoutSetAttribute(bk->d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
+    *out = bk;
+    if (cublasLtMatmulAlgoCheck(gp_cuda_cublaslt(b), lp->desc, lp->a, bk->b, bk->d, bk->d,
+                                &bk->algo, &res) == CUBLAS_STATUS_SUCCESS &&
+        res.workspaceSize <= lp->ws_bytes) {
+        *algo = bk->algo;
+        *ws = res.workspaceSize;
+        return GP_OK;
+    }
+    int got = 0;
+    CK(c, cublasLtMatmulAlgoGetHeuristic(gp_cuda_cublaslt(b), lp->desc, lp->a, bk->b, bk->d, bk->d,
+                                         lp->pref, 1, &res, &got));
+    if (got < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+        return CK_FAIL(c, GP_EDEVICE, "cuBLASLt has no algorithm for %zu tokens", N);
+    *algo = res.algo;
+    *ws = res.workspaceSize;
+    return GP_OK;
+}
+
 static int lin_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
     const lin_plan *lp = sp->plan;
-    const lin_bucket *bk = &lp->bk[bi];
+    lin_bucket *bk = &lp->bk[bi];
+    cublasLtMatmulAlgo_t algo = bk->algo;
+    size_t need = bk->ws, rows = gp__rows(st, sp->op->in, b);
+    int rc;
+    if (lp->tokens && (rc = token_bucket(lp, sp, b, rows, &bk, &algo, &need, c)) != GP_OK)
+        return rc;
     cudaStream_t s = gp_cuda_stream(b);
     size_t ws_bytes = 0;
     void *ws = gp_cuda_workspace(b, &ws_bytes);
     const float alpha = 1.0f, beta = 0.0f; /* scale type fp32; beta 0: C is not read */
     void *x = gp__resolve(sp->src, b), *y = gp__resolve(sp->dst, b);
     CK(c, cublasLtMatmul(gp_cuda_cublaslt(b), lp->desc, &alpha, sp->k->w, lp->a, x, bk->b, &beta, y,
-                         bk->d, y, bk->d, &bk->algo, bk->ws ? ws : NULL, bk->ws, s));
+                         bk->d, y, bk->d, &algo, need ? ws : NULL, need, s));
     if (!lp->epilogue_act && sp->op->act != GP__ACT_NONE)
-        CK(c, gp__k_act(s, st->kt, y, y, b->n * (size_t)sp->op->out.c, (int)sp->op->act));
+        CK(c, gp__k_act(s, st->kt, y, y, rows * (size_t)sp->op->out.c, (int)sp->op->act));
     return GP_OK;
 }
 

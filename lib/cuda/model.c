@@ -279,6 +279,11 @@ static int run_pool(slot_state *st, const step *sp, const gp_batch *b, int bi, c
 
 static int run_globalavgpool(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
     const gp__op *op = sp->op;
+    if (op->in.tokens) { /* the mean over each item's own tokens */
+        CK(c, gp__k_token_mean(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), st->d_tok,
+                               gp__resolve(sp->dst, b), b->n, op->in.c));
+        return GP_OK;
+    }
     CK(c, gp__k_global_avgpool(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
                                gp__resolve(sp->dst, b), b->n * (size_t)op->in.c,
                                (size_t)op->in.h * (size_t)op->in.w));
@@ -287,14 +292,15 @@ static int run_globalavgpool(slot_state *st, const step *sp, const gp_batch *b, 
 
 static int run_act(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
     CK(c, gp__k_act(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
-                    b->n * gp__shape_numel(sp->op->out), (int)sp->op->act));
+                    gp__rows(st, sp->op->out, b) * gp__shape_numel(sp->op->out), (int)sp->op->act));
     return GP_OK;
 }
 
 static int run_add(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
     CK(c, gp__k_add_act(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
                         gp__resolve(sp->src2, b), gp__resolve(sp->dst, b),
-                        b->n * gp__shape_numel(sp->op->out), (int)sp->op->act));
+                        gp__rows(st, sp->op->out, b) * gp__shape_numel(sp->op->out),
+                        (int)sp->op->act));
     return GP_OK;
 }
 
@@ -311,8 +317,9 @@ static int run_topk(slot_state *st, const step *sp, const gp_batch *b, int bi, c
 }
 
 static int run_copy(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    CK(c, gp__k_convert(gp_cuda_stream(b), gp__resolve(sp->src, b), sp->src_t,
-                        gp__resolve(sp->dst, b), sp->dst_t, b->n * gp__shape_numel(sp->op->out)));
+    CK(c,
+       gp__k_convert(gp_cuda_stream(b), gp__resolve(sp->src, b), sp->src_t, gp__resolve(sp->dst, b),
+                     sp->dst_t, gp__rows(st, sp->op->out, b) * gp__shape_numel(sp->op->out)));
     return GP_OK;
 }
 
@@ -409,10 +416,13 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
     }
     for (int i = 0; i < m->n_bufs; i++) {
         offs[i] = off;
-        off = align_up(off + cap * m->bufs[i].elems * es);
+        off = align_up(off + (m->bufs[i].tokens ? st->tcap : cap) * m->bufs[i].elems * es);
     }
+    /* The input's staging copy: items, or the batch's tokens. */
     size_t in_off = off;
-    off = align_up(off + cap * st->in_elems * es);
+    off = align_up(off + (m->token_bytes ? st->tcap : cap) * st->in_elems * es);
+    size_t tok_off = off;
+    if (m->token_bytes) off = align_up(off + (cap + 1) * sizeof(int64_t));
     size_t out_off = off;
     off = align_up(off + cap * st->out_elems * es);
     size_t ws_off = off, lt_bytes = 0;
@@ -434,6 +444,7 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
         for (int i = 0; i < m->n_bufs; i++)
             st->bufs[i] = base + offs[i];
         if (st->in_elems) st->instage = base + in_off;
+        if (m->token_bytes) st->d_tok = (int64_t *)(void *)(base + tok_off);
         if (st->out_elems) st->ostage = base + out_off;
         if (st->conv_ws_bytes > lt_bytes) st->conv_ws = base + ws_off;
     }
@@ -478,6 +489,7 @@ static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
     st->m = m;
     st->device = gp_cuda_device(slot);
     st->capacity = slot->capacity;
+    st->tcap = m->token_bytes ? slot->in_capacity / m->token_bytes : 0;
     st->kt = act_type(m->precision);
     st->buckets = slot->buckets;
     st->n_buckets = slot->num_buckets;
@@ -557,9 +569,30 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
         return CK_FAIL(&c, GP_EDEVICE, "the slot's buffers are less aligned than at setup");
     int bi = bucket_index(st, b->bucket ? b->bucket : b->n);
     cudaStream_t s = gp_cuda_stream(b);
+    size_t in_rows = b->n;
+    if (m->token_bytes) { /* variable length: whole tokens, within the slot's token buffers */
+        const uint64_t *off = b->in_offsets_host;
+        if (!off || !b->in_offsets)
+            return CK_FAIL(&c, GP_EDEVICE, "a variable-length model needs variable-size items");
+        for (size_t k = 0; k < b->n; k++) {
+            uint64_t len = off[k + 1] - off[k];
+            if (len == 0 || len % m->token_bytes || len / m->token_bytes > m->max_tokens)
+                return CK_FAIL(&c, GP_EDEVICE,
+                               "item %zu has %llu bytes: not 1..%zu whole tokens of %zu bytes", k,
+                               (unsigned long long)len, m->max_tokens, m->token_bytes);
+        }
+        st->tokens = (size_t)(off[b->n] - off[0]) / m->token_bytes;
+        if (st->tokens > st->tcap)
+            return CK_FAIL(&c, GP_EDEVICE, "a batch of %zu tokens exceeds the slot's %zu",
+                           st->tokens, st->tcap);
+        in_rows = st->tokens;
+        cudaError_t e = gp__k_tok_offsets(s, b->n, b->in_offsets, m->token_bytes, st->d_tok);
+        if (e != cudaSuccess)
+            return gp__ck_status(&c, gp__cu_rt(e), "gp__k_tok_offsets", __FILE__, __LINE__);
+    }
     if (st->instage) {
         cudaError_t e =
-            gp__k_convert(s, b->in, GP__KT_F32, st->instage, st->kt, b->n * st->in_elems);
+            gp__k_convert(s, b->in, GP__KT_F32, st->instage, st->kt, in_rows * st->in_elems);
         if (e != cudaSuccess)
             return gp__ck_status(&c, gp__cu_rt(e), "gp__k_convert(input)", __FILE__, __LINE__);
     }

@@ -67,7 +67,7 @@ static int new_val(bctx *c, gp__shape s, int producer) {
 
 static void fmt_shape(gp__shape s, char *buf, size_t len) {
     if (s.rank == 1)
-        snprintf(buf, len, "%d", s.c);
+        snprintf(buf, len, s.tokens ? "*x%d" : "%d", s.c);
     else
         snprintf(buf, len, "%dx%dx%d", s.c, s.h, s.w);
 }
@@ -185,7 +185,17 @@ static int out_dim(int in, int pad, int dil, int k, int stride, int *out) {
     return 1;
 }
 
+/* Ops that work on a whole item (convolutions, pools, softmax, the output stages) cannot take
+   a token value: its items have no fixed size. */
+static int need_items(bctx *c, gp__shape s) {
+    if (!s.tokens) return GP_OK;
+    return lerr(c, "%s",
+                "needs a per-item value, got variable-length tokens: pool them first "
+                "(globalavgpool)");
+}
+
 static int need_rank3(bctx *c, gp__shape s) {
+    if (s.tokens) return need_items(c, s);
     if (s.rank == 3) return GP_OK;
     char b[64];
     fmt_shape(s, b, sizeof b);
@@ -193,7 +203,7 @@ static int need_rank3(bctx *c, gp__shape s) {
 }
 
 static int need_rank1(bctx *c, gp__shape s) {
-    if (s.rank == 1) return GP_OK;
+    if (s.rank == 1) return s.tokens ? need_items(c, s) : GP_OK;
     char b[64];
     fmt_shape(s, b, sizeof b);
     return lerr(c, "needs features (rank 1), got %s: add flatten", b);
@@ -220,7 +230,7 @@ static int build_conv(bctx *c, int *cur) {
     }
     int64_t want_b[1] = {cout};
     if ((rc = tensor(c, "bias", 1, want_b, 0, &b)) != GP_OK) return rc;
-    gp__shape out = {3, cout, 0, 0};
+    gp__shape out = {3, cout, 0, 0, 0};
     if (!out_dim(in.h, l->padding[0], l->dilation[0], kh, l->stride[0], &out.h) ||
         !out_dim(in.w, l->padding[1], l->dilation[1], kw, l->stride[1], &out.w)) {
         char m[64];
@@ -293,7 +303,7 @@ static int build_batchnorm(bctx *c, int cur) {
 
 static int build_linear(bctx *c, int *cur) {
     gp__shape in = c->vals[*cur].shape;
-    int rc = need_rank1(c, in);
+    int rc = in.rank == 1 ? GP_OK : need_rank1(c, in); /* per item, or token by token */
     if (rc != GP_OK) return rc;
     const gp__st_tensor *w, *b;
     int64_t want_w[2] = {-1, in.c};
@@ -301,7 +311,7 @@ static int build_linear(bctx *c, int *cur) {
     int out_f = (int)w->shape[0];
     int64_t want_b[1] = {out_f};
     if ((rc = tensor(c, "bias", 1, want_b, 0, &b)) != GP_OK) return rc;
-    int i = new_op(c, GP__OP_LINEAR, in, (gp__shape){1, out_f, 1, 1}, *cur);
+    int i = new_op(c, GP__OP_LINEAR, in, (gp__shape){1, out_f, 1, 1, in.tokens}, *cur);
     if (i < 0) return c->rc;
     gp__op *op = &c->m->ops[i];
     snprintf(op->name, sizeof op->name, "%s", c->l->name);
@@ -330,7 +340,7 @@ static int build_pool(bctx *c, int *cur, gp__op_kind kind) {
     int sw = l->has_stride ? l->stride[1] : l->kernel[1];
     if (l->padding[0] > l->kernel[0] / 2 || l->padding[1] > l->kernel[1] / 2)
         return lerr(c, "%s", "padding must be at most half the kernel (as PyTorch)");
-    gp__shape out = {3, in.c, 0, 0};
+    gp__shape out = {3, in.c, 0, 0, 0};
     if (!out_dim(in.h, l->padding[0], 1, l->kernel[0], sh, &out.h) ||
         !out_dim(in.w, l->padding[1], 1, l->kernel[1], sw, &out.w)) {
         char m[64];
@@ -407,8 +417,11 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
             break;
         case GP__SPEC_GLOBALAVGPOOL: {
             gp__shape in = c->vals[cur].shape;
-            if ((rc = need_rank3(c, in)) != GP_OK) break;
-            int i = new_op(c, GP__OP_GLOBALAVGPOOL, in, (gp__shape){3, in.c, 1, 1}, cur);
+            /* Tokens: the mean over each item's tokens, a per-item feature vector. */
+            if (!in.tokens && (rc = need_rank3(c, in)) != GP_OK) break;
+            gp__shape out =
+                in.tokens ? (gp__shape){1, in.c, 1, 1, 0} : (gp__shape){3, in.c, 1, 1, 0};
+            int i = new_op(c, GP__OP_GLOBALAVGPOOL, in, out, cur);
             if (i < 0) return c->rc;
             m->ops[i].flops = (double)gp__shape_numel(in);
             cur = c->op_dst[i];
@@ -429,7 +442,8 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
         case GP__SPEC_FLATTEN: {
             gp__shape s = c->vals[cur].shape;
             if (s.rank == 1) break; /* already flat: identity, as torch.flatten(x, 1) on (N, F) */
-            int v = new_val(c, (gp__shape){1, (int)gp__shape_numel(s), 1, 1}, -1);
+            if ((rc = need_items(c, s)) != GP_OK) break;
+            int v = new_val(c, (gp__shape){1, (int)gp__shape_numel(s), 1, 1, 0}, -1);
             if (v < 0) return oom(c);
             c->vals[v].root = c->vals[cur].root;
             c->vals[v].producer = c->vals[c->vals[cur].root].producer;
@@ -467,7 +481,8 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
             int other;
             if ((rc = find_tag(c, &other)) != GP_OK) break;
             gp__shape a = c->vals[cur].shape, b = c->vals[other].shape;
-            if (a.rank != b.rank || a.c != b.c || a.h != b.h || a.w != b.w) {
+            if (a.rank != b.rank || a.c != b.c || a.h != b.h || a.w != b.w ||
+                a.tokens != b.tokens) {
                 char sa[64], sb[64], msg[160];
                 fmt_shape(a, sa, sizeof sa);
                 fmt_shape(b, sb, sizeof sb);
@@ -492,7 +507,7 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
                 return lerr(c, "%s", msg);
             }
             int i = new_op(c, l->kind == GP__SPEC_ARGMAX ? GP__OP_ARGMAX : GP__OP_TOPK, in,
-                           (gp__shape){1, k, 1, 1}, cur);
+                           (gp__shape){1, k, 1, 1, 0}, cur);
             if (i < 0) return c->rc;
             m->ops[i].k = k;
             m->ops[i].flops = (double)in.c;
@@ -522,13 +537,27 @@ static int build_input(bctx *c, const gp__spec *sp, int *cur) {
     size_t numel = 1;
     for (int d = 0; d < l->rank; d++) {
         ii->dims[d] = l->dims[d];
-        numel *= (size_t)l->dims[d];
+        if (l->dims[d] > 0) numel *= (size_t)l->dims[d];
     }
-    ii->bytes = numel * gp_dtype_size(l->dtype);
-    gp__shape chw = {1, l->dims[0], 1, 1};
+    ii->bytes = numel * gp_dtype_size(l->dtype); /* variable length: one token */
+    if (l->dims[0] < 0) {                        /* tokens (docs/DESIGN.md §8.7) */
+        if (l->hwc || l->n_mean || l->n_std)
+            return lerr(c, "%s", "layout, mean and std are for fixed-size inputs");
+        if (l->dtype != GP_DTYPE_F32)
+            return lerr(c, "%s",
+                        "token ids (i32 / i64) need an embedding layer, which this build lacks");
+        m->token_bytes = ii->bytes;
+        m->in_shape = (gp__shape){1, l->rank == 2 ? l->dims[1] : 1, 1, 1, 1};
+        int v = new_val(c, m->in_shape, -1);
+        if (v < 0) return oom(c);
+        c->vals[v].buf = GP__BUF_INPUT;
+        *cur = v;
+        return GP_OK;
+    }
+    gp__shape chw = {1, l->dims[0], 1, 1, 0};
     if (l->rank == 3)
-        chw = l->hwc ? (gp__shape){3, l->dims[2], l->dims[0], l->dims[1]}
-                     : (gp__shape){3, l->dims[0], l->dims[1], l->dims[2]};
+        chw = l->hwc ? (gp__shape){3, l->dims[2], l->dims[0], l->dims[1], 0}
+                     : (gp__shape){3, l->dims[0], l->dims[1], l->dims[2], 0};
     m->in_shape = chw;
     int v0 = new_val(c, chw, -1);
     if (v0 < 0) return oom(c);
@@ -585,10 +614,11 @@ static int plan_buffers(bctx *c, int final) {
                 if (c->vals[r].buf >= 0 && c->vals[r].last_use == i) chosen = c->vals[r].buf;
             }
         }
+        int tokens = c->vals[dv].shape.tokens;
         if (chosen < 0) {
             int best = -1, largest = -1;
             for (int b = 0; b < m->n_bufs; b++) {
-                if (c->vals[holder[b]].last_use >= i) continue;
+                if (c->vals[holder[b]].last_use >= i || m->bufs[b].tokens != tokens) continue;
                 if (m->bufs[b].elems >= need &&
                     (best < 0 || m->bufs[b].elems < m->bufs[best].elems))
                     best = b;
@@ -602,7 +632,7 @@ static int plan_buffers(bctx *c, int final) {
                     return oom(c);
                 }
                 chosen = m->n_bufs++;
-                m->bufs[chosen] = (gp__buf){0, 0};
+                m->bufs[chosen] = (gp__buf){0, 0, tokens};
             }
             if (m->bufs[chosen].elems < need) m->bufs[chosen].elems = need;
         }
@@ -610,12 +640,14 @@ static int plan_buffers(bctx *c, int final) {
         c->vals[dv].buf = chosen;
     }
     free(holder);
-    size_t off = 0;
+    size_t off[2] = {0, 0}; /* item scratch, token scratch */
     for (int b = 0; b < m->n_bufs; b++) {
-        m->bufs[b].offset = off;
-        off += (m->bufs[b].elems + GP__BUF_ALIGN - 1) / GP__BUF_ALIGN * GP__BUF_ALIGN;
+        size_t *o = &off[m->bufs[b].tokens];
+        m->bufs[b].offset = *o;
+        *o += (m->bufs[b].elems + GP__BUF_ALIGN - 1) / GP__BUF_ALIGN * GP__BUF_ALIGN;
     }
-    m->scratch_elems = off;
+    m->scratch_elems = off[0];
+    m->scratch_tok_elems = off[1];
     for (int i = 0; i < n; i++) {
         gp__op *op = &m->ops[i];
         op->src = c->vals[c->vals[c->op_src[i]].root].buf;
@@ -647,6 +679,13 @@ int gp__model_build(gp__model *m, const char *spec_text, const gp__st *st, gp__e
         cur = c.op_dst[i];
     }
     gp__shape fs = c.vals[cur].shape;
+    if (fs.tokens) {
+        rc = gp__errf(e, GP_EMODEL,
+                      "spec line %d: the model's output is variable-length tokens: pool them into "
+                      "one value per item (globalavgpool) before the output",
+                      c.l->line);
+        goto out;
+    }
     gp_tensor_info *oi = &m->out_info;
     oi->dtype = stage_line ? GP_DTYPE_I64 : GP_DTYPE_F32;
     oi->rank = fs.rank;

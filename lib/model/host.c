@@ -234,60 +234,84 @@ static void topk(const gp__op *op, size_t n, const float *in, int64_t *out) {
     }
 }
 
+/* Mean over each item's own tokens: out[k][c] = mean of in[t][c], t in tok[k] .. tok[k + 1]
+   (the sum in double, as the per-item global pool). */
+static void token_mean(const gp__op *op, const gp__run *r, const float *in, float *out) {
+    size_t C = (size_t)op->in.c;
+    for (size_t k = 0; k < r->n; k++) {
+        size_t t0 = (size_t)r->tok[k], t1 = (size_t)r->tok[k + 1];
+        for (size_t ch = 0; ch < C; ch++) {
+            double acc = 0.0;
+            for (size_t t = t0; t < t1; t++)
+                acc += in[t * C + ch];
+            out[k * C + ch] = (float)(acc / (double)(t1 - t0));
+        }
+    }
+}
+
 /* ---- the layer table -------------------------------------------------------------------- */
 
-/* One host layer: n items of `src` (and `src2` for ADD) into `dst`; `work` is the model's host
-   workspace (host_work_elems floats). PREP reads the raw input through `src`. */
-typedef void (*host_layer)(const gp__op *op, size_t n, const float *src, const float *src2,
+/* One host layer: the batch `r` (n items; tokens, for token values) of `src` (and `src2` for
+   ADD) into `dst`; `work` is the model's host workspace (host_work_elems floats). PREP reads
+   the raw input through `src`. */
+typedef void (*host_layer)(const gp__op *op, const gp__run *r, const float *src, const float *src2,
                            float *dst, float *work);
 
-static void l_prep(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                   float *work) {
-    prep(op, n, src, dst);
+/* Rows of a value: items, or tokens for a token value. */
+static size_t rows(gp__shape s, const gp__run *r) {
+    return s.tokens ? r->tokens : r->n;
 }
-static void l_conv2d(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                     float *work) {
-    conv2d(op, n, src, dst, work);
+
+static void l_prep(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                   float *dst, float *work) {
+    prep(op, r->n, src, dst);
 }
-static void l_linear(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                     float *work) {
-    linear(op, n, src, dst, work);
+static void l_conv2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                     float *dst, float *work) {
+    conv2d(op, r->n, src, dst, work);
 }
-static void l_maxpool2d(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                        float *work) {
-    pool(op, n, src, dst, 1);
+static void l_linear(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                     float *dst, float *work) {
+    linear(op, rows(op->in, r), src, dst, work); /* token by token: one GEMM over T rows */
 }
-static void l_avgpool2d(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                        float *work) {
-    pool(op, n, src, dst, 0);
+static void l_maxpool2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                        float *dst, float *work) {
+    pool(op, r->n, src, dst, 1);
 }
-static void l_globalavgpool(const gp__op *op, size_t n, const float *src, const float *src2,
+static void l_avgpool2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                        float *dst, float *work) {
+    pool(op, r->n, src, dst, 0);
+}
+static void l_globalavgpool(const gp__op *op, const gp__run *r, const float *src, const float *src2,
                             float *dst, float *work) {
-    globalavgpool(op, n, src, dst);
+    if (op->in.tokens)
+        token_mean(op, r, src, dst);
+    else
+        globalavgpool(op, r->n, src, dst);
 }
-static void l_act(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                  float *work) {
-    size_t numel = n * gp__shape_numel(op->out);
+static void l_act(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                  float *dst, float *work) {
+    size_t numel = rows(op->out, r) * gp__shape_numel(op->out);
     for (size_t k = 0; k < numel; k++)
         dst[k] = gp__act_apply(op->act, src[k]);
 }
-static void l_add(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                  float *work) {
-    size_t numel = n * gp__shape_numel(op->out);
+static void l_add(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                  float *dst, float *work) {
+    size_t numel = rows(op->out, r) * gp__shape_numel(op->out);
     for (size_t k = 0; k < numel; k++)
         dst[k] = gp__act_apply(op->act, src[k] + src2[k]);
 }
-static void l_softmax(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                      float *work) {
-    softmax(op, n, src, dst);
+static void l_softmax(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                      float *dst, float *work) {
+    softmax(op, r->n, src, dst);
 }
-static void l_topk(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                   float *work) {
-    topk(op, n, src, (int64_t *)(void *)dst);
+static void l_topk(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                   float *dst, float *work) {
+    topk(op, r->n, src, (int64_t *)(void *)dst);
 }
-static void l_copy(const gp__op *op, size_t n, const float *src, const float *src2, float *dst,
-                   float *work) {
-    if (dst != src) memcpy(dst, src, n * gp__shape_numel(op->out) * sizeof(float));
+static void l_copy(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                   float *dst, float *work) {
+    if (dst != src) memcpy(dst, src, rows(op->out, r) * gp__shape_numel(op->out) * sizeof(float));
 }
 
 /* Indexed by op kind; every op has a host layer (it is the reference). */
@@ -306,58 +330,85 @@ static const host_layer host_layers[GP__OP_COUNT_] = {
     [GP__OP_COPY] = l_copy,
 };
 
-static float *bufp(const gp__model *m, float *scratch, size_t cap, int id, const void *in,
-                   void *out) {
+/* Where the slot's scratch is: item buffers for `cap` items, token buffers for `tcap` tokens. */
+typedef struct scratch {
+    float *items, *tokens, *work;
+    size_t cap, tcap;
+} scratch;
+
+static float *bufp(const gp__model *m, const scratch *sc, int id, const void *in, void *out) {
     if (id == GP__BUF_INPUT) return (float *)(uintptr_t)in; /* read-only by the plan */
     if (id == GP__BUF_OUTPUT) return out;
-    return scratch + cap * m->bufs[id].offset;
+    const gp__buf *b = &m->bufs[id];
+    return b->tokens ? sc->tokens + sc->tcap * b->offset : sc->items + sc->cap * b->offset;
 }
 
-int gp__host_run(const gp__model *m, size_t n, const void *in, void *out, float *scratch,
-                 size_t capacity, float *work) {
-    if (n > capacity) return GP_EINVAL;
+static int run_ops(const gp__model *m, const gp__run *r, const void *in, void *out,
+                   const scratch *sc) {
+    if (r->n > sc->cap || r->tokens > sc->tcap) return GP_EINVAL;
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
         if ((unsigned)op->kind >= GP__OP_COUNT_ || !host_layers[op->kind]) return GP_EINVAL;
-        const float *src2 =
-            op->kind == GP__OP_ADD ? bufp(m, scratch, capacity, op->src2, in, out) : NULL;
-        host_layers[op->kind](op, n, bufp(m, scratch, capacity, op->src, in, out), src2,
-                              bufp(m, scratch, capacity, op->dst, in, out), work);
+        const float *src2 = op->kind == GP__OP_ADD ? bufp(m, sc, op->src2, in, out) : NULL;
+        host_layers[op->kind](op, r, bufp(m, sc, op->src, in, out), src2,
+                              bufp(m, sc, op->dst, in, out), sc->work);
     }
     return GP_OK;
 }
 
+int gp__host_run(const gp__model *m, size_t n, const void *in, void *out, float *scratch_items,
+                 size_t capacity, float *work) {
+    gp__run r = {.n = n};
+    scratch sc = {.items = scratch_items, .work = work, .cap = capacity};
+    return run_ops(m, &r, in, out, &sc);
+}
+
 /* ---- the host backend's model table (model/exec.h) ------------------------------------------ */
 
-/* A slot runs a batch through the whole op list a chunk of items at a time, the chunk's scratch
-   kept within this budget: whole batches for small models, a few items at a time for large
-   images, so a host slot's memory does not grow with max_batch. Results do not depend on the
-   chunking (each item's arithmetic is the same). */
+/* A slot runs a fixed-size batch through the whole op list a chunk of items at a time, the
+   chunk's scratch kept within this budget: whole batches for small models, a few items at a
+   time for large images, so a host slot's memory does not grow with max_batch. Results do not
+   depend on the chunking (each item's arithmetic is the same). A variable-length batch runs
+   whole: its token buffers hold the batch's tokens. */
 #define HOST_SCRATCH_BUDGET ((size_t)32 << 20)
 
 typedef struct host_slot {
-    size_t chunk;   /* items per pass */
-    float *scratch; /* chunk * m->scratch_elems floats, then the workspace */
-    float *work;    /* m->host_work_elems floats */
+    size_t chunk; /* items per pass */
+    scratch sc;
+    int64_t *tok; /* variable-length: chunk + 1 token offsets */
+    void *mem;    /* one allocation for all of the above */
 } host_slot;
 
 static size_t host_chunk(const gp__model *m, size_t want) {
+    if (m->token_bytes) return want; /* whole batches (above) */
     size_t per = m->scratch_elems * sizeof(float);
     size_t c = per ? HOST_SCRATCH_BUDGET / per : want;
     if (c < 1) c = 1;
     return c < want ? c : want;
 }
 
-static int slot_alloc(const gp__model *m, host_slot *s, size_t items) {
-    size_t chunk = host_chunk(m, items), scr, total;
-    if (!gp__mul_ok(chunk, m->scratch_elems, &scr) ||
-        !gp__add_ok(scr, m->host_work_elems + 64, &total) || total > SIZE_MAX / sizeof(float))
+/* Scratch for `items` items and `tokens` tokens (variable-length models). */
+static int slot_alloc(const gp__model *m, host_slot *s, size_t items, size_t tokens) {
+    size_t chunk = host_chunk(m, items), it, tk, total;
+    if (!gp__mul_ok(chunk, m->scratch_elems, &it) ||
+        !gp__mul_ok(tokens, m->scratch_tok_elems, &tk) || !gp__add_ok(it, tk, &total) ||
+        !gp__add_ok(total, m->host_work_elems + 3 * 64 + 2 * (chunk + 1), &total) ||
+        total > SIZE_MAX / sizeof(float))
         return GP_ENOMEM;
     void *p = NULL;
     if (posix_memalign(&p, 64, total * sizeof(float)) != 0) return GP_ENOMEM;
-    s->scratch = p;
-    s->work = s->scratch + (scr + 63) / 64 * 64;
+    float *f = p;
+    s->mem = p;
     s->chunk = chunk;
+    s->sc.items = f;
+    s->sc.cap = chunk;
+    f += (it + 63) / 64 * 64;
+    s->sc.tokens = f;
+    s->sc.tcap = tokens;
+    f += (tk + 63) / 64 * 64;
+    s->sc.work = f;
+    f += (m->host_work_elems + 63) / 64 * 64;
+    s->tok = (int64_t *)(void *)f; /* 64-byte aligned; 2 floats per int64 were counted */
     return GP_OK;
 }
 
@@ -365,24 +416,62 @@ static int run_chunked(const gp__model *m, const host_slot *s, size_t n, const v
                        void *out) {
     int rc = GP_OK;
     for (size_t i = 0; i < n && rc == GP_OK; i += s->chunk) {
-        size_t k = n - i < s->chunk ? n - i : s->chunk;
-        rc = gp__host_run(m, k, (const char *)in + i * m->in_info.bytes,
-                          (char *)out + i * m->out_info.bytes, s->scratch, s->chunk, s->work);
+        gp__run r = {.n = n - i < s->chunk ? n - i : s->chunk};
+        rc = run_ops(m, &r, (const char *)in + i * m->in_info.bytes,
+                     (char *)out + i * m->out_info.bytes, &s->sc);
     }
     return rc;
 }
 
+/* Token offsets of n packed items from their byte offsets: every item whole tokens, 1..max. */
+static int token_offsets(const gp__model *m, size_t n, const uint64_t *off, int64_t *tok,
+                         gp__err *e) {
+    tok[0] = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t len = off[k + 1] - off[k];
+        if (len == 0 || len % m->token_bytes || len / m->token_bytes > m->max_tokens)
+            return gp__errf(e, GP_EINVAL,
+                            "item %zu has %llu bytes: not 1..%zu whole tokens of %zu bytes", k,
+                            (unsigned long long)len, m->max_tokens, m->token_bytes);
+        tok[k + 1] = tok[k] + (int64_t)(len / m->token_bytes);
+    }
+    return GP_OK;
+}
+
+static int run_packed(const gp__model *m, host_slot *s, size_t n, const void *in,
+                      const uint64_t *off, void *out, gp__err *e) {
+    int rc = token_offsets(m, n, off, s->tok, e);
+    if (rc != GP_OK) return rc;
+    gp__run r = {.n = n, .tokens = (size_t)s->tok[n], .tok = s->tok};
+    if ((rc = run_ops(m, &r, in, out, &s->sc)) != GP_OK)
+        return gp__errf(e, rc, "%zu items of %zu tokens exceed the slot's scratch", n, r.tokens);
+    return GP_OK;
+}
+
 int gp__host_run_alone(gp__model *m, size_t n, const void *in, void *out) {
     host_slot s;
-    if (slot_alloc(m, &s, n) != GP_OK) return GP_ENOMEM;
+    if (slot_alloc(m, &s, n, 0) != GP_OK) return GP_ENOMEM;
     int rc = run_chunked(m, &s, n, in, out);
-    free(s.scratch);
+    free(s.mem);
+    return rc;
+}
+
+int gp__host_run_packed(gp__model *m, size_t n, const void *in, const uint64_t *off, void *out,
+                        gp__err *e) {
+    host_slot s;
+    uint64_t tokens = (off[n] - off[0]) / m->token_bytes;
+    if (slot_alloc(m, &s, n, (size_t)tokens) != GP_OK)
+        return gp__errf(e, GP_ENOMEM, "out of memory for the host scratch of %zu items", n);
+    int rc = run_packed(m, &s, n, in, off, out, e);
+    free(s.mem);
     return rc;
 }
 
 static int host_setup(gp__model *m, const gp_batch *slot, void **state) {
     host_slot *s = calloc(1, sizeof *s);
-    if (!s || slot_alloc(m, s, slot->capacity) != GP_OK) {
+    /* A variable-length slot holds in_capacity bytes of tokens at most. */
+    size_t tokens = m->token_bytes ? slot->in_capacity / m->token_bytes : 0;
+    if (!s || slot_alloc(m, s, slot->capacity, tokens) != GP_OK) {
         free(s);
         return GP__ERR(&m->err, GP_ENOMEM, "out of memory for the host scratch of %zu items",
                        slot->capacity);
@@ -392,7 +481,17 @@ static int host_setup(gp__model *m, const gp_batch *slot, void **state) {
 }
 
 static int host_compute(gp__model *m, void *state, const gp_batch *b) {
-    int rc = run_chunked(m, state, b->n, b->in, b->out);
+    host_slot *s = state;
+    if (m->token_bytes) {
+        char msg[256];
+        gp__err e = {msg, sizeof msg};
+        int rc = b->in_offsets_host ? run_packed(m, s, b->n, b->in, b->in_offsets_host, b->out, &e)
+                                    : gp__errf(&e, GP_EINVAL,
+                                               "a variable-length model needs "
+                                               "variable-size items (offsets)");
+        return rc == GP_OK ? GP_OK : GP__ERR(&m->err, rc, "%s", msg);
+    }
+    int rc = run_chunked(m, s, b->n, b->in, b->out);
     if (rc != GP_OK)
         return GP__ERR(&m->err, rc, "host layers failed for a batch of %zu items", b->n);
     return GP_OK;
@@ -401,7 +500,7 @@ static int host_compute(gp__model *m, void *state, const gp_batch *b) {
 static void host_teardown(gp__model *m, void *state, const gp_batch *slot) {
     host_slot *s = state;
     if (!s) return;
-    free(s->scratch);
+    free(s->mem);
     free(s);
 }
 

@@ -18,4 +18,9 @@ int gp__host_run(const gp__model *m, size_t n, const void *in, void *out, float 
    GP_OK, GP_ENOMEM, GP_EINVAL. */
 int gp__host_run_alone(gp__model *m, size_t n, const void *in, void *out);
 
+/* The same for a variable-length model: items at in + off[k] .. off[k + 1] (bytes). Errors
+   (an item that is not whole tokens) go to `e`. */
+int gp__host_run_packed(gp__model *m, size_t n, const void *in, const uint64_t *off, void *out,
+                        gp__err *e);
+
 #endif

@@ -58,6 +58,7 @@ void gp_model_options_init(gp_model_options *o) {
     o->struct_size = sizeof *o;
     o->precision = GP_PRECISION_FP32;
     o->seed = 0x67707570u;
+    o->max_tokens = 512;
 }
 
 int gp__model_options_copy(gp_model_options *dst, const gp_model_options *src, gp__err *e) {
@@ -75,5 +76,12 @@ int gp__model_options_copy(gp_model_options *dst, const gp_model_options *src, g
                         (int)dst->precision);
     if (dst->max_batch > (1u << 20))
         return gp__errf(e, GP_EINVAL, "options.max_batch %zu is too large", dst->max_batch);
+    if (dst->max_tokens == 0 || dst->max_tokens > (1u << 24))
+        return gp__errf(e, GP_EINVAL, "options.max_tokens %zu not in 1..2^24", dst->max_tokens);
+    if (dst->max_batch_tokens && dst->max_batch_tokens < dst->max_tokens)
+        return gp__errf(e, GP_EINVAL,
+                        "options.max_batch_tokens %zu is below max_tokens %zu: an item must fit "
+                        "a batch",
+                        dst->max_batch_tokens, dst->max_tokens);
     return GP_OK;
 }

@@ -114,6 +114,8 @@ static int load_image(const void *img, size_t len, const gp_model_options *opt,
     m->spec = spec;
     m->precision = opt->precision;
     m->max_batch = opt->max_batch;
+    m->max_tokens = opt->max_tokens;
+    m->max_batch_tokens = opt->max_batch_tokens;
     rc = gp__model_build(m, spec, &st, e);
     gp__st_free(&st);
     if (rc == GP_OK) rc = gp__host_prepare(m, e);
@@ -189,7 +191,8 @@ int gp_model_output_info(const gp_model *m, gp_tensor_info *info) {
 }
 
 size_t gp_model_input_bytes(const gp_model *m) {
-    return m ? m->in_info.bytes : 0;
+    if (!m) return 0;
+    return m->token_bytes ? m->max_tokens * m->token_bytes : m->in_info.bytes;
 }
 
 size_t gp_model_output_bytes(const gp_model *m) {
@@ -213,8 +216,12 @@ static const char *buf_name(int id, char *tmp, size_t len) {
 
 static void info_str(const gp_tensor_info *t, char *buf, size_t len) {
     size_t o = (size_t)snprintf(buf, len, "%s ", gp_dtype_name(t->dtype));
-    for (int d = 0; d < t->rank && o < len; d++)
-        o += (size_t)snprintf(buf + o, len - o, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
+    for (int d = 0; d < t->rank && o < len; d++) {
+        if (t->dims[d] < 0) /* variable length */
+            o += (size_t)snprintf(buf + o, len - o, "%s*", d ? "x" : "");
+        else
+            o += (size_t)snprintf(buf + o, len - o, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
+    }
 }
 
 /* "mean 0.485,0.456,0.406" or "mean 0.5" when every channel has the same value. */
@@ -232,6 +239,11 @@ static int print_values(FILE *f, const char *what, const float *v, int n) {
 static int describe_input(const gp__model *m, FILE *f) {
     char in[64];
     info_str(&m->in_info, in, sizeof in);
+    if (m->token_bytes)
+        return fprintf(f,
+                       "input:  %s per item: 1..%zu tokens of %zu bytes, packed (variable "
+                       "length), no normalization\n",
+                       in, m->max_tokens, m->token_bytes) < 0;
     const gp__op *prep = m->n_ops && m->ops[0].kind == GP__OP_PREP ? &m->ops[0] : NULL;
     int bad = fprintf(f, "input:  %s per item (%zu bytes), layout %s", in, m->in_info.bytes,
                       prep && prep->hwc      ? "hwc"
@@ -266,7 +278,7 @@ int gp_model_describe(const gp_model *m, FILE *f) {
         char *dst[2] = {si, so};
         for (int k = 0; k < 2; k++) {
             if (sh[k].rank == 1)
-                snprintf(dst[k], 32, "%d", sh[k].c);
+                snprintf(dst[k], 32, sh[k].tokens ? "*x%d" : "%d", sh[k].c);
             else
                 snprintf(dst[k], 32, "%dx%dx%d", sh[k].c, sh[k].h, sh[k].w);
         }
@@ -340,7 +352,15 @@ static int model_compute(void *user, const gp_batch *b) {
 int gp_model_configure(gp_model *m, gp_config *cfg) {
     if (!m || !cfg) return GP_EINVAL;
     if (cfg->struct_size < offsetof(gp_config, prep_workers)) return GP_EINVAL;
-    cfg->item_in_bytes = m->in_info.bytes;
+    if (m->token_bytes) { /* variable length: items of 1..max_tokens tokens, packed */
+        if (cfg->struct_size < offsetof(gp_config, max_batch_bytes) + sizeof cfg->max_batch_bytes)
+            return GP_EINVAL;
+        cfg->item_in_bytes = 0;
+        cfg->max_item_in_bytes = m->max_tokens * m->token_bytes;
+        if (m->max_batch_tokens) cfg->max_batch_bytes = m->max_batch_tokens * m->token_bytes;
+    } else {
+        cfg->item_in_bytes = m->in_info.bytes;
+    }
     cfg->item_out_bytes = m->out_info.bytes;
     if (m->max_batch) cfg->max_batch = m->max_batch;
     cfg->compute = model_compute;
@@ -350,9 +370,23 @@ int gp_model_configure(gp_model *m, gp_config *cfg) {
     return GP_OK;
 }
 
+int gp_model_run_host_packed(gp_model *m, size_t n, const void *in, const uint64_t *in_offsets,
+                             void *out, char *err, size_t err_len) {
+    gp__err e = {err, err_len};
+    if (!m || (n && (!in || !out || !in_offsets))) return gp__errf(&e, GP_EINVAL, "NULL argument");
+    if (!m->token_bytes)
+        return gp__errf(&e, GP_EINVAL, "a fixed-size model: use gp_model_run_host");
+    if (n == 0) return GP_OK;
+    int rc = gp__host_run_packed(m, n, in, in_offsets, out, &e);
+    return rc;
+}
+
 int gp_model_run_host(gp_model *m, size_t n, const void *in, void *out, char *err, size_t err_len) {
     gp__err e = {err, err_len};
     if (!m || (n && (!in || !out))) return gp__errf(&e, GP_EINVAL, "NULL argument");
+    if (m->token_bytes)
+        return gp__errf(&e, GP_EINVAL,
+                        "a variable-length model: use gp_model_run_host_packed with offsets");
     if (n == 0) return GP_OK;
     int rc = gp__host_run_alone(m, n, in, out);
     return rc == GP_OK ? GP_OK : gp__errf(&e, rc, "host run failed");

@@ -43,13 +43,22 @@
  * cuDNN) as long as values read by FLATTEN-renamed LINEARs, SOFTMAX/ARGMAX/TOPK and the model
  * output are CHW.
  *
+ * Tokens. A variable-length model's input is a sequence of tokens per item (rank-1 token
+ * shape, `tokens` set). LINEAR, ACT and ADD on token values work token by token on the packed
+ * token matrix of the whole batch (T rows, T the batch's total tokens); GLOBALAVGPOOL on a token
+ * value is the mean over each item's own tokens (gp__run.tok) and gives a per-item rank-1 value.
+ * Token values live in token buffers, which hold max_batch_tokens tokens. The model's output is
+ * always per item.
+ *
  * Buffers. Every op reads `src` (and `src2` for ADD) and writes `dst`, each a buffer id:
  * GP__BUF_INPUT is the batch input (b->in, item layout as gp_model_input_info; read-only),
  * GP__BUF_OUTPUT the batch output (b->out; written only by the last op), ids >= 0 index
  * m->bufs. Buffer i of a slot whose scratch was allocated for `capacity` items starts at
  * element capacity * m->bufs[i].offset of the scratch and holds capacity * m->bufs[i].elems
  * elements; offsets are multiples of GP__BUF_ALIGN elements, so every buffer is 256-byte
- * aligned for any capacity when the scratch is. The plan is in elements, not bytes: a backend
+ * aligned for any capacity when the scratch is. A token buffer lives in a second scratch, the
+ * token scratch of max_batch_tokens * scratch_tok_elems elements, at
+ * max_batch_tokens * offset. The plan is in elements, not bytes: a backend
  * that keeps activations in 16-bit allocates elements * 2 bytes with the same offsets.
  * dst == src (or src2) only for ACT and ADD (elementwise, in place); never otherwise.
  */
@@ -100,10 +109,13 @@ typedef enum gp__act {
     GP__ACT_TANH
 } gp__act;
 
-/* Per-item shape. rank 1: c = features, h = w = 1. rank 3: C x H x W. */
+/* Per-item shape. rank 1: c = features, h = w = 1. rank 3: C x H x W. With `tokens` set the
+   shape is one token's (rank 1: c features) and each item has its own number of tokens: the
+   value of a variable-length input and what token-wise ops make of it (docs/DESIGN.md §8.7). */
 typedef struct gp__shape {
     int rank;
     int c, h, w;
+    int tokens;
 } gp__shape;
 
 static inline size_t gp__shape_numel(gp__shape s) {
@@ -146,9 +158,18 @@ typedef struct gp__op {
 } gp__op;
 
 typedef struct gp__buf {
-    size_t elems;  /* per item: the largest value the buffer holds */
-    size_t offset; /* per item, in elements, a multiple of GP__BUF_ALIGN */
+    size_t elems;  /* per item (token buffers: per token): the largest value the buffer holds */
+    size_t offset; /* per item (per token), in elements, a multiple of GP__BUF_ALIGN */
+    int tokens;    /* a token buffer: it lives in the token scratch (see Buffers) */
 } gp__buf;
+
+/* What one run of the op list needs to know about the batch besides its bytes: n items and,
+   for a variable-length model, the tokens (host memory). */
+typedef struct gp__run {
+    size_t n;
+    size_t tokens;      /* total tokens of the n items (variable-length models), else 0 */
+    const int64_t *tok; /* n + 1 token offsets (item k: tokens tok[k] .. tok[k + 1]), or NULL */
+} gp__run;
 
 /* ---- the model ----------------------------------------------------------------------------- */
 
@@ -162,8 +183,13 @@ struct gp_model {
     int n_ops;
     gp__buf *bufs;
     int n_bufs;
-    size_t scratch_elems;   /* per item: sum of the buffers, aligned */
-    size_t host_work_elems; /* per call (not per item): host im2col + GEMM packing workspace */
+    size_t scratch_elems;     /* per item: sum of the item buffers, aligned */
+    size_t scratch_tok_elems; /* per token: sum of the token buffers, aligned */
+    size_t host_work_elems;   /* per call (not per item): host im2col + GEMM packing workspace */
+    /* Variable-length models (the input is tokens): bytes of one input token, and the limits
+       from the options. 0 for fixed-size models. */
+    size_t token_bytes;
+    size_t max_tokens, max_batch_tokens;
 
     double flops;
     char *spec;

@@ -241,23 +241,38 @@ static int parse_input(lctx *c, gp__spec_line *l, tok *tk, int nt, int *used) {
         l->dtype = GP_DTYPE_F32;
     else if (tok_is(tk[1], "u8"))
         l->dtype = GP_DTYPE_U8;
+    else if (tok_is(tk[1], "i32"))
+        l->dtype = GP_DTYPE_I32;
+    else if (tok_is(tk[1], "i64"))
+        l->dtype = GP_DTYPE_I64;
     else
-        return lerr(c, "unknown dtype (f32 | u8)", tk[1]);
+        return lerr(c, "unknown dtype (f32 | u8 | i32 | i64)", tk[1]);
     tok s = tk[2];
+    const char *forms = "bad shape (features, C x H x W as 3x32x32, or variable length: * for "
+                        "token ids, *xF for tokens of F features)";
     l->rank = 0;
     size_t i = 0;
     while (i <= s.n) {
         size_t j = i;
         while (j < s.n && s.p[j] != 'x')
             j++;
-        if (l->rank == 3 || !parse_int(s.p + i, j - i, 1, 1 << 24, &l->dims[l->rank]))
-            return lerr(c, "bad shape (features, or C x H x W as 3x32x32)", s);
+        if (l->rank == 0 && j - i == 1 && s.p[i] == '*') {
+            l->dims[0] = -1; /* variable length (docs/DESIGN.md §8.7) */
+        } else if (l->rank == 3 || !parse_int(s.p + i, j - i, 1, 1 << 24, &l->dims[l->rank])) {
+            return lerr(c, forms, s);
+        }
         l->rank++;
         i = j + 1;
     }
-    if (l->rank == 2) return lerr(c, "bad shape (features, or C x H x W as 3x32x32)", s);
+    int var = l->dims[0] < 0;
+    if (var ? l->rank > 2 : l->rank == 2) return lerr(c, forms, s);
+    if ((l->dtype == GP_DTYPE_I32 || l->dtype == GP_DTYPE_I64) && !(var && l->rank == 1))
+        return lerr(c, "i32 / i64 inputs are token ids: shape * (variable length)", tk[1]);
+    if (l->dtype == GP_DTYPE_U8 && var)
+        return lerr(c, "a variable-length input is f32 tokens (*xF) or token ids (i32 | i64 *)",
+                    tk[1]);
     size_t total = 1;
-    for (int d = 0; d < l->rank; d++)
+    for (int d = var; d < l->rank; d++)
         total *= (size_t)l->dims[d];
     if (total > (1u << 28)) return lerr(c, "shape too large", s);
     *used = 3;

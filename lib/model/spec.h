@@ -44,7 +44,7 @@ typedef struct gp__spec_line {
     /* input */
     gp_dtype dtype;
     int rank;    /* 1 or 3 */
-    int dims[3]; /* as written */
+    int dims[3]; /* as written; dims[0] == -1: variable length (`*`) */
     int hwc;     /* layout=hwc */
     int n_mean, n_std;
     float mean[GP__SPEC_MAX_CH], std[GP__SPEC_MAX_CH];
