@@ -37,6 +37,29 @@
  *  Activations: relu max(x,0); gelu 0.5 x (1 + erf(x / sqrt 2)) (the erf form, not tanh);
  *  sigmoid 1 / (1 + exp(-x)); tanh.
  *
+ * Transformer encoders (token values; torch.nn / Hugging Face BertModel in eval mode):
+ *  EMBEDDING   token ids (the model input, i32 or i64: in_dtype) -> tokens of out.c:
+ *              out[t] = word[id[t]] + pos[p(t)] + type0, p(t) = t's position in its item
+ *              (0-based); weight = word [vocab][out.c], weight2 = pos [positions][out.c] (NULL:
+ *              no position term), bias = the token-type-0 row [out.c] (zeros when none). An id
+ *              outside 0..vocab-1 or a position >= positions fails the batch on the host; a
+ *              backend that cannot report it per batch must at least never read out of bounds
+ *              (and documents what it computes then).
+ *  LAYERNORM   per row (token, or item of rank 1) over its c features:
+ *              y = (x - mean) / sqrt(var + eps) * weight + bias, var the biased variance
+ *              (torch.nn.LayerNorm); eps from the spec.
+ *  ATTENTION   multi-head self-attention of each item's tokens over the same item's tokens only
+ *              (packed sequences: no padding exists or is computed): with c = in.c, h = heads,
+ *              d = c / h: [q k v] = x W^T + b with W = weight [3c][c] (Wq, Wk, Wv stacked) and
+ *              b = bias [3c]; per item and head, o = softmax(q k^T / sqrt(d)) v over the
+ *              item's tokens; out = concat_heads(o) weight2^T + bias2 with weight2 [c][c],
+ *              bias2 [c] (the output projection, as BertSelfAttention + BertSelfOutput.dense,
+ *              or nn.MultiheadAttention's in_proj / out_proj). Residual and LayerNorm are
+ *              separate ops (save / add / layernorm), so post-LN and pre-LN blocks are both
+ *              spec lines.
+ *  POOL_CLS    tokens -> item: each item's first token (BERT's [CLS] pooling).
+ *  L2NORM      per row: x / max(||x||_2, eps) (torch.nn.functional.normalize, eps 1e-12 default).
+ *
  * Layouts. A value is a dense batch: item k of a value with per-item element count S starts at
  * element k * S of its buffer; inside an item the logical layout is CHW (rank 3) or features
  * (rank 1), as PyTorch's NCHW. A backend may keep other layouts internally (e.g. NHWC for
@@ -92,7 +115,12 @@
     X(SOFTMAX, "softmax")                                                                          \
     X(ARGMAX, "argmax")                                                                            \
     X(TOPK, "topk")                                                                                \
-    X(COPY, "copy")
+    X(COPY, "copy")                                                                                \
+    X(EMBEDDING, "embedding")                                                                      \
+    X(LAYERNORM, "layernorm")                                                                      \
+    X(ATTENTION, "attention")                                                                      \
+    X(POOL_CLS, "pool_cls")                                                                        \
+    X(L2NORM, "l2norm")
 
 typedef enum gp__op_kind {
 #define GP__OP_ENUM(kind, name) GP__OP_##kind,
@@ -154,7 +182,17 @@ typedef struct gp__op {
     const float *bias;
     const float *host_packed; /* the weight packed for the host GEMM (host.h); host only */
 
-    double flops; /* per item */
+    /* EMBEDDING: weight2 = position embeddings [positions][out.c] (or NULL), vocab = rows of
+       weight. ATTENTION: weight2 = the output projection [c][c], bias2 [c]; heads.
+       LAYERNORM, L2NORM: eps. See the semantics above. */
+    const float *weight2, *bias2;
+    size_t weight2_count;
+    const float *host_packed2; /* weight2 packed for the host GEMM; host only */
+    int vocab, positions;
+    int heads;
+    float eps;
+
+    double flops; /* per item (token models: per token for token-wise ops) */
 } gp__op;
 
 typedef struct gp__buf {
