@@ -632,8 +632,11 @@ static int call_leave(gp_pipeline *p, unsigned s, int rc) {
     return rc;
 }
 
+#define HOT static inline __attribute__((always_inline)) /* the submit path: no call overhead */
+
 /* The sizes of one item, checked against the config: input, and output (0: the default). */
-static int item_sizes(gp_pipeline *p, size_t in, size_t out, uint32_t *in_len, uint32_t *out_len) {
+static int item_sizes_slow(gp_pipeline *p, size_t in, size_t out, uint32_t *in_len,
+                           uint32_t *out_len) {
     const gp_config *c = &p->cfg;
     if (p->var_in ? (in == 0 || in > c->max_item_in_bytes) : in != c->item_in_bytes)
         return GP__ERR(&p->err, GP_EINVAL,
@@ -650,10 +653,20 @@ static int item_sizes(gp_pipeline *p, size_t in, size_t out, uint32_t *in_len, u
     return GP_OK;
 }
 
+/* The fixed-size case, which is the hot one, in a few instructions. */
+HOT int item_sizes(gp_pipeline *p, size_t in, size_t out, uint32_t *in_len, uint32_t *out_len) {
+    if (!p->var_in && !p->var_out && in == p->cfg.item_in_bytes && out == 0) {
+        *in_len = 0; /* unused for fixed-size items */
+        *out_len = 0;
+        return GP_OK;
+    }
+    return item_sizes_slow(p, in, out, in_len, out_len);
+}
+
 /* Claim the next index (and, variable-size, `in_len` arena bytes): *at is where the item's
    input goes. */
-static int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char **at,
-                 uint64_t *arena_pos) {
+HOT int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char **at,
+              uint64_t *arena_pos) {
     if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return GP_EDEVICE;
     uint64_t blocked = 0, pos = 0;
     int block = p->cfg.full_policy == GP_FULL_BLOCK, rc;
@@ -667,36 +680,33 @@ static int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char *
     if (arena_pos) *arena_pos = pos;
     if (blocked) GP__BUMP(p->stats.backpressure_ns, blocked);
     if (rc == GP_EAGAIN) GP__BUMP(p->stats.rejected_full, 1);
-    if (rc == GP_OK) { /* the lengths, before anything can publish the item */
-        gp__item *it = gp__ring_item(&p->ring, *idx);
-        it->in_len = in_len;
-        it->out_len = 0;
-    }
+    if (rc == GP_OK && p->var_in) /* the length, before anything can publish the item */
+        gp__ring_item(&p->ring, *idx)->in_len = in_len;
     return rc;
 }
 
 /* The item's lap tag (ring.h): which reuse of the descriptor this is. */
-static uint64_t lap_of(gp_pipeline *p, uint64_t idx) {
-    return idx / p->ring.capacity;
+static inline uint64_t lap_of(gp_pipeline *p, uint64_t idx) {
+    return idx >> p->ring.cap_log2; /* capacity is a power of two */
 }
 
 /* Fill the descriptor before publish; `done` NULL marks an abandoned reservation. The state
    is a plain store: nothing but a cancel of this very index can race with it, and that one
    sees the previous lap's tag and backs off (gp_pipeline_cancel). */
-static void fill(gp_pipeline *p, uint64_t idx, gp_done_fn done, void *user, uint64_t deadline_ns,
-                 uint32_t out_len) {
+HOT void fill(gp_pipeline *p, uint64_t idx, gp_done_fn done, void *user, uint64_t deadline_ns,
+              uint32_t out_len) {
     gp__item *it = gp__ring_item(&p->ring, idx);
     it->done = done;
     it->user = user;
     it->deadline_ns = deadline_ns;
     it->t_submit_ns = gp__now_ns();
-    it->out_len = out_len;
+    if (p->var_out) it->out_len = out_len;
     atomic_store_explicit(&it->state,
                           gp__st_make(lap_of(p, idx), done ? GP__ST_ACCEPTED : 0, GP_OK),
                           memory_order_relaxed);
 }
 
-static void publish(gp_pipeline *p, uint64_t idx) {
+HOT void publish(gp_pipeline *p, uint64_t idx) {
     gp__ring_publish(&p->ring, idx);
     gp__notify_wake(&p->bwake);
 }
@@ -796,7 +806,7 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
     unsigned call = call_enter(p);
     rc = claim(p, in_len, &idx, &at, NULL);
     if (rc == GP_OK) {
-        gp__ring_item(&p->ring, idx)->out_len = out_len; /* commit keeps it */
+        if (p->var_out) gp__ring_item(&p->ring, idx)->out_len = out_len; /* commit keeps it */
         r->data = at;
         r->bytes = in_len;
         r->deadline_ns = 0;

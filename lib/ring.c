@@ -13,6 +13,8 @@ static int init(gp__ring *r, uint64_t capacity, size_t in_bytes, uint64_t arena,
     memset(r, 0, sizeof *r);
     r->capacity = capacity;
     r->mask = capacity - 1;
+    while ((UINT64_C(1) << r->cap_log2) < capacity)
+        r->cap_log2++;
     r->in_bytes = in_bytes;
     r->out_bytes = out_bytes;
     r->arena = arena;

@@ -88,6 +88,7 @@ typedef struct gp__ring {
     /* Read-only after init. */
     _Alignas(GP__CACHELINE) uint64_t capacity;
     uint64_t mask;
+    unsigned cap_log2;          /* capacity == 1 << cap_log2 */
     size_t in_bytes, out_bytes; /* fixed-size: per item; variable-size input: 0 */
     uint64_t arena;             /* variable-size input: arena bytes (a power of two), else 0 */
     unsigned char *in;  /* fixed: capacity * in_bytes; variable: the arena. Backend host memory
