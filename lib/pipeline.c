@@ -743,7 +743,7 @@ static int submit_item(gp_pipeline *p, const gp_submit_args *args, int prep, uin
         prepq_push(p, idx, at_pos); /* the prep worker publishes */
         return call_leave(p, call, GP_OK);
     }
-    memcpy(at, a.input, in_len);
+    memcpy(at, a.input, a.input_bytes);
     fill(p, idx, a.done, a.user, a.deadline_ns, out_len);
     if (seq) *seq = idx;
     publish(p, idx);
@@ -808,7 +808,7 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
     if (rc == GP_OK) {
         if (p->var_out) gp__ring_item(&p->ring, idx)->out_len = out_len; /* commit keeps it */
         r->data = at;
-        r->bytes = in_len;
+        r->bytes = input_bytes;
         r->deadline_ns = 0;
         r->seq = idx;
     }
