@@ -389,9 +389,12 @@ static void *producer_main(void *arg) {
  * A window opens and closes inside the pipeline's per-batch trace callback (gp_config.on_batch),
  * which runs on the completion poller before the batch's callbacks, after those of the batch
  * before it (with one completion worker): so a window holds whole batches, and items/s is not
- * off by the part of a batch that a window edge would cut. It closes at the first batch after
- * the duration once GB_MIN_BATCHES batches completed in it. The main thread asks, the callback
- * acts; the states hand the mark over without a lock.
+ * off by the part of a batch that a window edge would cut. Batches of different slots may
+ * complete in bunches (slots that started together finish together), so a window also closes
+ * at a batch of the slot it opened at: it then holds whole rounds of the slots, whatever the
+ * bunching. It closes at the first such batch after the duration once GB_MIN_BATCHES batches
+ * completed in it. The main thread asks, the callback acts; the states hand the mark over
+ * without a lock.
  */
 enum {
     W_IDLE,      /* no window */
@@ -407,7 +410,9 @@ enum {
 typedef struct windower {
     gp_pipeline *p;
     _Atomic int phase;
-    gp_stats_mark *mark; /* written by the callback before W_OPEN */
+    gp_stats_mark *mark;  /* written by the callback before W_OPEN */
+    int mark_slot;        /* the slot of the batch the window opened at; callback only */
+    _Atomic uint64_t all; /* every device batch so far (warm-up) */
     _Atomic uint64_t batches;
     int mark_rc, since_rc;
     gp_stats out; /* written by the callback before W_DONE */
@@ -424,6 +429,7 @@ typedef struct windower {
 
 static void on_batch(void *user, const gp_batch_trace *t) {
     windower *wd = user;
+    atomic_fetch_add(&wd->all, 1);
     uint64_t k = atomic_load(&wd->traced);
     if (wd->trace_stages && t->status == GP_OK && wd->seen++ >= wd->skip && k < GB_MAX_TRACED) {
         wd->h2d_ns[k] = (double)(t->t_h2d_done - t->t_start);
@@ -435,13 +441,14 @@ static void on_batch(void *user, const gp_batch_trace *t) {
     int ph = atomic_load(&wd->phase);
     if (ph == W_START && atomic_compare_exchange_strong(&wd->phase, &ph, W_OPENING)) {
         wd->mark_rc = gp_pipeline_mark(wd->p, &wd->mark);
+        wd->mark_slot = t->slot;
         atomic_store(&wd->batches, 0);
         atomic_store(&wd->phase, W_OPEN);
         return;
     }
     if (ph != W_OPEN && ph != W_END) return;
     uint64_t n = atomic_fetch_add(&wd->batches, 1) + 1; /* the batch before this one is done */
-    if (ph == W_END && n >= GB_MIN_BATCHES &&
+    if (ph == W_END && n >= GB_MIN_BATCHES && t->slot == wd->mark_slot &&
         atomic_compare_exchange_strong(&wd->phase, &ph, W_CLOSING)) {
         wd->out.struct_size = sizeof wd->out;
         wd->since_rc =
@@ -656,7 +663,12 @@ static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, win
     point_run r;
     int rc = point_start(o, w, ps, 0, &r, err, len);
     if (rc == GP_OK) {
+        /* Warm up for --warmup and until every slot ran two batches: the first batches of a
+           pipeline are small (the producers ramp up) and pay for cold caches. */
+        double t0 = now_s();
         sleep_s(ps->warmup_s);
+        while (atomic_load(&r.wd.all) < 2 * (uint64_t)ps->inflight && now_s() - t0 < 120)
+            sleep_s(0.001);
         ws->n = ps->repeat < 1 ? 1 : ps->repeat > 99 ? 99 : ps->repeat;
         for (int k = 0; rc == GP_OK && k < ws->n; k++)
             rc = measure_window(&r, ps->duration_s, &ws->s[k], &ws->batches[k], err, len);
