@@ -888,7 +888,7 @@ static int measure_bound(const gb_opts *o, gb_workload *w, int bi, int ii, int c
         if (rc == GP_OK) {
             bp.stages_ok = 1;
         } else {
-            snprintf(bp.stages_err, sizeof bp.stages_err, "%s: %s", gp_err_name(rc), err);
+            snprintf(bp.stages_err, sizeof bp.stages_err, "%s: %.140s", gp_err_name(rc), err);
             fprintf(stderr, "%sgp-bench: bound at batch %zu, stages alone: %s\n",
                     o->quiet ? "" : "\n", batch, bp.stages_err);
             failures++;
@@ -908,7 +908,7 @@ static int measure_bound(const gb_opts *o, gb_workload *w, int bi, int ii, int c
         if (rc == GP_OK) {
             cell->alone_ok = 1;
         } else {
-            snprintf(cell->alone_err, sizeof cell->alone_err, "%s: %s", gp_err_name(rc), err);
+            snprintf(cell->alone_err, sizeof cell->alone_err, "%s: %.140s", gp_err_name(rc), err);
             fprintf(stderr, "%sgp-bench: bound at batch %zu, compute alone on %d threads: %s\n",
                     o->quiet ? "" : "\n", batch, threads, cell->alone_err);
             failures++;
