@@ -2,8 +2,11 @@
  * The doctor on the host backend: each scenario builds the bottleneck it names with simulated
  * stage costs (sim_copy_bytes_per_s, sim_compute_us[_per_item]), slow callbacks, slow prep or
  * few producers, measures a window after a warm-up (gp_pipeline_mark, gp_pipeline_stats_since),
- * and checks that gp_stats_diagnose names it and
- * that gp_pipeline_report prints "verdict: <name>". Every report is printed for the log.
+ * and checks that gp_stats_diagnose names it and that gp_stats_report prints "verdict: <name>".
+ * Every report is printed for the log. A scenario gets up to three windows (each on a fresh
+ * pipeline): under a sanitizer on a machine busy with other work, 64 KiB copies and slow
+ * producers can outweigh the simulated stage a scenario builds (seen for h2d and inflight
+ * under TSan at load average 7, before and after the stats API moved).
  *
  * Not reproducible on the host backend: "enqueue" (host launch work longer than the device
  * compute), because the host backend's launch is a queue push; test_diagnose covers it from
@@ -130,7 +133,9 @@ static const scenario scenarios[] = {
     {"gpu-not-used", GP_VERDICT_GPU_NOT_USED, s_fallback},
 };
 
-/* Returns 1 when the scenario could not run here (AUTO found a GPU for the fallback case). */
+/* Returns 1 when the scenario could not run here (AUTO found a GPU for the fallback case), -1
+   when the window's verdict was not the one wanted (a machine busy with other work can starve
+   the simulated stages: the caller measures again), 0 when it was. */
 static int run(const scenario *sc) {
     gp_config c;
     int producers = 1;
@@ -172,7 +177,11 @@ static int run(const scenario *sc) {
         char want_line[64];
         snprintf(want_line, sizeof want_line, "verdict: %s - ", gp_verdict_name(sc->want));
         GPT_CHECK(s.completed > 0);
-        GPT_EQ(d.verdict, sc->want);
+        if (d.verdict != sc->want) {
+            free(text);
+            free(l);
+            return -1;
+        }
         GPT_CHECK(strstr(text, want_line) != NULL);
         GPT_CHECK(strstr(text, "knob: ") != NULL);
         if (sc->want == GP_VERDICT_GPU_NOT_USED) {
@@ -195,10 +204,16 @@ int main(int argc, char **argv) {
         int pick = argc < 2;
         for (int a = 1; a < argc; a++)
             pick |= strcmp(argv[a], scenarios[i].name) == 0;
-        if (pick) {
-            run(&scenarios[i]);
-            ran++;
-        }
+        if (!pick) continue;
+        /* Timing on a shared machine: a scenario may take three windows to show its verdict,
+           and must show it in one of them. */
+        int rc = -1;
+        for (int attempt = 1; rc < 0 && attempt <= 3; attempt++)
+            if ((rc = run(&scenarios[i])) < 0)
+                printf("scenario %s: attempt %d named another verdict%s\n", scenarios[i].name,
+                       attempt, attempt < 3 ? ", measuring again" : "");
+        GPT_CHECK(rc >= 0);
+        ran++;
     }
     GPT_CHECK(ran > 0);
     printf("doctor: %d scenario(s) passed\n", ran);
