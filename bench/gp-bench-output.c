@@ -77,30 +77,63 @@ static int swept_delay(const gb_opts *o) {
     return o->ndelay > 1;
 }
 
+/* Pipeline over bound; 0 when there is no bound. */
+static double over_bound(const gb_point *p) {
+    return p->bound_items_per_s > 0 ? p->items_per_s / p->bound_items_per_s : 0;
+}
+
+static int above_bound(const gb_point *p) {
+    return over_bound(p) > GB_OVER_BOUND;
+}
+
 void gb_print_table(const gb_run *r, FILE *f) {
     const gb_opts *o = r->o;
     fprintf(f, "\n%6s", "batch");
     if (swept_inflight(o)) fprintf(f, " %8s", "inflight");
     if (swept_producers(o)) fprintf(f, " %9s", "producers");
     if (swept_delay(o)) fprintf(f, " %8s", "delay us");
-    fprintf(f, " %9s %8s %8s %8s %8s %8s %8s %8s %6s %-13s", "items/s", "p50 ms", "p95 ms",
-            "p99 ms", "compute%", "H2D GB/s", "D2H GB/s", "enq us", "mean", "verdict");
-    if (o->bound) fprintf(f, " %9s %6s", "bound/s", "%bound");
+    fprintf(f, " %9s %8s %8s %8s %8s %8s %8s %8s %6s %-13s %-13s", "items/s", "p50 ms", "p95 ms",
+            "p99 ms", "compute%", "H2D GB/s", "D2H GB/s", "enq us", "mean", "verdict",
+            "bottleneck");
+    if (o->bound) fprintf(f, " %9s %7s", "bound/s", "%bound");
     fputc('\n', f);
+    int notes = 0, above = 0;
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
         fprintf(f, "%6zu", p->batch);
         if (swept_inflight(o)) fprintf(f, " %8d", p->inflight);
         if (swept_producers(o)) fprintf(f, " %9d", p->producers);
         if (swept_delay(o)) fprintf(f, " %8u", p->delay_us);
-        fprintf(f, " %9s %8s %8s %8s %7.1f%% %8s %8s %8s %6s %-13s", rate(p->items_per_s).s,
+        fprintf(f, " %9s %8s %8s %8s %7.1f%% %8s %8s %8s %6s %-13s %-13s", rate(p->items_per_s).s,
                 sig3(p->p50_us / 1e3).s, sig3(p->p95_us / 1e3).s, sig3(p->p99_us / 1e3).s,
                 100 * p->compute_busy, sig3(p->h2d_gbps).s, sig3(p->d2h_gbps).s,
-                sig3(p->enqueue_us).s, sig3(p->mean_batch).s, gp__verdict_name(p->verdict));
-        if (o->bound && p->bound_items_per_s > 0)
-            fprintf(f, " %9s %5.0f%%", rate(p->bound_items_per_s).s,
-                    100 * p->items_per_s / p->bound_items_per_s);
+                sig3(p->enqueue_us).s, sig3(p->mean_batch).s, gp_verdict_name(p->verdict),
+                gp_verdict_name(p->bottleneck));
+        if (o->bound && p->bound_items_per_s > 0) {
+            fprintf(f, " %9s %5.0f%%%s", rate(p->bound_items_per_s).s, 100 * over_bound(p),
+                    above_bound(p) ? "!" : " ");
+            above += above_bound(p);
+        } else if (o->bound) {
+            char mark[16];
+            snprintf(mark, sizeof mark, "n/a[%d]", ++notes);
+            fprintf(f, " %9s %7s", mark, "-");
+        }
         fputc('\n', f);
+    }
+    if (r->fell_back)
+        fprintf(f, "verdict: the report's first verdict (gpu-not-used: AUTO fell back to the host "
+                   "backend); bottleneck: the pipeline's own limit on the backend that ran.\n");
+    if (above)
+        fprintf(f,
+                "!  above its bound by more than %.0f%%: a measurement problem, not a result (a "
+                "noisy machine, or a bound or window too short); rerun with --repeat 3 or longer "
+                "--duration / --bound-duration.\n",
+                (GB_OVER_BOUND - 1) * 100);
+    for (int i = 0, k = 0; i < r->npts; i++) {
+        const gb_point *p = &r->pts[i];
+        if (o->bound && p->bound_items_per_s <= 0)
+            fprintf(f, "n/a[%d] batch %zu, inflight %d: no bound: %s\n", ++k, p->batch, p->inflight,
+                    p->bound_note[0] ? p->bound_note : "not measured");
     }
 
     int best = gb_best_point(r);
@@ -112,15 +145,25 @@ void gb_print_table(const gb_run *r, FILE *f) {
         fprintf(f, "  naive  not run\n");
     if (o->bound && best >= 0 && r->pts[best].bound_items_per_s > 0) {
         const gb_point *p = &r->pts[best];
-        char lanes[96] = "";
-        if (p->bound_lanes > 1)
-            snprintf(lanes, sizeof lanes, " (CPU compute: %d batches at once, one per core)",
-                     p->bound_lanes);
+        char compute[256];
+        if (p->bound_alone)
+            snprintf(compute, sizeof compute,
+                     "compute called directly on %d threads at once (the pipeline's inflight: its "
+                     "compute runs on that many slot threads), nothing else running, %s us of CPU "
+                     "time per batch, as many batches at once as there are cores for the threads",
+                     p->bound_threads, sig3(p->bound_compute_us).s);
+        else
+            snprintf(compute, sizeof compute, "compute %s us per batch, one batch at a time",
+                     sig3(p->bound_compute_us).s);
         fprintf(f,
-                "  bound  each stage alone (one slot), per batch size in the bound/s column; at "
-                "batch %zu: h2d %s us, compute %s us%s, d2h %s us per batch -> %s items/s\n",
-                p->batch, sig3(p->bound_h2d_us).s, sig3(p->bound_compute_us).s, lanes,
+                "  bound  the slowest stage alone at each batch size (bound/s column), each run "
+                "for at least %.3g s and %d batches after a warm-up batch: H2D and D2H timed per "
+                "batch (median) in a one-slot pipeline; %s. At batch %zu: h2d %s us, d2h %s us "
+                "per batch -> %s items/s\n",
+                o->bound_s, GB_MIN_BATCHES, compute, p->batch, sig3(p->bound_h2d_us).s,
                 sig3(p->bound_d2h_us).s, rate(p->bound_items_per_s).s);
+    } else if (o->bound) {
+        fprintf(f, "  bound  not measured at the best point (see the notes above)\n");
     } else {
         fprintf(f, "  bound  not run\n");
     }
@@ -132,10 +175,12 @@ void gb_print_table(const gb_run *r, FILE *f) {
     else
         fprintf(f, "pipeline/naive = n/a");
     if (best >= 0 && r->pts[best].bound_items_per_s > 0)
-        fprintf(f, "; pipeline/bound = %s (batch %zu: %s of %s items/s)\n",
-                sig3(r->pts[best].items_per_s / r->pts[best].bound_items_per_s).s,
-                r->pts[best].batch, rate(r->pts[best].items_per_s).s,
-                rate(r->pts[best].bound_items_per_s).s);
+        fprintf(f, "; pipeline/bound = %s (batch %zu: %s of %s items/s)%s\n",
+                sig3(over_bound(&r->pts[best])).s, r->pts[best].batch,
+                rate(r->pts[best].items_per_s).s, rate(r->pts[best].bound_items_per_s).s,
+                above_bound(&r->pts[best])
+                    ? " - ABOVE THE BOUND: a measurement problem, not a result (see ! above)"
+                    : "");
     else
         fprintf(f, "; pipeline/bound = n/a\n");
     if (o->arrival != GB_CLOSED)
@@ -153,21 +198,22 @@ int gb_write_csv(const gb_run *r, const char *path) {
     fprintf(f, "kind,batch,inflight,producers,max_delay_us,items_per_s,offered_per_s,p50_us,"
                "p95_us,p99_us,compute_busy_pct,h2d_busy_pct,d2h_busy_pct,h2d_gbps,d2h_gbps,"
                "enqueue_us,mean_batch,verdict,bound_items_per_s,pipeline_over_bound,repeats,"
-               "items_per_s_min,items_per_s_max\n");
+               "items_per_s_min,items_per_s_max,bottleneck,window_batches\n");
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
         fprintf(f,
                 "pipeline,%zu,%d,%d,%u,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%.4g,%.4g,%.6g,%.6g,%.6g,"
-                "%.6g,%s,%.6g,%.6g,%d,%.6g,%.6g\n",
+                "%.6g,%s,%.6g,%.6g,%d,%.6g,%.6g,%s,%llu\n",
                 p->batch, p->inflight, p->producers, p->delay_us, p->items_per_s, p->offered_per_s,
                 p->p50_us, p->p95_us, p->p99_us, 100 * p->compute_busy, 100 * p->h2d_busy,
                 100 * p->d2h_busy, p->h2d_gbps, p->d2h_gbps, p->enqueue_us, p->mean_batch,
-                gp__verdict_name(p->verdict), p->bound_items_per_s,
-                p->bound_items_per_s > 0 ? p->items_per_s / p->bound_items_per_s : 0, p->repeats,
-                p->items_per_s_min, p->items_per_s_max);
+                gp_verdict_name(p->verdict), p->bound_items_per_s, over_bound(p), p->repeats,
+                p->items_per_s_min, p->items_per_s_max, gp_verdict_name(p->bottleneck),
+                (unsigned long long)p->window_batches);
     }
     if (r->naive.ran)
-        fprintf(f, "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0,%d,%.6g,%.6g\n",
+        fprintf(f,
+                "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0,%d,%.6g,%.6g,serial,0\n",
                 r->naive.items_per_s, r->naive.p50_us, r->naive.p99_us, r->o->repeat,
                 r->naive.items_per_s, r->naive.items_per_s);
     return fclose(f) == 0 ? 0 : -1;
@@ -185,20 +231,20 @@ int gb_write_json(const gb_run *r, const char *path) {
     if (!f) return -1;
     char arr[128];
     fprintf(f, "{\"tool\":\"gp-bench\",\"version\":");
-    gp__json_str(f, gp_version());
+    gb_json_str(f, gp_version());
     fprintf(f, ",\"date\":");
-    gp__json_str(f, r->date);
+    gb_json_str(f, r->date);
     fprintf(f, ",\"machine\":");
-    gp__json_str(f, r->machine);
+    gb_json_str(f, r->machine);
     fprintf(f, ",\"command\":");
-    gp__json_str(f, o->command);
+    gb_json_str(f, o->command);
     fprintf(f, ",\"workload\":");
-    gp__json_str(f, r->workload_desc);
+    gb_json_str(f, r->workload_desc);
     fprintf(f, ",\"backend\":\"%s\",\"fell_back\":%s,\"fallback_reason\":",
             gp_backend_name(r->backend), r->fell_back ? "true" : "false");
-    gp__json_str(f, r->fell_back ? r->fallback_reason : "");
+    gb_json_str(f, r->fell_back ? r->fallback_reason : "");
     fprintf(f, ",\"arrival\":");
-    gp__json_str(f, arrival_name(o, arr, sizeof arr));
+    gb_json_str(f, arrival_name(o, arr, sizeof arr));
     fprintf(f, ",\"duration_s\":%.6g,\"warmup_s\":%.6g,\"points\":[", o->duration_s, o->warmup_s);
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
@@ -209,23 +255,29 @@ int gb_write_json(const gb_run *r, const char *path) {
                 "\"offered_per_s\":%.6g,\"p50_us\":%.6g,\"p95_us\":%.6g,\"p99_us\":%.6g,"
                 "\"compute_busy\":%.6g,\"h2d_busy\":%.6g,\"d2h_busy\":%.6g,\"h2d_gbps\":%.6g,"
                 "\"d2h_gbps\":%.6g,\"enqueue_us\":%.6g,\"mean_batch\":%.6g,\"verdict\":\"%s\","
+                "\"bottleneck\":\"%s\",\"window_batches\":%llu,"
                 "\"bound\":{\"items_per_s\":%.6g,\"h2d_us\":%.6g,\"compute_us\":%.6g,"
-                "\"d2h_us\":%.6g,\"compute_lanes\":%d}}",
+                "\"d2h_us\":%.6g,\"compute_threads\":%d,\"pipeline_over_bound\":%.6g,"
+                "\"above_bound\":%s,\"note\":",
                 i ? "," : "", p->batch, p->inflight, p->producers, p->delay_us, fin(p->window_s),
                 (unsigned long long)p->completed, (unsigned long long)p->failed,
                 fin(p->items_per_s), fin(p->items_per_s_min), fin(p->items_per_s_max), p->repeats,
                 fin(p->offered_per_s), fin(p->p50_us), fin(p->p95_us), fin(p->p99_us),
                 fin(p->compute_busy), fin(p->h2d_busy), fin(p->d2h_busy), fin(p->h2d_gbps),
                 fin(p->d2h_gbps), fin(p->enqueue_us), fin(p->mean_batch),
-                gp__verdict_name(p->verdict), fin(p->bound_items_per_s), fin(p->bound_h2d_us),
-                fin(p->bound_compute_us), fin(p->bound_d2h_us), p->bound_lanes);
+                gp_verdict_name(p->verdict), gp_verdict_name(p->bottleneck),
+                (unsigned long long)p->window_batches, fin(p->bound_items_per_s),
+                fin(p->bound_h2d_us), fin(p->bound_compute_us), fin(p->bound_d2h_us),
+                p->bound_threads, fin(over_bound(p)), above_bound(p) ? "true" : "false");
+        gb_json_str(f, p->bound_note);
+        fputs("}}", f);
     }
     fprintf(f, "],\"naive\":");
     if (r->naive.ran) {
         fprintf(f, "{\"items_per_s\":%.6g,\"p50_us\":%.6g,\"p99_us\":%.6g,\"items\":%llu,\"how\":",
                 fin(r->naive.items_per_s), fin(r->naive.p50_us), fin(r->naive.p99_us),
                 (unsigned long long)r->naive.items);
-        gp__json_str(f, r->naive.how);
+        gb_json_str(f, r->naive.how);
         fputc('}', f);
     } else {
         fputs("null", f);
@@ -243,9 +295,10 @@ int gb_write_json(const gb_run *r, const char *path) {
         fputs("null", f);
     fprintf(f, ",\"pipeline_over_bound\":");
     if (best >= 0 && r->pts[best].bound_items_per_s > 0)
-        fprintf(f, "%.6g", r->pts[best].items_per_s / r->pts[best].bound_items_per_s);
+        fprintf(f, "%.6g,\"above_bound\":%s", over_bound(&r->pts[best]),
+                above_bound(&r->pts[best]) ? "true" : "false");
     else
-        fputs("null", f);
+        fputs("null,\"above_bound\":false", f);
     fputs("}}\n", f);
     return fclose(f) == 0 ? 0 : -1;
 }

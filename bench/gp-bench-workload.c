@@ -10,8 +10,14 @@
  * naive: one item per call from a pageable buffer: synchronous copy in, compute, synchronous
  * copy out, wait; the cost model is the same as the pipeline's (on the host backend the same
  * simulated copy and compute times, slept the same way).
+ *
+ * compute alone (the bound of CPU compute on the host backend): the configured compute called
+ * directly on as many threads as the pipeline has slot threads, nothing else running.
  */
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +39,8 @@ struct gb_workload {
     char desc[256];
     size_t in_bytes, out_bytes;
     int synthetic;
+    unsigned char *pool; /* npool distinct inputs */
+    size_t npool;
 #ifdef GB_HAVE_MODEL
     gp_model *model;
     gp_tensor_info in_info;
@@ -84,6 +92,42 @@ static int synth_compute(void *user, const gp_batch *b) {
     return GP_OK;
 }
 
+/* Input item number i: deterministic pseudo-random bytes (floats in [0, 1) for f32 models). */
+static void fill_input(const gb_workload *w, void *item, uint64_t i) {
+    uint64_t x = 0x9E3779B97F4A7C15u * (i + 1);
+    unsigned char *p = item;
+#ifdef GB_HAVE_MODEL
+    if (w->model && w->in_info.dtype == GP_DTYPE_F32) {
+        float *f = item;
+        for (size_t k = 0; k < w->in_bytes / sizeof(float); k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            f[k] = (float)(x >> 40) / (float)(1u << 24);
+        }
+        return;
+    }
+#endif
+    for (size_t k = 0; k < w->in_bytes; k++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        p[k] = (unsigned char)(x >> 56);
+    }
+}
+
+/* Distinct inputs, so batches carry varied data as a service's would (the compute of some
+   models depends on the data: branches in pooling and top-k, denormals); up to 64 of them,
+   within 64 MiB. */
+static int make_pool(gb_workload *w, char *err, size_t len) {
+    w->npool = w->in_bytes > (1u << 20) ? (64u << 20) / w->in_bytes : 64;
+    if (w->npool < 1) w->npool = 1;
+    w->pool = malloc(w->npool * w->in_bytes);
+    if (!w->pool) {
+        snprintf(err, len, "out of memory for %zu inputs of %zu bytes", w->npool, w->in_bytes);
+        return GP_ENOMEM;
+    }
+    for (size_t i = 0; i < w->npool; i++)
+        fill_input(w, w->pool + i * w->in_bytes, i);
+    return GP_OK;
+}
+
 /* ---- open / configure ------------------------------------------------------------------- */
 
 static int is_model_name(const char *s) {
@@ -115,6 +159,11 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                  "us/item (host: %s, CUDA: spin kernel); copies %s",
                  w->in_bytes, w->out_bytes, o->compute_us, o->compute_us_per_item,
                  o->host_spin ? "busy loop" : "simulated", copies);
+        int rc = make_pool(w, err, len);
+        if (rc != GP_OK) {
+            free(w);
+            return rc;
+        }
         *out = w;
         return GP_OK;
     }
@@ -155,6 +204,10 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
              o->workload, gp_dtype_name(w->in_info.dtype), ind, gp_dtype_name(oi.dtype), outd,
              gp_model_flops(w->model) / 1e6, o->precision ? ", precision " : "",
              o->precision ? o->precision : "");
+    if ((rc = make_pool(w, err, len)) != GP_OK) {
+        gb_workload_close(w);
+        return rc;
+    }
     *out = w;
     return GP_OK;
 #else
@@ -172,6 +225,7 @@ void gb_workload_close(gb_workload *w) {
 #ifdef GB_HAVE_MODEL
     gp_model_free(w->model);
 #endif
+    free(w->pool);
     free(w);
 }
 
@@ -205,49 +259,31 @@ int gb_workload_configure(gb_workload *w, gp_config *cfg, char *err, size_t len)
 #endif
 }
 
-void gb_workload_input(const gb_workload *w, void *item, uint64_t i) {
-    uint64_t x = 0x9E3779B97F4A7C15u * (i + 1);
-    unsigned char *p = item;
-#ifdef GB_HAVE_MODEL
-    if (w->model && w->in_info.dtype == GP_DTYPE_F32) {
-        float *f = item;
-        for (size_t k = 0; k < w->in_bytes / sizeof(float); k++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            f[k] = (float)(x >> 40) / (float)(1u << 24);
-        }
-        return;
-    }
-#endif
-    for (size_t k = 0; k < w->in_bytes; k++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        p[k] = (unsigned char)(x >> 56);
-    }
+const void *gb_workload_item(const gb_workload *w, uint64_t i) {
+    return w->pool + (i % w->npool) * w->in_bytes;
 }
 
 /* ---- naive ------------------------------------------------------------------------------ */
 
 typedef struct naive_bufs {
-    unsigned char *in, *out;         /* pageable, the caller's */
+    unsigned char *out;              /* pageable, the caller's (inputs: the workload's pool) */
     unsigned char *dev_in, *dev_out; /* "device" buffers of one item */
-    gp__hist *lat;
+    gb_hist *lat;
 } naive_bufs;
 
 static int naive_alloc(gb_workload *w, naive_bufs *b, char *err, size_t len) {
-    b->in = malloc(w->in_bytes);
     b->out = malloc(w->out_bytes);
     b->dev_in = malloc(w->in_bytes);
     b->dev_out = malloc(w->out_bytes);
     b->lat = calloc(1, sizeof *b->lat);
-    if (!b->in || !b->out || !b->dev_in || !b->dev_out || !b->lat) {
+    if (!b->out || !b->dev_in || !b->dev_out || !b->lat) {
         snprintf(err, len, "out of memory");
         return GP_ENOMEM;
     }
-    gb_workload_input(w, b->in, 0);
     return GP_OK;
 }
 
 static void naive_free(naive_bufs *b) {
-    free(b->in);
     free(b->out);
     free(b->dev_in);
     free(b->dev_out);
@@ -258,8 +294,8 @@ static void naive_result(gb_naive *r, naive_bufs *b, uint64_t items, double secs
     r->ran = 1;
     r->items = items;
     r->items_per_s = secs > 0 ? (double)items / secs : 0;
-    r->p50_us = (double)gp__hist_quantile(b->lat, 0.50) / 1e3;
-    r->p99_us = (double)gp__hist_quantile(b->lat, 0.99) / 1e3;
+    r->p50_us = (double)gb_hist_quantile(b->lat, 0.50) / 1e3;
+    r->p99_us = (double)gb_hist_quantile(b->lat, 0.99) / 1e3;
 }
 
 /* Host backend: the same simulated costs the pipeline pays, per item, in series. */
@@ -274,7 +310,7 @@ static int naive_host(gb_workload *w, double seconds, gb_naive *r, char *err, si
              "serial loop: pageable buffer, 1 item per call, copy in, compute, copy out, wait");
     while (rc == GP_OK && now_s() < t_end) {
         uint64_t t0 = gp_now_ns();
-        memcpy(b.dev_in, b.in, w->in_bytes);
+        memcpy(b.dev_in, gb_workload_item(w, items), w->in_bytes);
         if (bw > 0) sim_sleep_us((double)w->in_bytes / bw * 1e6);
         if (w->synthetic) {
             gp_batch batch = {.n = 1,
@@ -296,7 +332,7 @@ static int naive_host(gb_workload *w, double seconds, gb_naive *r, char *err, si
         }
         memcpy(b.out, b.dev_out, w->out_bytes);
         if (bw > 0) sim_sleep_us((double)w->out_bytes / bw * 1e6);
-        gp__hist_add1(b.lat, gp_now_ns() - t0);
+        gb_hist_add(b.lat, gp_now_ns() - t0);
         items++;
     }
     if (rc == GP_OK) naive_result(r, &b, items, now_s() - t_start);
@@ -331,7 +367,8 @@ static int naive_cuda_synth(gb_workload *w, double seconds, gb_naive *r, char *e
     double t_start = now_s(), t_end = t_start + seconds;
     while (rc == GP_OK && now_s() < t_end) {
         uint64_t t0 = gp_now_ns();
-        if ((e = cudaMemcpy(d_in, b.in, w->in_bytes, cudaMemcpyHostToDevice)) != cudaSuccess) {
+        if ((e = cudaMemcpy(d_in, gb_workload_item(w, items), w->in_bytes,
+                            cudaMemcpyHostToDevice)) != cudaSuccess) {
             rc = cuda_fail(e, "cudaMemcpy H2D", err, len);
             break;
         }
@@ -346,7 +383,7 @@ static int naive_cuda_synth(gb_workload *w, double seconds, gb_naive *r, char *e
             rc = cuda_fail(e, "cudaMemcpy D2H", err, len);
             break;
         }
-        gp__hist_add1(b.lat, gp_now_ns() - t0);
+        gb_hist_add(b.lat, gp_now_ns() - t0);
         items++;
     }
     if (rc == GP_OK) naive_result(r, &b, items, now_s() - t_start);
@@ -378,8 +415,8 @@ static int naive_cuda_model(gb_workload *w, double seconds, gb_naive *r, char *e
     double t_start = now_s(), t_end = t_start + seconds;
     while (rc == GP_OK && now_s() < t_end) {
         uint64_t t0 = gp_now_ns();
-        rc = gp_pipeline_infer(p, b.in, w->in_bytes, b.out, w->out_bytes);
-        gp__hist_add1(b.lat, gp_now_ns() - t0);
+        rc = gp_pipeline_infer(p, gb_workload_item(w, items), w->in_bytes, b.out, w->out_bytes);
+        gb_hist_add(b.lat, gp_now_ns() - t0);
         items++;
     }
     if (rc == GP_OK)
@@ -425,11 +462,157 @@ int gb_workload_supports(const gb_workload *w, gp_backend backend, char *err, si
 #endif
 }
 
-int gb_workload_compute_lanes(const gb_workload *w, gp_backend backend, int inflight) {
-    /* A GPU batch (spin kernel in exclusive mode, model layers) fills the device, and the host
-       backend's simulated compute is one engine: batches compute one at a time. Real CPU
-       compute on the host backend runs on each slot's thread, one batch per core at once. */
-    if (backend == GP_BACKEND_CUDA || (w->synthetic && !w->o->host_spin)) return 1;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus > 0 && cpus < inflight ? (int)cpus : inflight;
+int gb_workload_cpu_compute(const gb_workload *w, gp_backend backend) {
+    /* A GPU batch and the host backend's simulated compute (one engine) run one at a time;
+       real CPU compute on the host backend runs on each slot's thread. */
+    return backend == GP_BACKEND_HOST && (!w->synthetic || w->o->host_spin);
+}
+
+/* ---- compute alone ---------------------------------------------------------------------- */
+
+typedef struct alone_lane {
+    gb_workload *w;
+    const gp_config *cfg;
+    gp_batch b;
+    pthread_t th;
+    int started, ready;
+    _Atomic int *go, *stop;
+    _Atomic uint64_t batches; /* completed, the warm-up one included */
+    double cpu_s;             /* thread CPU time of the batches after the warm-up one */
+    _Atomic int rc;
+} alone_lane;
+
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *alone_main(void *arg) {
+    alone_lane *l = arg;
+    while (!atomic_load(l->go) && !atomic_load(l->stop))
+        sched_yield();
+    while (!atomic_load(l->stop)) {
+        double c0 = thread_cpu_s();
+        int rc = l->cfg->compute(l->cfg->compute_user, &l->b);
+        double c1 = thread_cpu_s();
+        if (rc != GP_OK) {
+            atomic_store(&l->rc, rc);
+            break;
+        }
+        /* A batch that ends after the stop ran partly alone: not counted. */
+        if (atomic_load(l->stop)) break;
+        if (atomic_load(&l->batches) > 0) l->cpu_s += c1 - c0; /* the first one warms up */
+        atomic_fetch_add(&l->batches, 1);
+    }
+    return NULL;
+}
+
+int gb_workload_compute_alone(gb_workload *w, size_t batch, int threads, double seconds,
+                              double *items_per_s, double *batch_cpu_us, char *err, size_t len) {
+    gp_config cfg;
+    gp_config_init(&cfg);
+    cfg.backend = GP_BACKEND_HOST;
+    int rc = gb_workload_configure(w, &cfg, err, len);
+    if (rc != GP_OK) return rc;
+    alone_lane *lanes = calloc((size_t)threads, sizeof *lanes);
+    _Atomic int go = 0, stop = 0;
+    if (!lanes) {
+        snprintf(err, len, "out of memory");
+        return GP_ENOMEM;
+    }
+    /* Each thread owns buffers and per-slot state, as a pipeline slot does (compute_setup
+       with b->n == 0 first, compute_teardown last). */
+    for (int i = 0; rc == GP_OK && i < threads; i++) {
+        alone_lane *l = &lanes[i];
+        l->w = w;
+        l->cfg = &cfg;
+        l->go = &go;
+        l->stop = &stop;
+        void *in = malloc(batch * cfg.item_in_bytes), *out = malloc(batch * cfg.item_out_bytes);
+        l->b = (gp_batch){.n = 0,
+                          .capacity = batch,
+                          .in = in,
+                          .out = out,
+                          .in_bytes = cfg.item_in_bytes,
+                          .out_bytes = cfg.item_out_bytes,
+                          .slot = i,
+                          .device = -1,
+                          .backend = GP_BACKEND_HOST};
+        if (!in || !out) {
+            snprintf(err, len, "out of memory");
+            rc = GP_ENOMEM;
+            break;
+        }
+        for (size_t k = 0; k < batch; k++)
+            memcpy((char *)in + k * cfg.item_in_bytes, gb_workload_item(w, k), cfg.item_in_bytes);
+        if (cfg.compute_setup && (rc = cfg.compute_setup(cfg.compute_user, &l->b)) != GP_OK) {
+            snprintf(err, len, "compute_setup: %s", gp_strerror(rc));
+            break;
+        }
+        l->ready = 1;
+        l->b.n = batch;
+        if (pthread_create(&l->th, NULL, alone_main, l) != 0) {
+            snprintf(err, len, "pthread_create failed");
+            rc = GP_ESYS;
+            break;
+        }
+        l->started = 1;
+    }
+    /* Run until every thread did its warm-up batch and GB_MIN_BATCHES more, for `seconds` at
+       least; at most 600 s. */
+    double t0 = now_s();
+    if (rc == GP_OK) {
+        atomic_store(&go, 1);
+        for (;;) {
+            int enough = 1, failed = 0;
+            for (int i = 0; i < threads; i++) {
+                enough &= atomic_load(&lanes[i].batches) >= 1 + GB_MIN_BATCHES;
+                failed |= atomic_load(&lanes[i].rc) != GP_OK;
+            }
+            double t = now_s();
+            if (failed || (enough && t - t0 >= seconds) || t - t0 > 600) break;
+            sim_sleep_us(2000);
+        }
+    }
+    atomic_store(&stop, 1);
+    double cpu_s = 0;
+    uint64_t counted = 0;
+    for (int i = 0; i < threads; i++) {
+        alone_lane *l = &lanes[i];
+        if (l->started) pthread_join(l->th, NULL);
+        if (rc == GP_OK && atomic_load(&l->rc) != GP_OK) {
+            rc = atomic_load(&l->rc);
+            snprintf(err, len, "compute failed: %s", gp_strerror(rc));
+        }
+        uint64_t n = atomic_load(&l->batches);
+        if (rc == GP_OK && n < 1 + GB_MIN_BATCHES) {
+            snprintf(err, len, "%d threads did fewer than %d batches of %zu in 600 s", threads,
+                     1 + GB_MIN_BATCHES, batch);
+            rc = GP_ETIMEDOUT;
+        }
+        if (rc == GP_OK) {
+            cpu_s += l->cpu_s;
+            counted += n - 1;
+        }
+        l->b.n = 0;
+        if (l->ready && cfg.compute_teardown) cfg.compute_teardown(cfg.compute_user, &l->b);
+        free((void *)l->b.in);
+        free(l->b.out);
+    }
+    free(lanes);
+    /* CPU time, not wall time: on a shared machine the wall time of a busy loop depends on
+       what else runs, and the bound is what these threads could do with the cores to
+       themselves: min(threads, cores) batches at once, each taking its CPU time. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int at_once = cores > 0 && cores < threads ? (int)cores : threads;
+    if (rc == GP_OK && cpu_s <= 0) {
+        snprintf(err, len, "no measurable CPU time in %llu batches", (unsigned long long)counted);
+        rc = GP_ETIMEDOUT;
+    }
+    if (rc == GP_OK) {
+        *batch_cpu_us = cpu_s / (double)counted * 1e6;
+        *items_per_s = (double)at_once * (double)batch / (cpu_s / (double)counted);
+    }
+    return rc;
 }

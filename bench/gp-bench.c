@@ -46,13 +46,16 @@ static const char usage[] =
     "                        arrivals at R items/s in total\n"
     "  --window N            closed: items in flight per producer (default: enough to fill\n"
     "                        every slot and the next batch, (inflight+2)*batch/producers)\n"
-    "  --duration S          measured seconds per point (default 0.5)\n"
+    "  --duration S          measured seconds per point, at least; a window also holds at\n"
+    "                        least 5 whole batches (default 0.5)\n"
     "  --warmup S            seconds before each measurement (default 0.1)\n"
     "  --repeat N            measure N windows per point (and N naive runs) and report the\n"
     "                        median by items/s, with min and max in CSV/JSON (default 1)\n"
     "baselines and output\n"
     "  --baseline LIST       naive,bound (default) | naive | bound | none\n"
-    "  --bound-duration S    seconds per bound run (default 0.2)\n"
+    "  --bound-duration S    seconds per bound run, at least; each also runs 5 batches\n"
+    "                        after a warm-up one (default 0.2). The bound: the slowest stage\n"
+    "                        alone; CPU compute (host backend) alone on inflight threads\n"
     "  --csv F  --json F  --svg F   write the results (SVG: items/s and p99 vs batch)\n"
     "  --report              print the doctor's full report for every point\n"
     "  -q, --quiet           no progress line on stderr\n"
@@ -274,8 +277,8 @@ typedef struct point_ctx point_ctx;
 typedef struct producer {
     point_ctx *ctx;
     pthread_t th;
-    int id, started;
-    unsigned char *item;
+    int id, inited, started;
+    uint64_t next;               /* input number of the next submit */
     _Atomic int64_t outstanding; /* submitted, callback not run yet */
     _Atomic int waiting;         /* the producer sleeps on cv for the window to open */
     pthread_mutex_t mu;
@@ -286,6 +289,7 @@ typedef struct producer {
 struct point_ctx {
     gp_pipeline *p;
     const gb_opts *o;
+    const gb_workload *w;
     size_t in_bytes;
     int64_t window;        /* closed loop */
     double per_producer_s; /* open loop: mean seconds between this producer's arrivals */
@@ -366,7 +370,9 @@ static void *producer_main(void *arg) {
             break;
         }
         atomic_fetch_add(&pr->outstanding, 1);
-        int rc = gp_pipeline_submit(c->p, pr->item, c->in_bytes, on_done, pr);
+        const void *item = gb_workload_item(c->w, pr->next);
+        pr->next += (uint64_t)c->o->producers[0]; /* producers interleave the inputs */
+        int rc = gp_pipeline_submit(c->p, item, c->in_bytes, on_done, pr);
         if (rc != GP_OK) {
             atomic_fetch_sub(&pr->outstanding, 1);
             atomic_fetch_add(&c->submit_errors, 1);
@@ -375,6 +381,94 @@ static void *producer_main(void *arg) {
         }
     }
     return NULL;
+}
+
+/* ---- windows aligned to batches --------------------------------------------------------- */
+
+/*
+ * A window opens and closes inside the pipeline's per-batch trace callback (gp_config.on_batch),
+ * which runs on the completion poller before the batch's callbacks, after those of the batch
+ * before it (with one completion worker): so a window holds whole batches, and items/s is not
+ * off by the part of a batch that a window edge would cut. Batches of different slots may
+ * complete in bunches (slots that started together finish together), so a window also closes
+ * at a batch of the slot it opened at: it then holds whole rounds of the slots, whatever the
+ * bunching. It closes at the first such batch after the duration once GB_MIN_BATCHES batches
+ * completed in it. The main thread asks, the callback acts; the states hand the mark over
+ * without a lock.
+ */
+enum {
+    W_IDLE,      /* no window */
+    W_START,     /* main: open at the next batch */
+    W_OPENING,   /* callback: taking the mark */
+    W_OPEN,      /* mark taken; counting batches */
+    W_END,       /* main: close at the next batch once min_batches completed */
+    W_CLOSING,   /* callback: reading the window */
+    W_DONE,      /* window in `out` */
+    W_ABANDONED, /* main gave up waiting for batches */
+};
+
+typedef struct windower {
+    gp_pipeline *p;
+    _Atomic int phase;
+    gp_stats_mark *mark;  /* written by the callback before W_OPEN */
+    int mark_slot;        /* the slot of the batch the window opened at; callback only */
+    _Atomic uint64_t all; /* every device batch so far (warm-up) */
+    _Atomic uint64_t batches;
+    int mark_rc, since_rc;
+    gp_stats out; /* written by the callback before W_DONE */
+    /* Bound runs: stage times of the batches after the first `skip` (status GP_OK only), the
+       first GB_MAX_TRACED of them; poller only until the pipeline is destroyed. */
+    int trace_stages;
+    uint64_t skip, seen;
+    _Atomic uint64_t traced;
+    double *h2d_ns, *compute_ns, *d2h_ns; /* GB_MAX_TRACED each */
+    double items;                         /* sum over traced batches */
+} windower;
+
+#define GB_MAX_TRACED 4096
+
+static void on_batch(void *user, const gp_batch_trace *t) {
+    windower *wd = user;
+    atomic_fetch_add(&wd->all, 1);
+    uint64_t k = atomic_load(&wd->traced);
+    if (wd->trace_stages && t->status == GP_OK && wd->seen++ >= wd->skip && k < GB_MAX_TRACED) {
+        wd->h2d_ns[k] = (double)(t->t_h2d_done - t->t_start);
+        wd->compute_ns[k] = (double)(t->t_compute_done - t->t_h2d_done);
+        wd->d2h_ns[k] = (double)(t->t_d2h_done - t->t_compute_done);
+        wd->items += (double)t->n;
+        atomic_store(&wd->traced, k + 1);
+    }
+    int ph = atomic_load(&wd->phase);
+    if (ph == W_START && atomic_compare_exchange_strong(&wd->phase, &ph, W_OPENING)) {
+        wd->mark_rc = gp_pipeline_mark(wd->p, &wd->mark);
+        wd->mark_slot = t->slot;
+        atomic_store(&wd->batches, 0);
+        atomic_store(&wd->phase, W_OPEN);
+        return;
+    }
+    if (ph != W_OPEN && ph != W_END) return;
+    uint64_t n = atomic_fetch_add(&wd->batches, 1) + 1; /* the batch before this one is done */
+    if (ph == W_END && n >= GB_MIN_BATCHES && t->slot == wd->mark_slot &&
+        atomic_compare_exchange_strong(&wd->phase, &ph, W_CLOSING)) {
+        wd->out.struct_size = sizeof wd->out;
+        wd->since_rc =
+            wd->mark_rc == GP_OK ? gp_pipeline_stats_since(wd->p, wd->mark, &wd->out) : wd->mark_rc;
+        atomic_store(&wd->phase, W_DONE);
+    }
+}
+
+/* Wait until the phase leaves `from` (the callback moved it), for at most `cap_s`; then try to
+   abandon. Returns the phase it ended in. */
+static int wait_phase(windower *wd, int from, int to_abandon, double cap_s) {
+    double give_up = now_s() + cap_s;
+    for (;;) {
+        int ph = atomic_load(&wd->phase);
+        if (ph != from && ph != from + 1) return ph; /* from + 1: the callback is acting */
+        if (ph == from && now_s() > give_up &&
+            atomic_compare_exchange_strong(&wd->phase, &ph, to_abandon))
+            return to_abandon;
+        sleep_s(0.0005);
+    }
 }
 
 /* ---- one point -------------------------------------------------------------------------- */
@@ -391,20 +485,40 @@ typedef struct point_spec {
 
 typedef struct window_set {
     gp_stats s[99];
+    uint64_t batches[99]; /* whole batches in each window; 0: not aligned */
     int n;
 } window_set;
+
+/* A pipeline with its producers, running. Lives in the caller's frame: threads point into it. */
+typedef struct point_run {
+    gb_opts local; /* producer_main reads producers[0] and arrival */
+    point_ctx c;
+    producer *prs;
+    int nprs;
+    windower wd;
+} point_run;
 
 static double window_rate(const gp_stats *x) {
     return (double)x->completed * 1e9 / (double)(x->wall_ns ? x->wall_ns : 1);
 }
 
-static int cmp_rate(const void *a, const void *b) {
-    double rx = window_rate(a), ry = window_rate(b);
-    return (rx > ry) - (rx < ry);
-}
-
-static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, window_set *ws,
-                     char *err, size_t len) {
+/* Create the pipeline (with the trace callback) and start the producers. On error everything
+   started is stopped by point_stop, which must be called either way. */
+static int point_start(const gb_opts *o, gb_workload *w, const point_spec *ps, int trace_stages,
+                       point_run *r, char *err, size_t len) {
+    memset(r, 0, sizeof *r);
+    /* Before create: the poller reads these from the first batch on. */
+    if (trace_stages) {
+        r->wd.h2d_ns = malloc(3 * GB_MAX_TRACED * sizeof(double));
+        if (!r->wd.h2d_ns) {
+            snprintf(err, len, "out of memory");
+            return GP_ENOMEM;
+        }
+        r->wd.compute_ns = r->wd.h2d_ns + GB_MAX_TRACED;
+        r->wd.d2h_ns = r->wd.compute_ns + GB_MAX_TRACED;
+    }
+    r->wd.trace_stages = trace_stages;
+    r->wd.skip = 1; /* the warm-up batch */
     gp_config cfg;
     gp_config_init(&cfg);
     cfg.backend = o->backend;
@@ -412,98 +526,168 @@ static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, win
     cfg.inflight = ps->inflight;
     cfg.max_delay_us = ps->delay_us;
     cfg.completion_workers = o->completion_workers;
+    cfg.on_batch = on_batch;
+    cfg.on_batch_user = &r->wd;
     int rc = gb_workload_configure(w, &cfg, err, len);
     if (rc != GP_OK) return rc;
-    point_ctx c = {.o = o, .in_bytes = cfg.item_in_bytes};
-    gb_opts local = *o; /* producer_main reads producers[0] for phase offsets */
-    local.producers[0] = ps->producers;
-    local.arrival = ps->arrival;
-    c.o = &local;
-    c.window = ps->window ? ps->window
-                          : (int64_t)(((size_t)ps->inflight + 2) * ps->batch + ps->producers - 1) /
-                                ps->producers;
-    if (c.window < 1) c.window = 1;
-    c.per_producer_s = o->rate > 0 ? ps->producers / o->rate : 0;
-    if ((rc = gp_pipeline_create(&cfg, &c.p, err, len)) != GP_OK) return rc;
+    r->local = *o;
+    r->local.producers[0] = ps->producers;
+    r->local.arrival = ps->arrival;
+    point_ctx *c = &r->c;
+    c->o = &r->local;
+    c->w = w;
+    c->in_bytes = cfg.item_in_bytes;
+    c->window = ps->window ? ps->window
+                           : (int64_t)(((size_t)ps->inflight + 2) * ps->batch + ps->producers - 1) /
+                                 ps->producers;
+    if (c->window < 1) c->window = 1;
+    c->per_producer_s = o->rate > 0 ? ps->producers / o->rate : 0;
+    if ((rc = gp_pipeline_create(&cfg, &c->p, err, len)) != GP_OK) return rc;
+    r->wd.p = c->p;
 
-    producer *prs = calloc((size_t)ps->producers, sizeof *prs);
-    gp__stats_mark *mark = malloc(sizeof *mark), *scratch = malloc(sizeof *scratch);
-    if (!prs || !mark || !scratch) {
+    r->prs = calloc((size_t)ps->producers, sizeof *r->prs);
+    if (!r->prs) {
         snprintf(err, len, "out of memory");
-        rc = GP_ENOMEM;
+        return GP_ENOMEM;
     }
-    for (int i = 0; rc == GP_OK && i < ps->producers; i++) {
-        producer *pr = &prs[i];
-        pr->ctx = &c;
+    r->nprs = ps->producers;
+    for (int i = 0; i < ps->producers; i++) {
+        producer *pr = &r->prs[i];
+        pr->ctx = c;
         pr->id = i;
         pr->rng = 0x853C49E6748FEA9Bu ^ ((uint64_t)i * 0x9E3779B97F4A7C15u) ^ ps->batch;
-        pr->item = malloc(cfg.item_in_bytes);
-        if (!pr->item || pthread_mutex_init(&pr->mu, NULL) || pthread_cond_init(&pr->cv, NULL)) {
-            snprintf(err, len, "producer %d: setup failed", i);
-            rc = GP_ESYS;
-            break;
+        pr->next = (uint64_t)i;
+        if (pthread_mutex_init(&pr->mu, NULL) != 0) {
+            snprintf(err, len, "producer %d: pthread_mutex_init failed", i);
+            return GP_ESYS;
         }
-        gb_workload_input(w, pr->item, (uint64_t)i);
+        if (pthread_cond_init(&pr->cv, NULL) != 0) {
+            pthread_mutex_destroy(&pr->mu);
+            snprintf(err, len, "producer %d: pthread_cond_init failed", i);
+            return GP_ESYS;
+        }
+        pr->inited = 1;
         if (pthread_create(&pr->th, NULL, producer_main, pr) != 0) {
             snprintf(err, len, "producer %d: pthread_create failed", i);
-            rc = GP_ESYS;
-            break;
+            return GP_ESYS;
         }
         pr->started = 1;
     }
-    if (rc == GP_OK) {
-        sleep_s(ps->warmup_s);
-        ws->n = ps->repeat < 1 ? 1 : ps->repeat > 99 ? 99 : ps->repeat;
-        for (int k = 0; k < ws->n; k++) {
-            gp__stats_mark_take(c.p, mark);
-            sleep_s(ps->duration_s);
-            gp__stats_since(c.p, mark, scratch, &ws->s[k]);
-        }
-        qsort(ws->s, (size_t)ws->n, sizeof ws->s[0], cmp_rate); /* median: ws->s[n / 2] */
-    }
-    atomic_store(&c.stop, 1);
-    for (int i = 0; prs && i < ps->producers; i++) {
-        if (prs[i].started) {
-            pthread_mutex_lock(&prs[i].mu);
-            pthread_cond_broadcast(&prs[i].cv);
-            pthread_mutex_unlock(&prs[i].mu);
-            pthread_join(prs[i].th, NULL);
+    return GP_OK;
+}
+
+/* Stop the producers, drain, report what went wrong (when rc is GP_OK so far), destroy. */
+static int point_stop(point_run *r, int rc, char *err, size_t len) {
+    point_ctx *c = &r->c;
+    atomic_store(&c->stop, 1);
+    for (int i = 0; i < r->nprs; i++) {
+        producer *pr = &r->prs[i];
+        if (pr->started) {
+            pthread_mutex_lock(&pr->mu);
+            pthread_cond_broadcast(&pr->cv);
+            pthread_mutex_unlock(&pr->mu);
+            pthread_join(pr->th, NULL);
         }
     }
-    int drc = gp_pipeline_drain(c.p, 60 * 1000 * 1000);
-    if (rc == GP_OK && drc != GP_OK) {
-        snprintf(err, len, "drain: %s", gp_strerror(drc));
-        rc = drc;
+    if (c->p) {
+        int drc = gp_pipeline_drain(c->p, 60 * 1000 * 1000);
+        if (rc == GP_OK && drc != GP_OK) {
+            snprintf(err, len, "drain: %s", gp_strerror(drc));
+            rc = drc;
+        }
+        if (rc == GP_OK && atomic_load(&c->submit_errors) && c->last_submit_error != GP_EAGAIN) {
+            char detail[256];
+            gp_pipeline_last_error(c->p, detail, sizeof detail);
+            snprintf(err, len, "submit: %s (%s)", gp_strerror(c->last_submit_error), detail);
+            rc = c->last_submit_error;
+        }
+        if (rc == GP_OK && atomic_load(&c->failed)) {
+            char detail[256];
+            gp_pipeline_last_error(c->p, detail, sizeof detail);
+            snprintf(err, len, "%llu items failed: %s", (unsigned long long)atomic_load(&c->failed),
+                     detail);
+            rc = GP_ECOMPUTE;
+        }
+        gp_pipeline_destroy(c->p, GP_DESTROY_DRAIN);
     }
-    if (rc == GP_OK && atomic_load(&c.submit_errors) && c.last_submit_error != GP_EAGAIN) {
-        char detail[256];
-        gp_pipeline_last_error(c.p, detail, sizeof detail);
-        snprintf(err, len, "submit: %s (%s)", gp_strerror(c.last_submit_error), detail);
-        rc = c.last_submit_error;
-    }
-    if (rc == GP_OK && ws->s[0].completed == 0) {
-        snprintf(err, len, "no item completed in %.2f s", ps->duration_s);
-        rc = GP_ETIMEDOUT;
-    }
-    if (rc == GP_OK && atomic_load(&c.failed)) {
-        char detail[256];
-        gp_pipeline_last_error(c.p, detail, sizeof detail);
-        snprintf(err, len, "%llu items failed: %s", (unsigned long long)atomic_load(&c.failed),
-                 detail);
-        rc = GP_ECOMPUTE;
-    }
-    gp_pipeline_destroy(c.p, GP_DESTROY_DRAIN);
-    for (int i = 0; prs && i < ps->producers; i++) {
-        free(prs[i].item);
-        if (prs[i].started) {
-            pthread_cond_destroy(&prs[i].cv);
-            pthread_mutex_destroy(&prs[i].mu);
+    for (int i = 0; i < r->nprs; i++) {
+        if (r->prs[i].inited) {
+            pthread_cond_destroy(&r->prs[i].cv);
+            pthread_mutex_destroy(&r->prs[i].mu);
         }
     }
-    free(prs);
-    free(mark);
-    free(scratch);
+    free(r->prs);
+    gp_stats_mark_free(r->wd.mark);
     return rc;
+}
+
+/* One window of at least `duration_s` and GB_MIN_BATCHES whole batches into *s. When no batch
+   completes for a long time, the window closes where it is (*batches = 0: not aligned). */
+static int measure_window(point_run *r, double duration_s, gp_stats *s, uint64_t *batches,
+                          char *err, size_t len) {
+    windower *wd = &r->wd;
+    gp_stats_mark_free(wd->mark);
+    wd->mark = NULL;
+    atomic_store(&wd->phase, W_START);
+    int ph = wait_phase(wd, W_START, W_IDLE, 60);
+    if (ph == W_IDLE) { /* no batch for 60 s */
+        snprintf(err, len, "no batch completed in 60 s");
+        return GP_ETIMEDOUT;
+    }
+    if (wd->mark_rc != GP_OK) {
+        snprintf(err, len, "gp_pipeline_mark: %s", gp_strerror(wd->mark_rc));
+        return wd->mark_rc;
+    }
+    sleep_s(duration_s);
+    ph = W_OPEN;
+    atomic_compare_exchange_strong(&wd->phase, &ph, W_END);
+    ph = wait_phase(wd, W_END, W_ABANDONED, 120);
+    if (ph == W_DONE) {
+        *s = wd->out;
+        *batches = atomic_load(&wd->batches);
+        if (wd->since_rc != GP_OK) {
+            snprintf(err, len, "gp_pipeline_stats_since: %s", gp_strerror(wd->since_rc));
+            return wd->since_rc;
+        }
+        return GP_OK;
+    }
+    s->struct_size = sizeof *s;
+    *batches = 0;
+    int rc = gp_pipeline_stats_since(r->c.p, wd->mark, s);
+    if (rc != GP_OK) snprintf(err, len, "gp_pipeline_stats_since: %s", gp_strerror(rc));
+    return rc;
+}
+
+static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, window_set *ws,
+                     char *err, size_t len) {
+    point_run r;
+    int rc = point_start(o, w, ps, 0, &r, err, len);
+    if (rc == GP_OK) {
+        /* Warm up for --warmup and until every slot ran two batches: the first batches of a
+           pipeline are small (the producers ramp up) and pay for cold caches. */
+        double t0 = now_s();
+        sleep_s(ps->warmup_s);
+        while (atomic_load(&r.wd.all) < 2 * (uint64_t)ps->inflight && now_s() - t0 < 120)
+            sleep_s(0.001);
+        ws->n = ps->repeat < 1 ? 1 : ps->repeat > 99 ? 99 : ps->repeat;
+        for (int k = 0; rc == GP_OK && k < ws->n; k++)
+            rc = measure_window(&r, ps->duration_s, &ws->s[k], &ws->batches[k], err, len);
+        if (rc == GP_OK && ws->s[0].completed == 0) {
+            snprintf(err, len, "no item completed in %.2f s", ps->duration_s);
+            rc = GP_ETIMEDOUT;
+        }
+        /* The median by items/s: ws->s[n / 2] (insertion sort keeps batches with their window) */
+        for (int a = 1; rc == GP_OK && a < ws->n; a++)
+            for (int b = a; b > 0 && window_rate(&ws->s[b]) < window_rate(&ws->s[b - 1]); b--) {
+                gp_stats t = ws->s[b];
+                uint64_t tb = ws->batches[b];
+                ws->s[b] = ws->s[b - 1];
+                ws->batches[b] = ws->batches[b - 1];
+                ws->s[b - 1] = t;
+                ws->batches[b - 1] = tb;
+            }
+    }
+    return point_stop(&r, rc, err, len);
 }
 
 /* The backend AUTO picks here, by creating (and destroying) one small pipeline. */
@@ -526,14 +710,15 @@ static int probe_backend(const gb_opts *o, gb_workload *w, gb_run *r, char *err,
     return GP_OK;
 }
 
-static void fill_point(gb_point *pt, const point_spec *ps, const gp_stats *s) {
-    gp__diag d;
-    gp__diagnose(s, &d);
+static void fill_point(gb_point *pt, const point_spec *ps, const gp_stats *s, uint64_t batches) {
+    gp_diagnosis d = {.struct_size = sizeof d};
+    gp_stats_diagnose(s, &d);
     pt->batch = ps->batch;
     pt->inflight = ps->inflight;
     pt->producers = ps->producers;
     pt->delay_us = ps->delay_us;
     pt->window_s = (double)s->wall_ns / 1e9;
+    pt->window_batches = batches;
     pt->completed = s->completed;
     pt->failed = s->failed + s->timed_out + s->canceled;
     pt->items_per_s = d.items_per_s;
@@ -547,40 +732,110 @@ static void fill_point(gb_point *pt, const point_spec *ps, const gp_stats *s) {
     pt->d2h_gbps = d.d2h_gbps;
     pt->enqueue_us = d.batch_enqueue_us;
     pt->mean_batch = d.mean_batch;
-    pt->verdict = d.bottleneck;
+    pt->verdict = d.verdict;
+    pt->bottleneck = d.bottleneck;
 }
 
-/* Each stage alone at this batch size: one slot, so H2D, compute and D2H of a batch never
-   overlap anything; the pipeline's own stage timings per batch. Fills the per-batch stage
-   times and the mean batch (bound_items_per_s holds the mean batch until finish_bound). */
-static int run_bound(const gb_opts *o, gb_workload *w, size_t batch, gb_point *pt, char *err,
-                     size_t len) {
+/* ---- the bound -------------------------------------------------------------------------- */
+
+/* Each stage alone at one batch size: a one-slot pipeline, so H2D, compute and D2H of a batch
+   never overlap anything, timed per batch by the pipeline's own stage timestamps (the median
+   over the batches), after one warm-up batch, for at least --bound-duration and GB_MIN_BATCHES
+   batches. */
+typedef struct stage_times {
+    double h2d_us, compute_us, d2h_us, items; /* per batch */
+    uint64_t batches;
+} stage_times;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts v): a stage's time per batch, robust to the odd batch whose
+   thread was preempted on a shared machine. */
+static double median(double *v, uint64_t n) {
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int run_stages_alone(const gb_opts *o, gb_workload *w, size_t batch, stage_times *st,
+                            char *err, size_t len) {
     point_spec ps = {.batch = batch,
                      .inflight = 1,
                      .producers = 1,
                      .window = (int64_t)(3 * batch),
-                     .warmup_s = o->warmup_s / 2,
-                     .duration_s = o->bound_s,
                      .arrival = GB_CLOSED};
-    static window_set ws;
-    ps.repeat = o->repeat;
-    int rc = run_point(o, w, &ps, &ws, err, len);
-    if (rc != GP_OK) return rc;
-    const gp_stats s = ws.s[ws.n / 2];
-    double nb = s.batches ? (double)s.batches : 1.0;
-    pt->bound_h2d_us = (double)s.h2d_busy_ns / nb / 1e3;
-    pt->bound_compute_us = (double)s.compute_busy_ns / nb / 1e3;
-    pt->bound_d2h_us = (double)s.d2h_busy_ns / nb / 1e3;
-    pt->bound_items_per_s = (double)s.batch_items / nb;
-    return GP_OK;
+    point_run r;
+    int rc = point_start(o, w, &ps, 1, &r, err, len);
+    if (rc == GP_OK) {
+        double t0 = now_s();
+        while (atomic_load(&r.wd.traced) < GB_MIN_BATCHES || now_s() - t0 < o->bound_s) {
+            if (now_s() - t0 > 600) {
+                snprintf(err, len, "fewer than %d batches of %zu in 600 s", GB_MIN_BATCHES + 1,
+                         batch);
+                rc = GP_ETIMEDOUT;
+                break;
+            }
+            sleep_s(0.002);
+        }
+    }
+    rc = point_stop(&r, rc, err, len);
+    /* The poller has stopped: its sums are final and visible. */
+    uint64_t n = atomic_load(&r.wd.traced);
+    if (rc == GP_OK && n == 0) {
+        snprintf(err, len, "no batch traced");
+        rc = GP_ETIMEDOUT;
+    }
+    if (rc == GP_OK) {
+        st->batches = n;
+        st->h2d_us = median(r.wd.h2d_ns, n) / 1e3;
+        st->compute_us = median(r.wd.compute_ns, n) / 1e3;
+        st->d2h_us = median(r.wd.d2h_ns, n) / 1e3;
+        st->items = r.wd.items / (double)n;
+    }
+    free(r.wd.h2d_ns);
+    return rc;
 }
 
-/* The best any pipeline could do with these stage times: the slowest stage, the compute
-   stage spread over `lanes` batches at once. */
-static void finish_bound(gb_point *pt, double mean_batch, int lanes) {
-    double worst = fmax(pt->bound_h2d_us, fmax(pt->bound_compute_us / lanes, pt->bound_d2h_us));
-    pt->bound_lanes = lanes;
-    pt->bound_items_per_s = worst > 0 ? mean_batch / (worst * 1e-6) : 0;
+/* The bound of one point from the stage times at its batch size and, for CPU compute, the
+   compute alone on as many threads as the point's inflight. */
+typedef struct bound_parts {
+    int stages_ok;
+    stage_times st;
+    char stages_err[160];
+    int cpu; /* compute measured alone on threads */
+    int alone_ok;
+    double alone_items_per_s, alone_batch_us;
+    char alone_err[160];
+} bound_parts;
+
+static void set_bound(gb_point *pt, const bound_parts *b, int threads) {
+    pt->bound_threads = b->cpu ? threads : 1;
+    pt->bound_alone = b->cpu;
+    if (!b->stages_ok) {
+        snprintf(pt->bound_note, sizeof pt->bound_note, "stages alone: %s", b->stages_err);
+        return;
+    }
+    if (b->cpu && !b->alone_ok) {
+        snprintf(pt->bound_note, sizeof pt->bound_note, "compute alone on %d threads: %s", threads,
+                 b->alone_err);
+        return;
+    }
+    const stage_times *st = &b->st;
+    pt->bound_h2d_us = st->h2d_us;
+    pt->bound_d2h_us = st->d2h_us;
+    pt->bound_compute_us = b->cpu ? b->alone_batch_us : st->compute_us;
+    double best = b->cpu               ? b->alone_items_per_s
+                  : st->compute_us > 0 ? st->items / (st->compute_us * 1e-6)
+                                       : INFINITY;
+    if (st->h2d_us > 0) best = fmin(best, st->items / (st->h2d_us * 1e-6));
+    if (st->d2h_us > 0) best = fmin(best, st->items / (st->d2h_us * 1e-6));
+    if (!isfinite(best) || best <= 0) {
+        snprintf(pt->bound_note, sizeof pt->bound_note, "no stage took measurable time");
+        return;
+    }
+    pt->bound_items_per_s = best;
 }
 
 /* ---- main ------------------------------------------------------------------------------- */
@@ -604,10 +859,62 @@ static void run_info(gb_run *r, int argc, char **argv, char *cmd, size_t len) {
         snprintf(r->machine, sizeof r->machine, "%s %s, %ld CPUs", u.sysname, u.machine, cpus);
     else
         snprintf(r->machine, sizeof r->machine, "%ld CPUs", cpus);
+    /* Other work on the machine moves every figure: say how busy it was. */
+    double load;
+    if (getloadavg(&load, 1) == 1)
+        snprintf(r->machine + strlen(r->machine), sizeof r->machine - strlen(r->machine),
+                 ", load average %.2f at start", load);
     size_t k = 0;
     cmd[0] = '\0';
     for (int i = 0; i < argc && k + 1 < len; i++)
         k += (size_t)snprintf(cmd + k, len - k, "%s%s", i ? " " : "", argv[i]);
+}
+
+/* The bound parts of point (batch bi, inflight ii) that are not measured yet: the stages alone
+   once per batch size; the compute alone once per batch size and inflight (CPU compute runs on
+   that many threads). Returns the number of failures (each also noted in its cells). */
+static int measure_bound(const gb_opts *o, gb_workload *w, int bi, int ii, int cpu,
+                         bound_parts (*bound)[GB_MAX_LIST], int *have_stages,
+                         int (*have_alone)[GB_MAX_LIST], int *step, int steps) {
+    char line[160], err[512] = "";
+    int failures = 0;
+    size_t batch = o->batch[bi];
+    if (!have_stages[bi]) {
+        have_stages[bi] = 1;
+        snprintf(line, sizeof line, "bound: batch %zu, each stage alone (one slot)", batch);
+        progress(o, ++*step, steps, line);
+        bound_parts bp = {.cpu = cpu};
+        int rc = run_stages_alone(o, w, batch, &bp.st, err, sizeof err);
+        if (rc == GP_OK) {
+            bp.stages_ok = 1;
+        } else {
+            snprintf(bp.stages_err, sizeof bp.stages_err, "%s: %.140s", gp_err_name(rc), err);
+            fprintf(stderr, "%sgp-bench: bound at batch %zu, stages alone: %s\n",
+                    o->quiet ? "" : "\n", batch, bp.stages_err);
+            failures++;
+        }
+        for (int k = 0; k < o->ninflight; k++)
+            bound[bi][k] = bp;
+    }
+    if (cpu && !have_alone[bi][ii]) {
+        have_alone[bi][ii] = 1;
+        bound_parts *cell = &bound[bi][ii];
+        int threads = o->inflight[ii];
+        snprintf(line, sizeof line, "bound: batch %zu, compute alone on %d threads", batch,
+                 threads);
+        progress(o, ++*step, steps, line);
+        int rc = gb_workload_compute_alone(w, batch, threads, o->bound_s, &cell->alone_items_per_s,
+                                           &cell->alone_batch_us, err, sizeof err);
+        if (rc == GP_OK) {
+            cell->alone_ok = 1;
+        } else {
+            snprintf(cell->alone_err, sizeof cell->alone_err, "%s: %.140s", gp_err_name(rc), err);
+            fprintf(stderr, "%sgp-bench: bound at batch %zu, compute alone on %d threads: %s\n",
+                    o->quiet ? "" : "\n", batch, threads, cell->alone_err);
+            failures++;
+        }
+    }
+    return failures;
 }
 
 int main(int argc, char **argv) {
@@ -651,8 +958,12 @@ int main(int argc, char **argv) {
         gb_workload_close(w);
         return 2;
     }
-    int steps = total + (o.naive ? 1 : 0) + (o.bound ? o.nbatch : 0), step = 0;
-    int failures = 0;
+    /* The bound: the stages alone once per batch size; for CPU compute, the compute alone
+       once per batch size and inflight (it runs on that many threads). */
+    int cpu = gb_workload_cpu_compute(w, r.backend);
+    int steps =
+        total + (o.naive ? 1 : 0) + (o.bound ? o.nbatch * (1 + (cpu ? o.ninflight : 0)) : 0);
+    int step = 0, failures = 0;
     char line[256];
 
     if (o.naive) {
@@ -677,23 +988,10 @@ int main(int argc, char **argv) {
             failures += rc != GP_ENOTSUP;
         }
     }
-    /* Bound depends on the batch size only: measure once per size. */
-    static gb_point bound[GB_MAX_LIST]; /* stage times per batch size */
-    if (o.bound) {
-        for (int b = 0; b < o.nbatch; b++) {
-            snprintf(line, sizeof line, "bound: batch %zu, each stage alone", o.batch[b]);
-            progress(&o, ++step, steps, line);
-            gb_point tmp = {0};
-            rc = run_bound(&o, w, o.batch[b], &tmp, err, sizeof err);
-            if (rc != GP_OK) {
-                fprintf(stderr, "%sgp-bench: bound at batch %zu: %s: %s\n", o.quiet ? "" : "\n",
-                        o.batch[b], gp_err_name(rc), err);
-                failures++;
-                continue;
-            }
-            bound[b] = tmp;
-        }
-    }
+    /* Measured just before the first point that needs it, so the bound and the pipeline see
+       the machine in the same state (a shared machine's load drifts over a sweep). */
+    static bound_parts bound[GB_MAX_LIST][GB_MAX_LIST]; /* [batch][inflight] */
+    static int have_stages[GB_MAX_LIST], have_alone[GB_MAX_LIST][GB_MAX_LIST];
     for (int ii = 0; ii < o.ninflight; ii++)
         for (int pi = 0; pi < o.nproducers; pi++)
             for (int di = 0; di < o.ndelay; di++)
@@ -711,6 +1009,9 @@ int main(int argc, char **argv) {
                              "batch %zu, inflight %d, producers %d, max_delay_us %u", ps.batch,
                              ps.inflight, ps.producers, ps.delay_us);
                     progress(&o, ++step, steps, line);
+                    if (o.bound)
+                        failures += measure_bound(&o, w, bi, ii, cpu, bound, have_stages,
+                                                  have_alone, &step, steps);
                     static window_set ws;
                     rc = run_point(&o, w, &ps, &ws, err, sizeof err);
                     if (rc != GP_OK) {
@@ -721,22 +1022,16 @@ int main(int argc, char **argv) {
                     }
                     gb_point *pt = &r.pts[r.npts++];
                     const gp_stats *sm = &ws.s[ws.n / 2];
-                    fill_point(pt, &ps, sm);
+                    fill_point(pt, &ps, sm, ws.batches[ws.n / 2]);
                     pt->repeats = ws.n;
                     pt->items_per_s_min = window_rate(&ws.s[0]);
                     pt->items_per_s_max = window_rate(&ws.s[ws.n - 1]);
                     pt->offered_per_s = o.arrival == GB_CLOSED ? 0 : o.rate;
-                    if (bound[bi].bound_items_per_s > 0) {
-                        pt->bound_h2d_us = bound[bi].bound_h2d_us;
-                        pt->bound_compute_us = bound[bi].bound_compute_us;
-                        pt->bound_d2h_us = bound[bi].bound_d2h_us;
-                        finish_bound(pt, bound[bi].bound_items_per_s,
-                                     gb_workload_compute_lanes(w, r.backend, ps.inflight));
-                    }
+                    if (o.bound) set_bound(pt, &bound[bi][ii], ps.inflight);
                     if (o.report) {
                         if (!o.quiet && isatty(2)) fputc('\n', stderr);
                         printf("---- %s\n", line);
-                        gp__stats_write_report(sm, stdout);
+                        if (gp_stats_report(sm, stdout) != GP_OK) failures++;
                         fflush(stdout);
                     }
                 }

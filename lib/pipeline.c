@@ -982,15 +982,47 @@ int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len) {
     return gp__err_copy(&p->err, buf, len);
 }
 
+/* The glue between the pipeline and stats.c: what a snapshot reads besides the counters, and
+   the backend's own counters (graph replays) added on top. */
+static void read_stats(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat) {
+    const gp__stats_src src = {.t = &p->stats,
+                               .cfg = &p->cfg,
+                               .backend = p->backend,
+                               .fell_back = p->fell_back,
+                               .fallback_reason = p->fallback_reason,
+                               .ring = &p->ring};
+    gp__stats_read(&src, s, qw, lat);
+    if (p->ops && p->ops->stats) p->ops->stats(p->dev, s);
+}
+
 int gp_pipeline_stats(gp_pipeline *p, gp_stats *s) {
-    if (!p || !s || s->struct_size < offsetof(gp_stats, backend) + sizeof s->backend ||
-        s->struct_size > sizeof *s)
-        return GP_EINVAL;
+    if (!p || !gp__stats_size_ok(s)) return GP_EINVAL;
     gp_stats full;
-    gp__stats_snapshot(p, &full);
-    size_t n = s->struct_size;
-    memcpy(s, &full, n);
-    s->struct_size = n;
+    uint64_t qw[GP__HIST_BUCKETS], lat[GP__HIST_BUCKETS];
+    read_stats(p, &full, qw, lat);
+    gp__stats_copy_out(&full, s);
+    return GP_OK;
+}
+
+int gp_pipeline_mark(gp_pipeline *p, gp_stats_mark **out) {
+    if (out) *out = NULL;
+    if (!p || !out) return GP_EINVAL;
+    gp_stats_mark *m = gp__stats_mark_new(p);
+    if (!m) return GP_ENOMEM;
+    read_stats(p, &m->s, m->queue_wait, m->latency);
+    *out = m;
+    return GP_OK;
+}
+
+int gp_pipeline_stats_since(gp_pipeline *p, const gp_stats_mark *m, gp_stats *out) {
+    if (!p || !m || m->owner != p || !gp__stats_size_ok(out)) return GP_EINVAL;
+    gp_stats_mark *now = gp__stats_mark_new(p); /* scratch: the histograms are 16 KiB */
+    if (!now) return GP_ENOMEM;
+    read_stats(p, &now->s, now->queue_wait, now->latency);
+    gp_stats full;
+    gp__stats_window(m, now, &full);
+    gp_stats_mark_free(now);
+    gp__stats_copy_out(&full, out);
     return GP_OK;
 }
 

@@ -1,7 +1,17 @@
-/* Stats snapshot, windows and histogram quantiles. */
+/*
+ * Stats snapshot, windows and histogram quantiles: functions of the counters (gp__stats), the
+ * configuration and the backend facts the pipeline passes in; nothing here reads the pipeline.
+ * The gp_stats field list (GP_STATS_FIELDS) is also turned into data here, for the window
+ * difference and the renderings.
+ */
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "pipeline.h"
+#include "ring.h"
+#include "stats.h"
+
+/* ---- histograms ------------------------------------------------------------------------- */
 
 uint64_t gp__hist_bucket_low(unsigned i) {
     if (i < GP__HIST_SUB) return i;
@@ -51,8 +61,22 @@ uint64_t gp__hist_max(const gp__hist *h) {
     return gp__hist_counts_max(counts);
 }
 
-/* Percentiles from bucket counts (a snapshot or a window). */
-static void percentiles(gp_stats *s, const uint64_t *qw, const uint64_t *lat) {
+/* Fine buckets into the public GP_LATENCY_BOUNDS_S buckets: the first bound at or above the
+   fine bucket's top (values in bucket i are below gp__hist_bucket_low(i + 1)). */
+static void coarse(const uint64_t *fine, uint64_t out[GP_LATENCY_BUCKETS]) {
+    static const double le_s[GP_LATENCY_BUCKETS - 1] = GP_LATENCY_BOUNDS_S;
+    memset(out, 0, GP_LATENCY_BUCKETS * sizeof out[0]);
+    unsigned b = 0;
+    for (unsigned i = 0; i < GP__HIST_BUCKETS; i++) {
+        double top_ns = (double)gp__hist_bucket_low(i + 1) - 1;
+        while (b < GP_LATENCY_BUCKETS - 1 && top_ns > le_s[b] * 1e9)
+            b++;
+        out[b] += fine[i];
+    }
+}
+
+/* Percentiles and latency histograms from fine bucket counts (a snapshot or a window). */
+static void from_hists(gp_stats *s, const uint64_t *qw, const uint64_t *lat) {
     s->queue_wait_p50 = gp__hist_counts_quantile(qw, 0.50);
     s->queue_wait_p95 = gp__hist_counts_quantile(qw, 0.95);
     s->queue_wait_p99 = gp__hist_counts_quantile(qw, 0.99);
@@ -60,28 +84,87 @@ static void percentiles(gp_stats *s, const uint64_t *qw, const uint64_t *lat) {
     s->latency_p95 = gp__hist_counts_quantile(lat, 0.95);
     s->latency_p99 = gp__hist_counts_quantile(lat, 0.99);
     s->latency_max = gp__hist_counts_max(lat);
+    coarse(qw, s->queue_wait_hist);
+    coarse(lat, s->latency_hist);
 }
 
-/* Everything but the percentiles; the histograms go to qw/lat when given. */
-static void snapshot(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat) {
-    const gp__stats *t = &p->stats;
-    const gp_config *c = &p->cfg;
+/* ---- the field list as data ------------------------------------------------------------- */
+
+/* Every field a window subtracts is a uint64_t (or an array of them). */
+#define GP__SUBTRACTS_META 0
+#define GP__SUBTRACTS_BACKEND 0
+#define GP__SUBTRACTS_FLAG 0
+#define GP__SUBTRACTS_TEXT 0
+#define GP__SUBTRACTS_WALL 1
+#define GP__SUBTRACTS_COUNT 1
+#define GP__SUBTRACTS_NS 1
+#define GP__SUBTRACTS_BYTES 1
+#define GP__SUBTRACTS_QUANTILE 0
+#define GP__SUBTRACTS_CONFIG 0
+#define GP__SUBTRACTS_SIZES 1
+#define GP__SUBTRACTS_REASONS 1
+#define GP__SUBTRACTS_LATENCY 1
+#define GP__FIELD_CHECK(kind, type, name, dim, unit, prom, help)                                   \
+    _Static_assert(!GP__SUBTRACTS_##kind || sizeof(type) == sizeof(uint64_t),                      \
+                   #name ": a field a window subtracts must be uint64_t");
+GP_STATS_FIELDS(GP__FIELD_CHECK)
+
+#define GP__FIELD_DESC(kind, type, name, dim, unit, prom, help)                                    \
+    {#name,                                                                                        \
+     unit,                                                                                         \
+     prom,                                                                                         \
+     help,                                                                                         \
+     GP__STAT_##kind,                                                                              \
+     offsetof(gp_stats, name),                                                                     \
+     sizeof(type),                                                                                 \
+     sizeof(((gp_stats *)0)->name) / sizeof(type)},
+const gp__stat_field gp__stat_fields[] = {GP_STATS_FIELDS(GP__FIELD_DESC)};
+const size_t gp__stat_nfields = sizeof gp__stat_fields / sizeof gp__stat_fields[0];
+
+uint64_t gp__stat_u64(const gp_stats *s, const gp__stat_field *f, size_t k) {
+    const unsigned char *at = (const unsigned char *)s + f->offset + k * f->size;
+    if (f->size == sizeof(uint64_t)) {
+        uint64_t v;
+        memcpy(&v, at, sizeof v);
+        return v;
+    }
+    if (f->size == sizeof(uint32_t)) { /* uint32_t, int and enum fields */
+        uint32_t v;
+        memcpy(&v, at, sizeof v);
+        return v;
+    }
+    return at[0];
+}
+
+const gp__stat_field *gp__stat_find(const char *name) {
+    for (size_t i = 0; i < gp__stat_nfields; i++)
+        if (strcmp(gp__stat_fields[i].name, name) == 0) return &gp__stat_fields[i];
+    return NULL;
+}
+
+/* ---- snapshot --------------------------------------------------------------------------- */
+
+void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_BUCKETS],
+                    uint64_t lat[GP__HIST_BUCKETS]) {
+    const gp__stats *t = src->t;
+    const gp_config *c = src->cfg;
     memset(s, 0, sizeof *s);
     s->struct_size = sizeof *s;
-    s->backend = p->backend;
-    s->fell_back = p->fell_back;
-    memcpy(s->fallback_reason, p->fallback_reason, sizeof s->fallback_reason);
-    s->fallback_reason[sizeof s->fallback_reason - 1] = '\0';
+    s->backend = src->backend;
+    s->fell_back = src->fell_back;
+    snprintf(s->fallback_reason, sizeof s->fallback_reason, "%s",
+             src->fallback_reason ? src->fallback_reason : "");
     s->wall_ns = gp__now_ns() - t->t_create_ns;
 
-    /* `completed` first (acquire): the per-status counts added before it are visible. */
+    /* `completed` first (acquire): the per-status counts added before it are visible; the
+       ring's claim count after it, so submitted >= completed. */
     s->completed = atomic_load_explicit(&t->completed, memory_order_acquire);
     s->completed_ok = GP__READ(t->completed_ok);
     s->timed_out = GP__READ(t->timed_out);
     s->canceled = GP__READ(t->canceled);
     s->failed = GP__READ(t->failed);
     uint64_t abandoned = GP__READ(t->abandoned);
-    uint64_t claimed = gp__ring_claimed(&p->ring);
+    uint64_t claimed = gp__ring_claimed(src->ring);
     s->submitted = claimed > abandoned ? claimed - abandoned : 0;
     s->rejected_full = GP__READ(t->rejected_full);
     s->batches = GP__READ(t->batches);
@@ -107,31 +190,38 @@ static void snapshot(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat) {
 
     s->latency_sum_ns = GP__READ(t->latency.sum);
     s->queue_wait_sum_ns = GP__READ(t->queue_wait.sum);
-    if (qw) gp__hist_read(&t->queue_wait, qw);
-    if (lat) gp__hist_read(&t->latency, lat);
+    gp__hist_read(&t->queue_wait, qw);
+    gp__hist_read(&t->latency, lat);
+    from_hists(s, qw, lat);
 
-    s->max_batch = c->max_batch;
-    s->capacity = c->capacity;
-    s->item_in_bytes = c->item_in_bytes;
-    s->item_out_bytes = c->item_out_bytes;
-    s->max_delay_us = c->max_delay_us;
-    s->inflight = c->inflight;
-    s->prep_workers = c->prep_workers;
-    s->completion_workers = c->completion_workers;
-    s->cuda_graphs = c->cuda_graphs;
-
-    if (p->ops && p->ops->stats) p->ops->stats(p->dev, s);
+    /* The configuration echo: the CONFIG fields are named as in gp_config. */
+#define GP__CONFIG_ECHO_META(type, name)
+#define GP__CONFIG_ECHO_BACKEND(type, name)
+#define GP__CONFIG_ECHO_FLAG(type, name)
+#define GP__CONFIG_ECHO_TEXT(type, name)
+#define GP__CONFIG_ECHO_WALL(type, name)
+#define GP__CONFIG_ECHO_COUNT(type, name)
+#define GP__CONFIG_ECHO_NS(type, name)
+#define GP__CONFIG_ECHO_BYTES(type, name)
+#define GP__CONFIG_ECHO_QUANTILE(type, name)
+#define GP__CONFIG_ECHO_CONFIG(type, name) s->name = (type)c->name;
+#define GP__CONFIG_ECHO_SIZES(type, name)
+#define GP__CONFIG_ECHO_REASONS(type, name)
+#define GP__CONFIG_ECHO_LATENCY(type, name)
+#define GP__CONFIG_ECHO(kind, type, name, dim, unit, prom, help) GP__CONFIG_ECHO_##kind(type, name)
+    GP_STATS_FIELDS(GP__CONFIG_ECHO)
 }
 
-void gp__stats_snapshot(gp_pipeline *p, gp_stats *s) {
-    uint64_t qw[GP__HIST_BUCKETS], lat[GP__HIST_BUCKETS];
-    snapshot(p, s, qw, lat);
-    percentiles(s, qw, lat);
+/* ---- marks and windows ------------------------------------------------------------------ */
+
+gp_stats_mark *gp__stats_mark_new(const void *owner) {
+    gp_stats_mark *m = calloc(1, sizeof *m);
+    if (m) m->owner = owner;
+    return m;
 }
 
-void gp__stats_mark_take(gp_pipeline *p, gp__stats_mark *m) {
-    snapshot(p, &m->s, m->queue_wait, m->latency);
-    percentiles(&m->s, m->queue_wait, m->latency);
+void gp_stats_mark_free(gp_stats_mark *m) {
+    free(m);
 }
 
 /* a - b for counters read one by one while the pipeline runs: never below zero. */
@@ -139,45 +229,59 @@ static uint64_t sub(uint64_t a, uint64_t b) {
     return a > b ? a - b : 0;
 }
 
-void gp__stats_since(gp_pipeline *p, const gp__stats_mark *m, gp__stats_mark *now, gp_stats *out) {
-    snapshot(p, &now->s, now->queue_wait, now->latency);
-    const gp_stats *a = &now->s, *b = &m->s;
-    *out = *a;
-#define D(f) out->f = sub(a->f, b->f)
-    D(wall_ns);
-    D(submitted);
-    D(completed);
-    D(completed_ok);
-    D(timed_out);
-    D(canceled);
-    D(failed);
-    D(rejected_full);
-    D(batches);
-    D(batch_items);
-    for (int i = 0; i < GP_HIST_BUCKETS; i++)
-        D(batch_hist[i]);
-    for (int i = 0; i < GP_CLOSE_COUNT_; i++)
-        D(close_reasons[i]);
-    D(h2d_busy_ns);
-    D(compute_busy_ns);
-    D(d2h_busy_ns);
-    D(callback_busy_ns);
-    D(prep_busy_ns);
-    D(h2d_bytes);
-    D(d2h_bytes);
-    D(starved_ns);
-    D(backpressure_ns);
-    D(saturated_ns);
-    D(enqueue_ns);
-    D(delay_wait_ns);
-    D(graph_replays);
-    D(graph_eager);
-    D(latency_sum_ns);
-    D(queue_wait_sum_ns);
-#undef D
+void gp__stats_window(const gp_stats_mark *then, gp_stats_mark *now, gp_stats *out) {
     for (unsigned i = 0; i < GP__HIST_BUCKETS; i++) {
-        now->queue_wait[i] = sub(now->queue_wait[i], m->queue_wait[i]);
-        now->latency[i] = sub(now->latency[i], m->latency[i]);
+        now->queue_wait[i] = sub(now->queue_wait[i], then->queue_wait[i]);
+        now->latency[i] = sub(now->latency[i], then->latency[i]);
     }
-    percentiles(out, now->queue_wait, now->latency);
+    gp_stats h; /* percentiles and latency histograms of the window */
+    memset(&h, 0, sizeof h);
+    from_hists(&h, now->queue_wait, now->latency);
+    *out = now->s;
+    for (size_t i = 0; i < gp__stat_nfields; i++) {
+        const gp__stat_field *f = &gp__stat_fields[i];
+        switch (f->kind) {
+        case GP__STAT_WALL:
+        case GP__STAT_COUNT:
+        case GP__STAT_NS:
+        case GP__STAT_BYTES:
+        case GP__STAT_SIZES:
+        case GP__STAT_REASONS:
+            for (size_t k = 0; k < f->count; k++) {
+                uint64_t d = sub(gp__stat_u64(&now->s, f, k), gp__stat_u64(&then->s, f, k));
+                memcpy((unsigned char *)out + f->offset + k * sizeof d, &d, sizeof d);
+            }
+            break;
+        case GP__STAT_QUANTILE:
+        case GP__STAT_LATENCY:
+            memcpy((unsigned char *)out + f->offset, (const unsigned char *)&h + f->offset,
+                   f->size * f->count);
+            break;
+        case GP__STAT_META:
+        case GP__STAT_BACKEND:
+        case GP__STAT_FLAG:
+        case GP__STAT_TEXT:
+        case GP__STAT_CONFIG:
+            break;
+        }
+    }
+}
+
+/* ---- struct_size ------------------------------------------------------------------------ */
+
+int gp__stats_size_ok(const gp_stats *s) {
+    return s && s->struct_size >= offsetof(gp_stats, backend) + sizeof s->backend &&
+           s->struct_size <= sizeof *s;
+}
+
+void gp__stats_widen(const gp_stats *s, gp_stats *full) {
+    memset(full, 0, sizeof *full);
+    memcpy(full, s, s->struct_size);
+    full->struct_size = sizeof *full;
+}
+
+void gp__stats_copy_out(const gp_stats *full, gp_stats *out) {
+    size_t n = out->struct_size;
+    memcpy(out, full, n);
+    out->struct_size = n;
 }

@@ -2,6 +2,8 @@
  * Pipeline counters. Each field names its writer; readers (gp_pipeline_stats from any
  * thread) load them relaxed, one by one. Single-writer fields are bumped with a relaxed
  * load + store (no read-modify-write on the hot path); shared ones with fetch_add.
+ * Below them: the snapshot and windows over those counters (stats.c), the gp_stats field list
+ * as data, and what the doctor (doctor.c) shares with the renderings (render.c).
  */
 #ifndef GP_LIB_STATS_H
 #define GP_LIB_STATS_H
@@ -123,70 +125,82 @@ typedef struct gp__stats {
     gp__hist latency;
 } gp__stats;
 
-struct gp_pipeline;
-void gp__stats_snapshot(struct gp_pipeline *p, gp_stats *out);
+/* ---- snapshot and windows (stats.c): functions of the counters, not of the pipeline ----- */
 
-/* ---- windows ---------------------------------------------------------------------------
-   Counters over an interval rather than since create: take a mark, later ask for the stats
-   since it. Counters and busy times are differences, wall_ns is the interval, percentiles
-   come from the difference of the two histograms. gp-bench measures after a warm-up so. */
-typedef struct gp__stats_mark {
+/* What a snapshot reads, besides the counters: filled by the pipeline (pipeline.c). */
+typedef struct gp__stats_src {
+    const gp__stats *t;
+    const gp_config *cfg;
+    gp_backend backend;
+    int fell_back;
+    const char *fallback_reason; /* NUL-terminated */
+    struct gp__ring *ring;       /* claimed indices: submitted + abandoned */
+} gp__stats_src;
+
+/* A snapshot with the fine latency histograms it was computed from: a window's start, and the
+   scratch for its end. About 16 KiB: always on the heap (gp__stats_mark_new). */
+struct gp_stats_mark {
+    const void *owner; /* the pipeline it was taken on */
     gp_stats s;
     uint64_t queue_wait[GP__HIST_BUCKETS];
     uint64_t latency[GP__HIST_BUCKETS];
-} gp__stats_mark;
+};
 
-/* Any thread; `m` belongs to the caller (about 16 KiB: not for a small stack). */
-void gp__stats_mark_take(struct gp_pipeline *p, gp__stats_mark *m);
-/* Fill `out` (every field, struct_size = sizeof) with the stats since `m`. `scratch` is a mark
-   the function may overwrite (the "now" side), so nothing large lives on the stack. */
-void gp__stats_since(struct gp_pipeline *p, const gp__stats_mark *m, gp__stats_mark *scratch,
-                     gp_stats *out);
+/* Every field of `s` (struct_size = sizeof) from the counters of `src`, percentiles and
+   latency histograms included; the fine histograms go to qw and lat. Backend counters (graph
+   replays) are the caller's to add. Any thread. */
+void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_BUCKETS],
+                    uint64_t lat[GP__HIST_BUCKETS]);
+/* A zeroed mark owned by `owner`, or NULL. Freed with gp_stats_mark_free. */
+gp_stats_mark *gp__stats_mark_new(const void *owner);
+/* The window from `then` to `now` into `out` (every field). `now`'s histograms are
+   overwritten with the difference. */
+void gp__stats_window(const gp_stats_mark *then, gp_stats_mark *now, gp_stats *out);
+/* s->struct_size names a gp_stats this library can read or fill: from the backend field to
+   sizeof(gp_stats). */
+int gp__stats_size_ok(const gp_stats *s);
+/* `s` widened to a full gp_stats: its first struct_size bytes, zeros after. */
+void gp__stats_widen(const gp_stats *s, gp_stats *full);
+/* The first out->struct_size bytes of `full` into `out`, struct_size kept. */
+void gp__stats_copy_out(const gp_stats *full, gp_stats *out);
 
-/* ---- diagnosis (report.c) ----------------------------------------------------------------
-   The doctor's verdict as data, so gp_pipeline_report and gp-bench say the same thing. A pure
-   function of a snapshot (or a window): nothing here reads the pipeline. */
-typedef enum gp__verdict {
-    GP__V_NO_WORK = 0,   /* no batch ran yet */
-    GP__V_GPU_NOT_USED,  /* backend AUTO fell back to the host */
-    GP__V_PRODUCERS,     /* the batcher waits for items: producers starve the device */
-    GP__V_PREP,          /* prep workers saturated */
-    GP__V_H2D,           /* host-to-device copies saturated */
-    GP__V_COMPUTE,       /* compute saturated: the healthy case */
-    GP__V_D2H,           /* device-to-host copies saturated */
-    GP__V_CALLBACKS,     /* completion workers saturated */
-    GP__V_SMALL_BATCHES, /* batches leave on the delay timer far below max_batch */
-    GP__V_ENQUEUE,       /* host launch work per batch exceeds the device time */
-    GP__V_INFLIGHT,      /* every slot busy, no stage saturated: too few slots */
-    GP__V_MIXED,         /* nothing dominates */
-    GP__V_COUNT_
-} gp__verdict;
+/* ---- the field list as data (stats.c), for the window and the renderings ----------------- */
 
-typedef struct gp__diag {
-    gp__verdict verdict;    /* GP__V_GPU_NOT_USED when AUTO fell back, else == bottleneck */
-    gp__verdict bottleneck; /* the pipeline's own limit on the backend that ran */
-    /* Derived numbers. Fractions are of wall time; worker utilisations are busy time over
-       wall time times the worker count. */
-    double wall_s, items_per_s, mean_batch;
-    double h2d, compute, d2h, callbacks, prep, enqueue;
-    double starved, saturated, backpressure;   /* backpressure: producer-seconds per second */
-    double delay_wait;                         /* holding a partial batch for max_delay_us */
-    double batch_compute_us, batch_enqueue_us; /* per batch */
-    double device_items_per_s;                 /* mean_batch / compute time per batch */
-    double h2d_gbps, d2h_gbps;                 /* bytes moved per wall second, 1e9 */
-    char why[384];                             /* the numbers that prove the bottleneck */
-    char knob[384];                            /* what to turn */
-} gp__diag;
+typedef enum gp__stat_kind {
+    GP__STAT_META,
+    GP__STAT_BACKEND,
+    GP__STAT_FLAG,
+    GP__STAT_TEXT,
+    GP__STAT_WALL,
+    GP__STAT_COUNT,
+    GP__STAT_NS,
+    GP__STAT_BYTES,
+    GP__STAT_QUANTILE,
+    GP__STAT_CONFIG,
+    GP__STAT_SIZES,
+    GP__STAT_REASONS,
+    GP__STAT_LATENCY
+} gp__stat_kind;
 
-/* "producers", "h2d", ...: short, stable, lower case (tables, CSV, JSON, tests). */
-const char *gp__verdict_name(gp__verdict v);
-/* "producers starve the device", ...: for people. */
-const char *gp__verdict_title(gp__verdict v);
-void gp__diagnose(const gp_stats *s, gp__diag *d);
-/* gp_pipeline_report / gp_pipeline_stats_json for a given snapshot or window. GP_OK, GP_EIO. */
-int gp__stats_write_report(const gp_stats *s, FILE *f);
-int gp__stats_write_json(const gp_stats *s, FILE *f);
-/* Write `s` (NULL: "") as a JSON string literal, escaped. */
-void gp__json_str(FILE *f, const char *s);
+typedef struct gp__stat_field {
+    const char *name, *unit, *prom, *help;
+    gp__stat_kind kind;
+    size_t offset, size, count; /* size of one element, count of elements (1: a scalar) */
+} gp__stat_field;
+
+extern const gp__stat_field gp__stat_fields[];
+extern const size_t gp__stat_nfields;
+
+/* Element k of integer field f of s, widened (unsigned fields; int config fields are >= 0). */
+uint64_t gp__stat_u64(const gp_stats *s, const gp__stat_field *f, size_t k);
+/* The field named `name`, or NULL. */
+const gp__stat_field *gp__stat_find(const char *name);
+
+/* ---- the doctor (doctor.c) and the renderings (render.c) ------------------------------- */
+
+/* "producers starve the device", ...: the verdict for people; "unknown" outside the map. */
+const char *gp__verdict_title(gp_verdict v);
+/* gp_stats_diagnose on a full gp_stats, every field of `d` (struct_size = sizeof). */
+void gp__diagnose(const gp_stats *s, gp_diagnosis *d);
 
 #endif

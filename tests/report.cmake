@@ -7,3 +7,8 @@ if(TARGET gp-bench)
   gp_add_test(NAME test_bench_smoke SOURCES report/test_bench_smoke.c LABELS pipeline
               TIMEOUT 180 ARGS $<TARGET_FILE:gp-bench> ${CMAKE_CURRENT_BINARY_DIR}/bench_smoke)
 endif()
+# The stats window example: a compute-bound pipeline measured after its warm-up.
+if(TARGET stats_window)
+  add_test(NAME example_stats_window COMMAND stats_window)
+  set_tests_properties(example_stats_window PROPERTIES LABELS pipeline TIMEOUT 60)
+endif()

@@ -7,7 +7,7 @@
  * comes back exactly once through its callback, with a status.
  *
  * Read top-down: version and export macros, error codes, types and callbacks, config,
- * lifecycle, operations, stats and diagnosis, utilities.
+ * lifecycle, operations, stats, stats windows and diagnosis, utilities.
  *
  * Rules that hold for every function below:
  *  - Fallible calls return GP_OK (0) or a negative GP_E* code.
@@ -488,70 +488,142 @@ GP_API int gp_pipeline_flush(gp_pipeline *p);
 GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
 
 /* ---------------------------------------------------------------------------------------- */
-/* Stats and diagnosis                                                                       */
+/* Stats                                                                                     */
 /* ---------------------------------------------------------------------------------------- */
 
 #define GP_HIST_BUCKETS 33 /* batch-size histogram: bucket b counts sizes in [2^(b-1), 2^b) */
 
 /*
- * A snapshot of the pipeline's counters. Times are nanoseconds. Busy times count the union
- * of stage intervals over all slots, so busy / wall is a fraction of wall time.
+ * Latency histograms (queue_wait_hist, latency_hist): bucket b counts durations up to
+ * GP_LATENCY_BOUNDS_S[b] seconds and above the bound before it; the last bucket counts what
+ * lies above 10 s. They are read from finer buckets (1/16 relative width): a duration goes to
+ * the first bound at or above its fine bucket's top, so a duration within 1/16 below a bound
+ * may be counted in the next bucket, never in an earlier one.
  */
+#define GP_LATENCY_BUCKETS 20
+#define GP_LATENCY_BOUNDS_S                                                                        \
+    {                                                                                              \
+        1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, \
+            0.5, 1.0, 2.5, 5.0, 10.0                                                               \
+    }
+
+/*
+ * Every gp_stats field, once, in layout order: X(kind, type, name, dim, unit, prom, help).
+ * The struct below, the library's snapshot and window difference, and its JSON, Prometheus
+ * and report renderings all expand this list; a program may expand it too (to dump or compare
+ * snapshots). Fields are only ever appended.
+ *   kind  how a window treats the field, and how the renderings show it:
+ *         META      struct_size                        not rendered
+ *         BACKEND   a gp_backend                       window: the later snapshot's
+ *         FLAG      0 or 1                             window: the later snapshot's
+ *         TEXT      a NUL-terminated string            window: the later snapshot's
+ *         WALL      nanoseconds since create           window: the interval
+ *         COUNT     events since create                window: the difference
+ *         NS        nanoseconds, accumulated           window: the difference
+ *         BYTES     bytes moved                        window: the difference
+ *         QUANTILE  a latency percentile, ns           window: from the histograms' difference
+ *         CONFIG    the configuration it runs under    window: the later snapshot's
+ *         SIZES     batch sizes, GP_HIST_BUCKETS power-of-two buckets    window: the difference
+ *         REASONS   batches, indexed by gp_close_reason                  window: the difference
+ *         LATENCY   durations, GP_LATENCY_BUCKETS buckets (see above)    window: the difference
+ *   type, name, dim  the member is `type name dim;` (dim is empty or [N])
+ *   unit  what one unit of the value is ("ns", "items", "bytes", ...), "" when none
+ *   prom  the Prometheus family (after the "gpupipe_" prefix) with its labels, "" when the
+ *         field is not a family or sample of its own (a histogram's sum or count, text, config)
+ *   help  what it counts
+ * Busy times (kind NS, *_busy_ns) count the union of stage intervals over all slots, so
+ * busy / wall is a fraction of wall time.
+ */
+#define GP_STATS_FIELDS(X)                                                                         \
+    X(META, size_t, struct_size, , "bytes", "",                                                    \
+      "set by the caller to sizeof(gp_stats) before the call")                                     \
+    X(BACKEND, gp_backend, backend, , "", "", "the backend that runs: HOST or CUDA")               \
+    X(FLAG, int, fell_back, , "", "", "1 when AUTO chose host because no device was usable")       \
+    X(TEXT, char, fallback_reason, [160], "", "", "why, when fell_back")                           \
+    X(WALL, uint64_t, wall_ns, , "ns", "uptime_seconds",                                           \
+      "time since the pipeline was created (a window: its length)")                                \
+    X(COUNT, uint64_t, submitted, , "items", "items_submitted_total", "items accepted by submit")  \
+    X(COUNT, uint64_t, completed, , "items", "", "callbacks run, any status")                      \
+    X(COUNT, uint64_t, completed_ok, , "items", "items_completed_total{status=\"ok\"}",            \
+      "callbacks with GP_OK")                                                                      \
+    X(COUNT, uint64_t, timed_out, , "items", "items_completed_total{status=\"timed_out\"}",        \
+      "callbacks with GP_ETIMEDOUT")                                                               \
+    X(COUNT, uint64_t, canceled, , "items", "items_completed_total{status=\"canceled\"}",          \
+      "callbacks with GP_ECANCELED")                                                               \
+    X(COUNT, uint64_t, failed, , "items", "items_completed_total{status=\"failed\"}",              \
+      "callbacks with GP_ECOMPUTE, GP_EDEVICE or a prep failure")                                  \
+    X(COUNT, uint64_t, rejected_full, , "items", "items_rejected_total",                           \
+      "submits that returned GP_EAGAIN because the ring was full")                                 \
+    X(COUNT, uint64_t, batches, , "batches", "", "batches dispatched")                             \
+    X(COUNT, uint64_t, batch_items, , "items", "",                                                 \
+      "items carried by batches (mean batch = batch_items / batches)")                             \
+    X(SIZES, uint64_t, batch_hist, [GP_HIST_BUCKETS], "batches", "batch_size_items",               \
+      "items per dispatched batch")                                                                \
+    X(REASONS, uint64_t, close_reasons, [GP_CLOSE_COUNT_], "batches", "batches_closed_total",      \
+      "batches by the reason they left the batcher")                                               \
+    X(NS, uint64_t, h2d_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"h2d\"}",                \
+      "union of host-to-device copy intervals")                                                    \
+    X(NS, uint64_t, compute_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"compute\"}",        \
+      "union of compute intervals")                                                                \
+    X(NS, uint64_t, d2h_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"d2h\"}",                \
+      "union of device-to-host copy intervals")                                                    \
+    X(NS, uint64_t, callback_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"callback\"}",      \
+      "time completion workers spent in callbacks, summed over workers")                           \
+    X(NS, uint64_t, prep_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"prep\"}",              \
+      "time prep workers spent in prep, summed over workers")                                      \
+    X(BYTES, uint64_t, h2d_bytes, , "bytes", "copy_bytes_total{direction=\"h2d\"}",                \
+      "bytes copied host to device")                                                               \
+    X(BYTES, uint64_t, d2h_bytes, , "bytes", "copy_bytes_total{direction=\"d2h\"}",                \
+      "bytes copied device to host")                                                               \
+    X(NS, uint64_t, starved_ns, , "ns", "batcher_starved_seconds_total",                           \
+      "time the batcher found no item to send")                                                    \
+    X(NS, uint64_t, backpressure_ns, , "ns", "producer_backpressure_seconds_total",                \
+      "time producers were blocked on a full ring, summed over producers")                         \
+    X(NS, uint64_t, saturated_ns, , "ns", "batcher_saturated_seconds_total",                       \
+      "time the batcher had a batch but every in-flight slot was busy")                            \
+    X(NS, uint64_t, enqueue_ns, , "ns", "enqueue_seconds_total",                                   \
+      "host time spent enqueuing batches (copies and compute launch)")                             \
+    X(QUANTILE, uint64_t, queue_wait_p50, , "ns", "", "median time from submit to dispatch")       \
+    X(QUANTILE, uint64_t, queue_wait_p95, , "ns", "", "95th percentile, submit to dispatch")       \
+    X(QUANTILE, uint64_t, queue_wait_p99, , "ns", "", "99th percentile, submit to dispatch")       \
+    X(QUANTILE, uint64_t, latency_p50, , "ns", "", "median time from submit to callback")          \
+    X(QUANTILE, uint64_t, latency_p95, , "ns", "", "95th percentile, submit to callback")          \
+    X(QUANTILE, uint64_t, latency_p99, , "ns", "", "99th percentile, submit to callback")          \
+    X(QUANTILE, uint64_t, latency_max, , "ns", "", "largest submit to callback (bucket top)")      \
+    X(COUNT, uint64_t, graph_replays, , "batches", "graph_replays_total",                          \
+      "batches run as a CUDA graph replay (0 on host)")                                            \
+    X(COUNT, uint64_t, graph_eager, , "batches", "graph_eager_batches_total",                      \
+      "batches run without a CUDA graph")                                                          \
+    X(TEXT, char, graph_eager_reason, [96], "", "", "why batches ran without a CUDA graph")        \
+    X(NS, uint64_t, latency_sum_ns, , "ns", "",                                                    \
+      "sum of submit to callback over completed items (the latency histogram's sum)")              \
+    X(NS, uint64_t, queue_wait_sum_ns, , "ns", "",                                                 \
+      "sum of submit to dispatch over batch_items items (the queue wait histogram's sum)")         \
+    X(CONFIG, uint64_t, max_batch, , "items", "", "largest batch")                                 \
+    X(CONFIG, uint64_t, capacity, , "items", "", "ring items")                                     \
+    X(CONFIG, uint64_t, item_in_bytes, , "bytes", "", "bytes of one input item")                   \
+    X(CONFIG, uint64_t, item_out_bytes, , "bytes", "", "bytes of one output item")                 \
+    X(CONFIG, uint32_t, max_delay_us, , "us", "", "how long a small batch may wait")               \
+    X(CONFIG, int, inflight, , "slots", "", "in-flight batch slots")                               \
+    X(CONFIG, int, prep_workers, , "threads", "", "prep workers")                                  \
+    X(CONFIG, int, completion_workers, , "threads", "", "callback threads")                        \
+    X(CONFIG, int, cuda_graphs, , "", "", "1 when the compute is captured in CUDA graphs")         \
+    X(NS, uint64_t, delay_wait_ns, , "ns", "batcher_delay_seconds_total",                          \
+      "time the batcher held a partial batch for max_delay_us with a slot free")                   \
+    X(LATENCY, uint64_t, queue_wait_hist, [GP_LATENCY_BUCKETS], "items", "queue_wait_seconds",     \
+      "time from submit to the batch's dispatch, per item")                                        \
+    X(LATENCY, uint64_t, latency_hist, [GP_LATENCY_BUCKETS], "items", "latency_seconds",           \
+      "time from submit to the callback, per item")
+
+/*
+ * A snapshot of the pipeline's counters, GP_STATS_FIELDS in order. Layout history (fields are
+ * only appended, so code built against an older header keeps working): struct_size ..
+ * graph_eager_reason first; latency_sum_ns .. delay_wait_ns appended in 0.1.0; queue_wait_hist
+ * and latency_hist appended after 0.1.0.
+ */
+#define GP__STATS_MEMBER(kind, type, name, dim, unit, prom, help) type name dim;
 typedef struct gp_stats {
-    size_t struct_size; /* set by the caller to sizeof(gp_stats) before the call */
-
-    gp_backend backend;        /* the backend that runs: HOST or CUDA */
-    int fell_back;             /* 1 when AUTO chose host because no device was usable */
-    char fallback_reason[160]; /* why, when fell_back */
-
-    uint64_t wall_ns;       /* since create */
-    uint64_t submitted;     /* accepted items */
-    uint64_t completed;     /* callbacks run */
-    uint64_t completed_ok;  /* callbacks with GP_OK */
-    uint64_t timed_out;     /* GP_ETIMEDOUT */
-    uint64_t canceled;      /* GP_ECANCELED */
-    uint64_t failed;        /* GP_ECOMPUTE, GP_EDEVICE, prep failures */
-    uint64_t rejected_full; /* submits that returned GP_EAGAIN */
-    uint64_t batches;
-    uint64_t batch_items;                    /* items carried by batches (mean = /batches) */
-    uint64_t batch_hist[GP_HIST_BUCKETS];    /* batch sizes, power-of-two buckets */
-    uint64_t close_reasons[GP_CLOSE_COUNT_]; /* indexed by gp_close_reason */
-
-    uint64_t h2d_busy_ns;      /* union of H2D copy intervals */
-    uint64_t compute_busy_ns;  /* union of compute intervals */
-    uint64_t d2h_busy_ns;      /* union of D2H copy intervals */
-    uint64_t callback_busy_ns; /* time completion workers spent in callbacks (sum) */
-    uint64_t prep_busy_ns;     /* time prep workers spent in prep (sum) */
-    uint64_t h2d_bytes;
-    uint64_t d2h_bytes;
-    uint64_t starved_ns;      /* batcher found no item to send */
-    uint64_t backpressure_ns; /* producers blocked on a full ring (sum over producers) */
-    uint64_t saturated_ns;    /* batcher had a batch but every slot was busy */
-    uint64_t enqueue_ns;      /* host time to enqueue batches (copies + compute launch) */
-
-    /* Latency percentiles, nanoseconds (log-linear histogram, <= 1/16 relative error). */
-    uint64_t queue_wait_p50, queue_wait_p95, queue_wait_p99;     /* submit -> dispatch */
-    uint64_t latency_p50, latency_p95, latency_p99, latency_max; /* submit -> callback */
-
-    /* CUDA graphs (0 on host). */
-    uint64_t graph_replays;
-    uint64_t graph_eager; /* batches run without a graph */
-    char graph_eager_reason[96];
-
-    /* Appended in 0.1.0. Sums for means and for Prometheus histograms. */
-    uint64_t latency_sum_ns;    /* sum of submit -> callback over `completed` items */
-    uint64_t queue_wait_sum_ns; /* sum of submit -> dispatch over `batch_items` items */
-    /* The configuration these counters ran under, so a snapshot reads on its own. */
-    uint64_t max_batch;
-    uint64_t capacity;
-    uint64_t item_in_bytes, item_out_bytes;
-    uint32_t max_delay_us;
-    int inflight;
-    int prep_workers;
-    int completion_workers;
-    int cuda_graphs;
-    /* Appended in 0.1.0: batcher held a partial batch for max_delay_us with a slot free. */
-    uint64_t delay_wait_ns;
+    GP_STATS_FIELDS(GP__STATS_MEMBER)
 } gp_stats;
 
 /* Fill `s` (s->struct_size must be set) with a consistent-enough snapshot: counters are read
@@ -566,23 +638,126 @@ GP_API int gp_pipeline_stats(gp_pipeline *p, gp_stats *s);
  */
 GP_API int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len);
 
-/*
- * A snapshot written to `f` as one JSON object (every gp_stats field, derived fractions and the
- * doctor's verdict) or as Prometheus text exposition 0.0.4 (counters in seconds and bytes with
- * HELP/TYPE lines; latency and queue wait as histograms in seconds). Writes only to `f`. Any
- * thread. @return GP_OK, GP_EINVAL (NULL argument), GP_EIO (the stream reported an error).
- */
-GP_API int gp_pipeline_stats_json(gp_pipeline *p, FILE *f);
-GP_API int gp_pipeline_stats_prometheus(gp_pipeline *p, FILE *f);
+/* ---------------------------------------------------------------------------------------- */
+/* Stats windows and diagnosis                                                               */
+/* ---------------------------------------------------------------------------------------- */
 
 /*
- * The doctor: name the bottleneck (why the GPU is idle, if it is), with the numbers that prove
- * it and the knob to turn, then the counters behind it; a pipeline that AUTO moved to the host
- * says so first, with the reason. Verdicts: gpu-not-used, producers, prep, h2d, compute, d2h,
- * callbacks, small-batches, enqueue, inflight, mixed, no-work. Writes only to `f`. Any thread.
- * @return GP_OK, GP_EINVAL (NULL argument), GP_EIO (the stream reported an error).
+ * A window: the counters over an interval instead of since create. Take a mark, later ask for
+ * the stats since it: COUNT, NS, BYTES and histogram fields are differences, wall_ns is the
+ * interval, percentiles come from the difference of the latency histograms, and the other
+ * fields are the later snapshot's (see GP_STATS_FIELDS). Measure after a warm-up so.
  */
+typedef struct gp_stats_mark gp_stats_mark;
+
+/*
+ * Allocate a mark holding a snapshot of `p` taken now, histograms included, into *out. The
+ * mark belongs to the caller: free it with gp_stats_mark_free (before or after destroying `p`).
+ * Any thread. @return GP_OK, GP_EINVAL (NULL argument), GP_ENOMEM. On error *out is NULL (when
+ * `out` is not NULL).
+ */
+GP_API int gp_pipeline_mark(gp_pipeline *p, gp_stats_mark **out);
+
+/*
+ * Fill `out` (out->struct_size must be set, as for gp_pipeline_stats; only that much is
+ * written) with the stats of `p` since `m`, a mark taken on `p`. `m` is only read: any number of
+ * threads may use one mark at once, and it may be used again. Any thread.
+ * @return GP_OK, GP_EINVAL (NULL argument, bad struct_size, a mark taken on another
+ *         pipeline), GP_ENOMEM (no scratch for the histograms; nothing is written).
+ */
+GP_API int gp_pipeline_stats_since(gp_pipeline *p, const gp_stats_mark *m, gp_stats *out);
+
+/* Free a mark; NULL is accepted. Any thread; not while another call uses the mark. */
+GP_API void gp_stats_mark_free(gp_stats_mark *m);
+
+/* The doctor's verdicts: X(NAME, value, name, title). Values are pinned, only appended. */
+#define GP_VERDICT_MAP(X)                                                                          \
+    X(NO_WORK, 0, "no-work", "no batch has run yet")                                               \
+    X(GPU_NOT_USED, 1, "gpu-not-used", "the GPU is not used: running on the host backend")         \
+    X(PRODUCERS, 2, "producers", "producers starve the device")                                    \
+    X(PREP, 3, "prep", "host pre-processing (prep workers) is the bottleneck")                     \
+    X(H2D, 4, "h2d", "host-to-device copies are the bottleneck")                                   \
+    X(COMPUTE, 5, "compute", "compute-bound: the healthy case")                                    \
+    X(D2H, 6, "d2h", "device-to-host copies are the bottleneck")                                   \
+    X(CALLBACKS, 7, "callbacks", "callbacks / post-processing are the bottleneck")                 \
+    X(SMALL_BATCHES, 8, "small-batches", "batches too small for the configured delay")             \
+    X(ENQUEUE, 9, "enqueue", "host enqueue takes longer than the GPU compute")                     \
+    X(INFLIGHT, 10, "inflight", "too few in-flight slots: stages cannot overlap")                  \
+    X(MIXED, 11, "mixed", "no single bottleneck")
+
+/* clang-format off */
+typedef enum gp_verdict {
+#define GP__VERDICT_ENUM(NAME, value, name, title) GP_VERDICT_##NAME = value,
+    GP_VERDICT_MAP(GP__VERDICT_ENUM)
+#undef GP__VERDICT_ENUM
+    GP_VERDICT_COUNT_ = 12
+} gp_verdict;
+/* clang-format on */
+
+/* Static short name ("producers", "h2d", ...: stable, lower case, for tables, CSV, JSON and
+   tests); "unknown" for values not in the map. Any thread. */
+GP_API const char *gp_verdict_name(gp_verdict v);
+
+/*
+ * The doctor's diagnosis of a snapshot or a window. Fractions are of wall time; worker
+ * utilisations are busy time over wall time times the worker count; busy fractions are capped
+ * at 1 (a window's edges can cut an interval that began before it).
+ */
+typedef struct gp_diagnosis {
+    size_t struct_size;    /* set by the caller to sizeof(gp_diagnosis) before the call */
+    gp_verdict verdict;    /* GP_VERDICT_GPU_NOT_USED when AUTO fell back, else == bottleneck */
+    gp_verdict bottleneck; /* the pipeline's own limit on the backend that ran */
+    double wall_s, items_per_s, mean_batch;
+    double h2d, compute, d2h;  /* stage busy fractions */
+    double callbacks, prep;    /* worker utilisations */
+    double enqueue;            /* batcher time spent enqueuing */
+    double starved, saturated; /* batcher: no item to send; every slot busy */
+    double delay_wait;         /* batcher: holding a partial batch for max_delay_us */
+    double backpressure;       /* producer-seconds blocked on a full ring per second */
+    double batch_compute_us;   /* compute per batch */
+    double batch_enqueue_us;   /* host enqueue per batch */
+    double device_items_per_s; /* mean_batch / compute time per batch */
+    double h2d_gbps, d2h_gbps; /* bytes moved per wall second, 1e9 */
+    char why[384];             /* the numbers that prove the bottleneck */
+    char knob[384];            /* what to turn */
+} gp_diagnosis;
+
+/*
+ * The doctor: name the bottleneck of `s` with the numbers that prove it and the knob to turn.
+ * A pure function of `s` (a snapshot, a window, or counters from elsewhere): it reads no
+ * pipeline. The busiest of compute, H2D, D2H, callbacks and prep (per worker), and enqueue
+ * when its host time per batch exceeds the compute per batch, is the bottleneck when it is busy
+ * at least 70% of wall time; otherwise small-batches (max_delay_us set, at least half the
+ * batches left on the delay timer carrying at most half of max_batch), inflight (a batch waited
+ * for a free slot at least 50% of the time), producers (the batcher waited for items at least
+ * 40%), else mixed; no-work before the first batch. The verdict is gpu-not-used when AUTO fell
+ * back, with the bottleneck still named.
+ * s->struct_size: fields past it read as 0. d->struct_size must be set; only that much is
+ * written. Any thread. @return GP_OK or GP_EINVAL (NULL argument, bad struct_size).
+ */
+GP_API int gp_stats_diagnose(const gp_stats *s, gp_diagnosis *d);
+
+/*
+ * Render a snapshot or a window `s` (struct_size as for gp_stats_diagnose) to `f`:
+ *  - report: the doctor's verdict (a pipeline that AUTO moved to the host says so first, with
+ *    the reason), why, the knob, then the numbers behind it and every counter;
+ *  - json: one JSON object with every gp_stats field, the derived fractions and the diagnosis;
+ *  - prometheus: text exposition format 0.0.4: counters in seconds and bytes with HELP and TYPE
+ *    lines, batch sizes, queue wait and latency as histograms (latency in seconds), the verdict.
+ * Writes only to `f`, then flushes it, so a failed write is reported here rather than at the
+ * caller's fclose. Any thread.
+ * @return GP_OK, GP_EINVAL (NULL argument, bad struct_size), GP_EIO (the stream reported an
+ *         error; part of the text may have been written).
+ */
+GP_API int gp_stats_report(const gp_stats *s, FILE *f);
+GP_API int gp_stats_json(const gp_stats *s, FILE *f);
+GP_API int gp_stats_prometheus(const gp_stats *s, FILE *f);
+
+/* gp_pipeline_stats of `p`, rendered by gp_stats_report / gp_stats_json / gp_stats_prometheus.
+   Any thread. @return as those. */
 GP_API int gp_pipeline_report(gp_pipeline *p, FILE *f);
+GP_API int gp_pipeline_stats_json(gp_pipeline *p, FILE *f);
+GP_API int gp_pipeline_stats_prometheus(gp_pipeline *p, FILE *f);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Utilities                                                                                 */

@@ -1,7 +1,9 @@
 /*
  * gp-bench smoke test: a tiny sweep on the host backend writes CSV, JSON and SVG that are well
- * formed, the table ends with the pipeline/naive and pipeline/bound ratios, other arrivals and
- * a demo model run, and bad flags give the usage and a nonzero exit.
+ * formed, the table ends with the pipeline/naive and pipeline/bound ratios (a ratio above the
+ * bound is flagged, a bound cell is never blank), its verdict column is the report's first
+ * verdict, other arrivals and a demo model run (with the compute-alone bound), and bad flags
+ * give the usage and a nonzero exit.
  * Usage: test_bench_smoke PATH/TO/gp-bench OUTPUT_DIR
  */
 #include <stdlib.h>
@@ -79,7 +81,7 @@ static void check_csv(int want_pipeline_rows, int want_naive) {
         rows += !strcmp(field, "pipeline");
         naive += !strcmp(field, "naive");
         for (int k = 1; (field = strtok_r(NULL, ",", &fsave)); k++) {
-            if (k == 17) { /* verdict */
+            if (k == 17 || k == 23) { /* verdict, bottleneck */
                 int known = 0;
                 for (size_t v = 0; v < sizeof verdicts / sizeof verdicts[0]; v++)
                     known |= !strcmp(field, verdicts[v]);
@@ -91,7 +93,7 @@ static void check_csv(int want_pipeline_rows, int want_naive) {
             GPT_CHECK(end != field && *end == '\0' && d >= 0);
         }
     }
-    GPT_EQ(cols, 23);
+    GPT_EQ(cols, 25);
     GPT_EQ(rows, want_pipeline_rows);
     GPT_EQ(naive, want_naive);
     free(t);
@@ -175,6 +177,69 @@ static void check_svg(void) {
     free(t);
 }
 
+/* The table's rows: lines that start with a batch size after the header line. For each, the
+   verdict column (after `mean`) and the bound cells must be present; returns the rows seen and
+   copies the verdicts into `verdicts_out` (space separated). */
+static int check_table(const char *out, int bound, char *verdicts_out, size_t len) {
+    const char *hdr = strstr(out, "\n batch ");
+    GPT_CHECK(hdr != NULL);
+    const char *line = strchr(hdr + 1, '\n') + 1;
+    char head[512];
+    snprintf(head, sizeof head, "%.*s", (int)(line - hdr), hdr);
+    GPT_CHECK(strstr(head, " verdict ") && strstr(head, " bottleneck"));
+    /* swept dimensions add a column each after the batch */
+    int x = (strstr(head, " inflight ") != NULL) + (strstr(head, " producers ") != NULL) +
+            (strstr(head, " delay us ") != NULL);
+    int rows = 0;
+    verdicts_out[0] = '\0';
+    while (*line == ' ' || (*line >= '0' && *line <= '9')) {
+        char row[512];
+        size_t n = strcspn(line, "\n");
+        GPT_CHECK(n < sizeof row);
+        memcpy(row, line, n);
+        row[n] = '\0';
+        char *save = NULL, *col[20];
+        int nc = 0;
+        for (char *c = strtok_r(row, " ", &save); c && nc < 20; c = strtok_r(NULL, " ", &save))
+            col[nc++] = c;
+        /* batch items/s p50 p95 p99 compute% h2d d2h enq mean verdict bottleneck [bound %] */
+        GPT_CHECK(nc == x + (bound ? 14 : 12));
+        snprintf(verdicts_out + strlen(verdicts_out), len - strlen(verdicts_out), "%s ",
+                 col[x + 10]);
+        if (bound && strncmp(col[x + 12], "n/a[", 4) == 0) { /* no bound: said why below */
+            GPT_CHECK(strcmp(col[x + 13], "-") == 0 && strstr(out, ": no bound: ") != NULL);
+        } else if (bound) {
+            char *end;
+            double pct = strtod(col[x + 13], &end);
+            GPT_CHECK(end != col[x + 13] && *end == '%');
+            /* above the bound: flagged in the cell and explained below the table */
+            if (pct > 102.5) GPT_CHECK(end[1] == '!' && strstr(out, "a measurement problem"));
+        }
+        rows++;
+        line += n + (line[n] == '\n');
+    }
+    const char *pb = strstr(out, "pipeline/bound = ");
+    if (pb && strtod(pb + strlen("pipeline/bound = "), NULL) > 1.025)
+        GPT_CHECK(strstr(pb, "ABOVE THE BOUND") != NULL);
+    return rows;
+}
+
+/* With --report, each point's report starts with "verdict: X": the same X as the table's
+   verdict column, point by point. */
+static void check_report_verdicts(const char *out, const char *table_verdicts) {
+    char got[512] = "";
+    for (const char *p = strstr(out, "\n---- "); p; p = strstr(p + 1, "\n---- ")) {
+        const char *v = strstr(p, "\nverdict: ");
+        GPT_CHECK(v != NULL);
+        v += strlen("\nverdict: ");
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%.*s ", (int)strcspn(v, " "), v);
+    }
+    if (strcmp(got, table_verdicts) != 0) {
+        fprintf(stderr, "report verdicts '%s', table verdicts '%s'\n", got, table_verdicts);
+        GPT_CHECK(0);
+    }
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
@@ -204,7 +269,7 @@ int main(int argc, char **argv) {
     /* A tiny sweep with both baselines and every output. */
     snprintf(args, sizeof args,
              "--backend host --batch 1,4 --duration 0.1 --warmup 0.05 --bound-duration 0.05 "
-             "--compute-us 100 --compute-us-per-item 2 --baseline naive,bound --repeat 2 "
+             "--compute-us 100 --compute-us-per-item 2 --baseline naive,bound --repeat 2 --report "
              "--csv '%s/out.csv' --json '%s/out.json' --svg '%s/out.svg'",
              dir, dir, dir);
     GPT_EQ(run(args, &out, &err), 0);
@@ -215,6 +280,9 @@ int main(int argc, char **argv) {
     const char *pb = strstr(ratios, "pipeline/bound = ");
     GPT_CHECK(pb && strtod(pb + strlen("pipeline/bound = "), NULL) > 0);
     GPT_CHECK(strstr(err, "[") != NULL); /* progress on stderr */
+    char verdicts_seen[512];
+    GPT_EQ(check_table(out, 1, verdicts_seen, sizeof verdicts_seen), 2);
+    check_report_verdicts(out, verdicts_seen);
     free(out);
     free(err);
     check_csv(2, 1);
@@ -233,15 +301,33 @@ int main(int argc, char **argv) {
     free(err);
     check_csv(1, 0);
 
-    /* A demo model through the same path (its host layers), fixed rate, two sweeps. */
+    /* A demo model through the same path (its host layers), fixed rate, two sweeps; the bound
+       of CPU compute: the compute alone on 1 and 2 threads. */
     snprintf(args, sizeof args,
              "--backend host --workload mlp --batch 2 --inflight 1,2 --arrival rate=500 "
-             "--duration 0.1 --warmup 0.05 --baseline naive -q");
+             "--duration 0.1 --warmup 0.05 --bound-duration 0.05 --baseline naive,bound -q");
     int rc = run(args, &out, &err);
-    if (rc != 0 && strstr(err, "not built"))
+    if (rc != 0 && strstr(err, "not built")) {
         printf("model workloads not built: skipped that part\n");
-    else
+    } else {
         GPT_EQ(rc, 0);
+        GPT_EQ(check_table(out, 1, verdicts_seen, sizeof verdicts_seen), 2);
+        GPT_CHECK(strstr(out, "n/a[") == NULL);
+        GPT_CHECK(strstr(out, "compute called directly on") != NULL);
+    }
+    free(out);
+    free(err);
+
+    /* AUTO: the verdict column is the report's first verdict (gpu-not-used when AUTO fell back,
+       then the bottleneck is its own column). */
+    rc = run("--batch 2 --duration 0.05 --warmup 0 --baseline none --report -q", &out, &err);
+    if (rc == 0) {
+        GPT_EQ(check_table(out, 0, verdicts_seen, sizeof verdicts_seen), 1);
+        check_report_verdicts(out, verdicts_seen);
+        if (strstr(out, "AUTO fell back")) GPT_CHECK(strstr(verdicts_seen, "gpu-not-used"));
+    } else {
+        GPT_CHECK(strstr(err, "gp-bench: ") != NULL); /* no usable backend: a clear error */
+    }
     free(out);
     free(err);
 

@@ -1,13 +1,15 @@
 /*
- * gp__diagnose from counters: the rules behind each verdict and their order, on crafted
- * snapshots. This is where "enqueue" (host launch work longer than the device compute, the
- * CUDA-graphs case) is tested: the host backend's launch is a queue push and cannot show it.
- * test_doctor reproduces the other verdicts on a running pipeline.
+ * gp_stats_diagnose from counters: the rules behind each verdict and their order, on crafted
+ * snapshots; its argument checks, struct_size handling and the pinned verdict names. This is where
+ * "enqueue" (host launch work longer than the device compute, the CUDA-graphs case) is tested: the
+ * host backend's launch is a queue push and cannot show it. test_doctor reproduces the other
+ * verdicts on a running pipeline.
  */
 #include <string.h>
 
+#include <stddef.h>
+
 #include "gpt.h"
-#include "pipeline.h"
 
 #define MS 1000000ull
 
@@ -40,10 +42,10 @@ static gp_stats base(void) {
     return s;
 }
 
-static gp__verdict verdict(const gp_stats *s, const char *must_say) {
-    gp__diag d;
-    gp__diagnose(s, &d);
-    printf("%-14s why: %s\n%14s knob: %s\n", gp__verdict_name(d.verdict), d.why, "", d.knob);
+static gp_verdict verdict(const gp_stats *s, const char *must_say) {
+    gp_diagnosis d = {.struct_size = sizeof d};
+    GPT_RC(gp_stats_diagnose(s, &d), GP_OK);
+    printf("%-14s why: %s\n%14s knob: %s\n", gp_verdict_name(d.verdict), d.why, "", d.knob);
     if (must_say && !strstr(d.why, must_say) && !strstr(d.knob, must_say)) {
         fprintf(stderr, "diagnosis does not say '%s'\n", must_say);
         GPT_CHECK(0);
@@ -53,41 +55,41 @@ static gp__verdict verdict(const gp_stats *s, const char *must_say) {
 
 int main(void) {
     gp_stats s = base();
-    GPT_EQ(verdict(&s, "no stage is saturated"), GP__V_MIXED);
+    GPT_EQ(verdict(&s, "no stage is saturated"), GP_VERDICT_MIXED);
 
     /* Each saturated resource names itself; the busiest wins. */
     s = base();
     s.compute_busy_ns = 950 * MS;
-    GPT_EQ(verdict(&s, "compute busy 95%"), GP__V_COMPUTE);
+    GPT_EQ(verdict(&s, "compute busy 95%"), GP_VERDICT_COMPUTE);
     s.h2d_busy_ns = 970 * MS;
-    GPT_EQ(verdict(&s, "H2D copies busy 97%"), GP__V_H2D);
+    GPT_EQ(verdict(&s, "H2D copies busy 97%"), GP_VERDICT_H2D);
     s = base();
     s.d2h_busy_ns = 900 * MS;
-    GPT_EQ(verdict(&s, "argmax"), GP__V_D2H);
+    GPT_EQ(verdict(&s, "argmax"), GP_VERDICT_D2H);
     s = base();
     s.callback_busy_ns = 1700 * MS; /* two workers at 85% */
     s.completion_workers = 2;
-    GPT_EQ(verdict(&s, "completion workers busy 85%"), GP__V_CALLBACKS);
+    GPT_EQ(verdict(&s, "completion workers busy 85%"), GP_VERDICT_CALLBACKS);
     s = base();
     s.prep_workers = 4;
     s.prep_busy_ns = 3600 * MS;
     s.starved_ns = 800 * MS;
-    GPT_EQ(verdict(&s, "raise prep_workers (now 4)"), GP__V_PREP);
+    GPT_EQ(verdict(&s, "raise prep_workers (now 4)"), GP_VERDICT_PREP);
 
     /* Enqueue: the batcher busy launching, more host time per batch than device time. */
     s = base();
     s.enqueue_ns = 850 * MS;
     s.compute_busy_ns = 300 * MS;
-    GPT_EQ(verdict(&s, "cuda_graphs=1"), GP__V_ENQUEUE);
+    GPT_EQ(verdict(&s, "cuda_graphs=1"), GP_VERDICT_ENQUEUE);
     s.cuda_graphs = 1;
     s.graph_eager = 1000;
     snprintf(s.graph_eager_reason, sizeof s.graph_eager_reason, "capture failed");
-    GPT_EQ(verdict(&s, "capture failed"), GP__V_ENQUEUE);
+    GPT_EQ(verdict(&s, "capture failed"), GP_VERDICT_ENQUEUE);
     /* ...but not when the device takes longer per batch than the launch: then it is compute. */
     s = base();
     s.enqueue_ns = 850 * MS;
     s.compute_busy_ns = 900 * MS;
-    GPT_EQ(verdict(&s, NULL), GP__V_COMPUTE);
+    GPT_EQ(verdict(&s, NULL), GP_VERDICT_COMPUTE);
 
     /* Below saturation: small batches on a delay, then slots, then starvation. */
     s = base();
@@ -96,9 +98,9 @@ int main(void) {
     s.close_reasons[GP_CLOSE_DELAY] = 900;
     s.batch_items = 4000;
     s.starved_ns = 600 * MS;
-    GPT_EQ(verdict(&s, "2000 us max_delay_us timer"), GP__V_SMALL_BATCHES);
+    GPT_EQ(verdict(&s, "2000 us max_delay_us timer"), GP_VERDICT_SMALL_BATCHES);
     s.batch_items = 50000; /* batches near full: the delay does its job */
-    GPT_EQ(verdict(&s, "producers submit"), GP__V_PRODUCERS);
+    GPT_EQ(verdict(&s, "producers submit"), GP_VERDICT_PRODUCERS);
     s = base(); /* full-ish batches on a delay at low load: the producers are the limit */
     s.max_delay_us = 1000;
     s.close_reasons[GP_CLOSE_SLOT_FREE] = 100;
@@ -106,37 +108,87 @@ int main(void) {
     s.batch_items = 50000;
     s.starved_ns = 100 * MS;
     s.delay_wait_ns = 500 * MS;
-    GPT_EQ(verdict(&s, "held a partial batch for max_delay_us 50%"), GP__V_PRODUCERS);
+    GPT_EQ(verdict(&s, "held a partial batch for max_delay_us 50%"), GP_VERDICT_PRODUCERS);
     s = base();
     s.inflight = 1;
     s.saturated_ns = 700 * MS;
-    GPT_EQ(verdict(&s, "raise inflight (now 1)"), GP__V_INFLIGHT);
+    GPT_EQ(verdict(&s, "raise inflight (now 1)"), GP_VERDICT_INFLIGHT);
     s = base();
     s.starved_ns = 690 * MS;
-    GPT_EQ(verdict(&s, "GPU is starved"), GP__V_PRODUCERS);
+    GPT_EQ(verdict(&s, "GPU is starved"), GP_VERDICT_PRODUCERS);
 
     /* No batch yet; and AUTO's fallback outranks everything, the bottleneck is kept. */
     s = base();
     s.batches = s.batch_items = s.completed = 0;
-    GPT_EQ(verdict(&s, NULL), GP__V_NO_WORK);
+    GPT_EQ(verdict(&s, NULL), GP_VERDICT_NO_WORK);
     s = base();
     s.backend = GP_BACKEND_HOST;
     s.fell_back = 1;
     snprintf(s.fallback_reason, sizeof s.fallback_reason, "cudaGetDeviceCount: no device");
     s.compute_busy_ns = 990 * MS;
-    gp__diag d;
-    gp__diagnose(&s, &d);
-    GPT_EQ(d.verdict, GP__V_GPU_NOT_USED);
-    GPT_EQ(d.bottleneck, GP__V_COMPUTE);
+    gp_diagnosis d = {.struct_size = sizeof d};
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_OK);
+    GPT_EQ(d.verdict, GP_VERDICT_GPU_NOT_USED);
+    GPT_EQ(d.bottleneck, GP_VERDICT_COMPUTE);
 
     /* Degenerate counters never divide by zero or print nonsense. */
     memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
     s.batches = 1;
-    gp__diagnose(&s, &d);
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_OK);
     GPT_CHECK(d.items_per_s == 0 && d.compute == 0);
-    for (int v = 0; v < GP__V_COUNT_; v++)
-        GPT_CHECK(strcmp(gp__verdict_name((gp__verdict)v), "unknown") != 0);
-    GPT_CHECK(strcmp(gp__verdict_name(GP__V_COUNT_), "unknown") == 0);
+
+    /* The derived numbers are the counters' ratios. */
+    s = base();
+    s.compute_busy_ns = 950 * MS;
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_OK);
+    GPT_CHECK(d.wall_s == 1.0 && d.items_per_s == 64000 && d.mean_batch == 64);
+    GPT_CHECK(d.compute == 0.95 && d.h2d == 0.2 && d.batch_compute_us == 950);
+    GPT_CHECK(d.device_items_per_s > 67368 && d.device_items_per_s < 67369); /* 64 / 950 us */
+    GPT_CHECK(d.why[0] && d.knob[0]);
+
+    /* Arguments. */
+    GPT_RC(gp_stats_diagnose(NULL, &d), GP_EINVAL);
+    GPT_RC(gp_stats_diagnose(&s, NULL), GP_EINVAL);
+    d.struct_size = 0;
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_EINVAL);
+    d.struct_size = sizeof d + 1;
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_EINVAL);
+    d.struct_size = sizeof d;
+    s.struct_size = 2;
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_EINVAL);
+    s.struct_size = sizeof s + 8;
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_EINVAL);
+
+    /* An older gp_diagnosis gets only what it holds; an older gp_stats reads as zeros past
+       its struct_size (here: the configuration, so inflight reads 0). */
+    s = base();
+    s.inflight = 1;
+    s.saturated_ns = 700 * MS;
+    unsigned char buf[sizeof(gp_diagnosis) + 8];
+    memset(buf, 0x5A, sizeof buf);
+    gp_diagnosis *old = (gp_diagnosis *)buf;
+    old->struct_size = offsetof(gp_diagnosis, why);
+    GPT_RC(gp_stats_diagnose(&s, old), GP_OK);
+    GPT_EQ(old->struct_size, offsetof(gp_diagnosis, why));
+    GPT_EQ(old->verdict, GP_VERDICT_INFLIGHT);
+    for (size_t i = offsetof(gp_diagnosis, why); i < sizeof buf; i++)
+        GPT_EQ(buf[i], 0x5A);
+    s.struct_size = offsetof(gp_stats, latency_sum_ns);
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_OK);
+    GPT_EQ(d.verdict, GP_VERDICT_INFLIGHT);
+    GPT_CHECK(strstr(d.knob, "(now 0)") != NULL);
+
+    /* Names and values are pinned: tables, CSV, JSON and Prometheus labels use them. */
+    static const char *const names[GP_VERDICT_COUNT_] = {
+        "no-work", "gpu-not-used", "producers",     "prep",    "h2d",      "compute",
+        "d2h",     "callbacks",    "small-batches", "enqueue", "inflight", "mixed"};
+    for (int v = 0; v < GP_VERDICT_COUNT_; v++)
+        GPT_CHECK(strcmp(gp_verdict_name((gp_verdict)v), names[v]) == 0);
+    GPT_EQ(GP_VERDICT_COMPUTE, 5);
+    GPT_EQ(GP_VERDICT_MIXED, 11);
+    GPT_CHECK(strcmp(gp_verdict_name(GP_VERDICT_COUNT_), "unknown") == 0);
+    GPT_CHECK(strcmp(gp_verdict_name((gp_verdict)-1), "unknown") == 0);
     printf("diagnose: ok\n");
     return 0;
 }

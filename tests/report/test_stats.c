@@ -1,9 +1,11 @@
 /*
  * gp_stats on the host backend: every field is filled from the counters it names, windows
- * subtract exactly, struct_size is honoured, and the JSON and Prometheus renderings are
- * well formed (JSON by a strict validator; Prometheus by the text-format rules: HELP/TYPE
- * before samples, valid names and labels, counters end in _total, histogram buckets
- * cumulative with +Inf == _count).
+ * (gp_pipeline_mark / gp_pipeline_stats_since) are the difference of two snapshots, struct_size
+ * is honoured, the layout of the fields before this version is unchanged (ABI), and the JSON
+ * and Prometheus renderings are well formed (JSON by a strict validator; Prometheus by the
+ * text-format rules: HELP/TYPE before samples, valid names and labels, counters end in _total,
+ * histogram buckets cumulative with +Inf == _count) and carry every field of GP_STATS_FIELDS.
+ * Every renderer returns GP_EIO on a stream that fails and GP_EINVAL on bad arguments.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -11,7 +13,7 @@
 
 #include "jsoncheck.h"
 #include "load.h"
-#include "pipeline.h"
+#include "pipeline.h" /* gp__hist: the histogram itself is internal */
 
 /* ---- histogram -------------------------------------------------------------------------- */
 
@@ -66,16 +68,45 @@ static char *capture(int (*fn)(gp_pipeline *, FILE *), gp_pipeline *p, size_t *l
     return text;
 }
 
-static void check_json(gp_pipeline *p) {
-    size_t len, at = 0;
-    char *t = capture(gp_pipeline_stats_json, p, &len);
+static char *capture_stats(int (*fn)(const gp_stats *, FILE *), const gp_stats *s, size_t *len) {
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    GPT_CHECK(f);
+    GPT_RC(fn(s, f), GP_OK);
+    GPT_CHECK(fclose(f) == 0);
+    return text;
+}
+
+/* Every field of GP_STATS_FIELDS (but struct_size) is a key of the JSON object. */
+static void json_has_every_field(const char *t) {
+    char key[80];
+#define GPT_JSON_KEY(kind, type, name, dim, unit, prom, help)                                      \
+    if (strcmp(#name, "struct_size") != 0) {                                                       \
+        snprintf(key, sizeof key, "\"%s\":", #name);                                               \
+        if (!strstr(t, key)) {                                                                     \
+            fprintf(stderr, "JSON lacks %s\n", key);                                               \
+            GPT_CHECK(0);                                                                          \
+        }                                                                                          \
+    }
+    GP_STATS_FIELDS(GPT_JSON_KEY)
+#undef GPT_JSON_KEY
+}
+
+static void check_json_text(const char *t, size_t len) {
+    size_t at = 0;
     const char *err = jsoncheck(t, len, &at);
     if (err) fprintf(stderr, "JSON invalid at %zu: %s\n%s\n", at, err, t);
     GPT_CHECK(err == NULL);
-    const char *keys[] = {"\"backend\":",        "\"submitted\":",       "\"batch_hist\":[",
-                          "\"close_reasons\":{", "\"compute_busy_ns\":", "\"latency_p99\":",
-                          "\"queue_wait_p50\":", "\"enqueue_ns\":",      "\"config\":{",
-                          "\"derived\":{",       "\"verdict\":",         "\"knob\":"};
+    json_has_every_field(t);
+}
+
+static void check_json(gp_pipeline *p) {
+    size_t len;
+    char *t = capture(gp_pipeline_stats_json, p, &len);
+    check_json_text(t, len);
+    const char *keys[] = {
+        "\"batch_hist\":[", "\"close_reasons\":{", "\"latency_hist\":[", "\"config\":{",
+        "\"derived\":{",    "\"verdict\":",        "\"knob\":",          "\"latency_bounds_s\":["};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strstr(t, keys[i])) {
             fprintf(stderr, "JSON lacks %s\n", keys[i]);
@@ -102,9 +133,19 @@ typedef struct family {
     int has_sum, has_inf, has_count;
 } family;
 
-static void check_prometheus(gp_pipeline *p) {
-    size_t len;
-    char *t = capture(gp_pipeline_stats_prometheus, p, &len);
+/* Prometheus text: the format rules above, and a family for every field with a `prom` name. */
+static void check_prometheus_text(char *t) {
+    char want[96];
+#define GPT_PROM_FAMILY(kind, type, name, dim, unit, prom, help)                                   \
+    if (prom[0]) {                                                                                 \
+        snprintf(want, sizeof want, "# TYPE gpupipe_%.*s ", (int)strcspn(prom, "{"), prom);        \
+        if (!strstr(t, want)) {                                                                    \
+            fprintf(stderr, "Prometheus text lacks %s(field %s)\n", want, #name);                  \
+            GPT_CHECK(0);                                                                          \
+        }                                                                                          \
+    }
+    GP_STATS_FIELDS(GPT_PROM_FAMILY)
+#undef GPT_PROM_FAMILY
     family fam[64];
     int nf = 0, cur = -1;
     char *save = NULL;
@@ -199,6 +240,12 @@ static void check_prometheus(gp_pipeline *p) {
             GPT_CHECK(fam[i].inf == fam[i].count);
         }
     }
+}
+
+static void check_prometheus(gp_pipeline *p) {
+    size_t len;
+    char *t = capture(gp_pipeline_stats_prometheus, p, &len);
+    check_prometheus_text(t);
     free(t);
 }
 
@@ -226,6 +273,135 @@ static uint64_t sum_u64(const uint64_t *a, int n) {
     return s;
 }
 
+/* ---- renderer errors ------------------------------------------------------------------- */
+
+typedef int (*stats_renderer)(const gp_stats *, FILE *);
+typedef int (*pipeline_renderer)(gp_pipeline *, FILE *);
+
+/* Every renderer: GP_EINVAL on bad arguments, GP_EIO on a stream whose writes fail (a write
+   error inside the FILE buffer shows up only at fflush: the renderer flushes). */
+static void test_renderer_errors(gp_pipeline *p, const gp_stats *s) {
+    const stats_renderer sr[] = {gp_stats_report, gp_stats_json, gp_stats_prometheus};
+    const pipeline_renderer pr[] = {gp_pipeline_report, gp_pipeline_stats_json,
+                                    gp_pipeline_stats_prometheus};
+    gp_stats bad = *s;
+    for (int i = 0; i < 3; i++) {
+        GPT_RC(sr[i](NULL, stdout), GP_EINVAL);
+        GPT_RC(sr[i](s, NULL), GP_EINVAL);
+        bad.struct_size = 3;
+        GPT_RC(sr[i](&bad, stdout), GP_EINVAL);
+        bad.struct_size = sizeof bad + 1;
+        GPT_RC(sr[i](&bad, stdout), GP_EINVAL);
+        GPT_RC(pr[i](NULL, stdout), GP_EINVAL);
+        GPT_RC(pr[i](p, NULL), GP_EINVAL);
+
+        FILE *full = fopen("/dev/full", "w"); /* every write: ENOSPC */
+        GPT_CHECK(full);
+        GPT_RC(sr[i](s, full), GP_EIO);
+        fclose(full);
+        full = fopen("/dev/full", "w");
+        GPT_CHECK(full);
+        GPT_RC(pr[i](p, full), GP_EIO);
+        fclose(full);
+
+        char tiny[16]; /* far smaller than any rendering */
+        FILE *mem = fmemopen(tiny, sizeof tiny, "w");
+        GPT_CHECK(mem);
+        GPT_RC(sr[i](s, mem), GP_EIO);
+        fclose(mem);
+        mem = fmemopen(tiny, sizeof tiny, "w");
+        GPT_CHECK(mem);
+        GPT_RC(pr[i](p, mem), GP_EIO);
+        fclose(mem);
+    }
+    /* An older, shorter snapshot renders: the fields it lacks read as 0. */
+    gp_stats old = *s;
+    old.struct_size = offsetof(gp_stats, latency_sum_ns);
+    size_t len;
+    char *t = capture_stats(gp_stats_json, &old, &len);
+    check_json_text(t, len);
+    GPT_CHECK(strstr(t, "\"max_batch\":0,") != NULL);
+    free(t);
+}
+
+/* ---- layout ----------------------------------------------------------------------------- */
+
+/* gp_stats as 0.1.0 declared it: GP_STATS_FIELDS only appends, so every field keeps its
+   offset and programs built against the old header read the same bytes. */
+typedef struct gp_stats_010 {
+    size_t struct_size;
+    gp_backend backend;
+    int fell_back;
+    char fallback_reason[160];
+    uint64_t wall_ns, submitted, completed, completed_ok, timed_out, canceled, failed,
+        rejected_full, batches, batch_items;
+    uint64_t batch_hist[GP_HIST_BUCKETS];
+    uint64_t close_reasons[GP_CLOSE_COUNT_];
+    uint64_t h2d_busy_ns, compute_busy_ns, d2h_busy_ns, callback_busy_ns, prep_busy_ns;
+    uint64_t h2d_bytes, d2h_bytes, starved_ns, backpressure_ns, saturated_ns, enqueue_ns;
+    uint64_t queue_wait_p50, queue_wait_p95, queue_wait_p99;
+    uint64_t latency_p50, latency_p95, latency_p99, latency_max;
+    uint64_t graph_replays, graph_eager;
+    char graph_eager_reason[96];
+    uint64_t latency_sum_ns, queue_wait_sum_ns, max_batch, capacity, item_in_bytes, item_out_bytes;
+    uint32_t max_delay_us;
+    int inflight, prep_workers, completion_workers, cuda_graphs;
+    uint64_t delay_wait_ns;
+} gp_stats_010;
+
+#define GPT_SAME_OFFSET(f)                                                                         \
+    _Static_assert(offsetof(gp_stats, f) == offsetof(gp_stats_010, f), "moved: " #f)
+GPT_SAME_OFFSET(backend);
+GPT_SAME_OFFSET(fell_back);
+GPT_SAME_OFFSET(fallback_reason);
+GPT_SAME_OFFSET(wall_ns);
+GPT_SAME_OFFSET(submitted);
+GPT_SAME_OFFSET(completed);
+GPT_SAME_OFFSET(completed_ok);
+GPT_SAME_OFFSET(timed_out);
+GPT_SAME_OFFSET(canceled);
+GPT_SAME_OFFSET(failed);
+GPT_SAME_OFFSET(rejected_full);
+GPT_SAME_OFFSET(batches);
+GPT_SAME_OFFSET(batch_items);
+GPT_SAME_OFFSET(batch_hist);
+GPT_SAME_OFFSET(close_reasons);
+GPT_SAME_OFFSET(h2d_busy_ns);
+GPT_SAME_OFFSET(compute_busy_ns);
+GPT_SAME_OFFSET(d2h_busy_ns);
+GPT_SAME_OFFSET(callback_busy_ns);
+GPT_SAME_OFFSET(prep_busy_ns);
+GPT_SAME_OFFSET(h2d_bytes);
+GPT_SAME_OFFSET(d2h_bytes);
+GPT_SAME_OFFSET(starved_ns);
+GPT_SAME_OFFSET(backpressure_ns);
+GPT_SAME_OFFSET(saturated_ns);
+GPT_SAME_OFFSET(enqueue_ns);
+GPT_SAME_OFFSET(queue_wait_p50);
+GPT_SAME_OFFSET(queue_wait_p95);
+GPT_SAME_OFFSET(queue_wait_p99);
+GPT_SAME_OFFSET(latency_p50);
+GPT_SAME_OFFSET(latency_p95);
+GPT_SAME_OFFSET(latency_p99);
+GPT_SAME_OFFSET(latency_max);
+GPT_SAME_OFFSET(graph_replays);
+GPT_SAME_OFFSET(graph_eager);
+GPT_SAME_OFFSET(graph_eager_reason);
+GPT_SAME_OFFSET(latency_sum_ns);
+GPT_SAME_OFFSET(queue_wait_sum_ns);
+GPT_SAME_OFFSET(max_batch);
+GPT_SAME_OFFSET(capacity);
+GPT_SAME_OFFSET(item_in_bytes);
+GPT_SAME_OFFSET(item_out_bytes);
+GPT_SAME_OFFSET(max_delay_us);
+GPT_SAME_OFFSET(inflight);
+GPT_SAME_OFFSET(prep_workers);
+GPT_SAME_OFFSET(completion_workers);
+GPT_SAME_OFFSET(cuda_graphs);
+GPT_SAME_OFFSET(delay_wait_ns);
+_Static_assert(sizeof(gp_stats_010) <= offsetof(gp_stats, queue_wait_hist),
+               "new fields come after the old ones");
+
 /* A run with known totals: exact counters, bounded times, config echo, window arithmetic. */
 static void test_counters(void) {
     gp_config c;
@@ -249,9 +425,9 @@ static void test_counters(void) {
     GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
     GPT_EQ(s.batches, 0);
     GPT_EQ(s.latency_p99, 0);
-    gp__diag d;
-    gp__diagnose(&s, &d);
-    GPT_EQ(d.verdict, GP__V_NO_WORK);
+    gp_diagnosis d = {.struct_size = sizeof d};
+    GPT_RC(gp_stats_diagnose(&s, &d), GP_OK);
+    GPT_EQ(d.verdict, GP_VERDICT_NO_WORK);
     check_json(p);
     check_prometheus(p);
 
@@ -305,18 +481,29 @@ static void test_counters(void) {
     GPT_EQ(s.max_delay_us, 0);
     GPT_CHECK(s.wall_ns >= 250000000u);
 
-    /* Phase 2, as a window: prep path, deadlines in the past. */
-    gp__stats_mark *m = malloc(sizeof *m), *scratch = malloc(sizeof *scratch);
-    GPT_CHECK(m && scratch);
-    gp__stats_mark_take(p, m);
+    /* The latency histograms hold every item: callbacks for latency, dispatches for queue
+       wait (the pipeline is idle now). */
+    GPT_EQ(sum_u64(s.latency_hist, GP_LATENCY_BUCKETS), s.completed);
+    GPT_EQ(sum_u64(s.queue_wait_hist, GP_LATENCY_BUCKETS), s.batch_items);
+
+    /* Phase 2, as a window: prep path, deadlines in the past. The pipeline is idle at the
+       mark and at the end, so the window is exactly the difference of the two snapshots. */
+    gp_stats_mark *m = NULL;
+    GPT_RC(gp_pipeline_mark(p, &m), GP_OK);
+    GPT_CHECK(m != NULL);
+    gp_stats before = {.struct_size = sizeof before};
+    GPT_RC(gp_pipeline_stats(p, &before), GP_OK);
     enum { N2 = 60, NDEAD = 7 };
     for (int i = 0; i < N2; i++)
         GPT_RC(gp_pipeline_submit_prep(p, l->src, 256, 0, noop_done, NULL), GP_OK);
     for (int i = 0; i < NDEAD; i++)
         GPT_RC(gp_pipeline_submit_deadline(p, l->src, 256, 1, noop_done, NULL), GP_OK);
     GPT_RC(gp_pipeline_drain(p, 30 * 1000 * 1000), GP_OK);
-    gp_stats w;
-    gp__stats_since(p, m, scratch, &w);
+    gp_stats all = {.struct_size = sizeof all};
+    GPT_RC(gp_pipeline_stats(p, &all), GP_OK);
+    gp_stats w = {.struct_size = sizeof w};
+    GPT_RC(gp_pipeline_stats_since(p, m, &w), GP_OK);
+    GPT_EQ(w.struct_size, sizeof w);
     GPT_EQ(w.submitted, N2 + NDEAD);
     GPT_EQ(w.completed, N2 + NDEAD);
     GPT_EQ(w.completed_ok, N2);
@@ -326,12 +513,98 @@ static void test_counters(void) {
     GPT_CHECK(w.prep_busy_ns >= N2 * 200000u);
     GPT_CHECK(w.wall_ns > 0 && w.wall_ns < s.wall_ns * 100);
     GPT_EQ(sum_u64(w.batch_hist, GP_HIST_BUCKETS), w.batches);
+    GPT_EQ(sum_u64(w.latency_hist, GP_LATENCY_BUCKETS), w.completed);
     GPT_CHECK(w.latency_p50 > 0 && w.latency_p50 <= w.latency_max);
-    gp_stats all;
-    all.struct_size = sizeof all;
-    GPT_RC(gp_pipeline_stats(p, &all), GP_OK);
-    GPT_EQ(all.completed, n1 + N2 + NDEAD); /* the window is the difference */
-    GPT_EQ(all.batches, s.batches + w.batches);
+    GPT_EQ(all.completed, n1 + N2 + NDEAD);
+    /* Every field a window subtracts equals all - before; the rest is the later snapshot's.
+       (starved_ns grows while the batcher waits, between the snapshots and the mark.) */
+    int checked = 0;
+#define GPT_SUBTRACTS_META 0
+#define GPT_SUBTRACTS_BACKEND 0
+#define GPT_SUBTRACTS_FLAG 0
+#define GPT_SUBTRACTS_TEXT 0
+#define GPT_SUBTRACTS_WALL 0
+#define GPT_SUBTRACTS_COUNT 1
+#define GPT_SUBTRACTS_NS 1
+#define GPT_SUBTRACTS_BYTES 1
+#define GPT_SUBTRACTS_QUANTILE 0
+#define GPT_SUBTRACTS_CONFIG 0
+#define GPT_SUBTRACTS_SIZES 1
+#define GPT_SUBTRACTS_REASONS 1
+#define GPT_SUBTRACTS_LATENCY 1
+#define GPT_WINDOW_FIELD(kind, type, name, dim, unit, prom, help)                                  \
+    if (GPT_SUBTRACTS_##kind && strcmp(#name, "starved_ns") != 0) {                                \
+        const uint64_t *wv = (const uint64_t *)&w.name, *av = (const uint64_t *)&all.name,         \
+                       *bv = (const uint64_t *)&before.name;                                       \
+        for (size_t k = 0; k < sizeof w.name / sizeof(type); k++)                                  \
+            if (wv[k] != av[k] - bv[k]) {                                                          \
+                fprintf(stderr, "window %s[%zu] = %llu, snapshots differ by %llu\n", #name, k,     \
+                        (unsigned long long)wv[k], (unsigned long long)(av[k] - bv[k]));           \
+                GPT_CHECK(0);                                                                      \
+            }                                                                                      \
+        checked++;                                                                                 \
+    } else if (GPT_SUBTRACTS_##kind == 0 && strcmp(#name, "wall_ns") != 0 &&                       \
+               strcmp(#name, "struct_size") != 0 && strncmp(#name, "queue_wait_p", 12) != 0 &&     \
+               strncmp(#name, "latency_", 8) != 0) {                                               \
+        GPT_CHECK(memcmp(&w.name, &all.name, sizeof w.name) == 0);                                 \
+        checked++;                                                                                 \
+    }
+    GP_STATS_FIELDS(GPT_WINDOW_FIELD)
+#undef GPT_WINDOW_FIELD
+    GPT_CHECK(checked > 40);
+    GPT_CHECK(w.wall_ns <= all.wall_ns - before.wall_ns + 50000000u);
+    /* A mark may be used again, and by any number of calls. */
+    gp_stats w2 = {.struct_size = sizeof w2};
+    GPT_RC(gp_pipeline_stats_since(p, m, &w2), GP_OK);
+    GPT_EQ(w2.completed, w.completed);
+    GPT_CHECK(w2.wall_ns >= w.wall_ns);
+
+    /* The window renders like a snapshot. */
+    size_t wlen;
+    char *wt = capture_stats(gp_stats_json, &w, &wlen);
+    check_json_text(wt, wlen);
+    GPT_CHECK(strstr(wt, "\"completed\":67,") != NULL);
+    free(wt);
+    wt = capture_stats(gp_stats_prometheus, &w, &wlen);
+    check_prometheus_text(wt);
+    free(wt);
+    wt = capture_stats(gp_stats_report, &w, &wlen);
+    GPT_CHECK(strstr(wt, "verdict: ") && strstr(wt, "counters: ") && strstr(wt, "submitted 67"));
+    fputs(wt, stdout);
+    free(wt);
+
+    /* struct_size of the window: an older gp_stats gets only what it holds. */
+    unsigned char wbuf[sizeof(gp_stats) + 16];
+    memset(wbuf, 0xCD, sizeof wbuf);
+    gp_stats *wold = (gp_stats *)wbuf;
+    wold->struct_size = offsetof(gp_stats, latency_sum_ns);
+    GPT_RC(gp_pipeline_stats_since(p, m, wold), GP_OK);
+    GPT_EQ(wold->struct_size, offsetof(gp_stats, latency_sum_ns));
+    GPT_EQ(wold->completed, w.completed);
+    for (size_t i = offsetof(gp_stats, latency_sum_ns); i < sizeof wbuf; i++)
+        GPT_EQ(wbuf[i], 0xCD);
+
+    /* Bad arguments. */
+    gp_stats_mark *none = (gp_stats_mark *)1;
+    GPT_RC(gp_pipeline_mark(NULL, &none), GP_EINVAL);
+    GPT_CHECK(none == NULL);
+    GPT_RC(gp_pipeline_mark(p, NULL), GP_EINVAL);
+    GPT_RC(gp_pipeline_stats_since(NULL, m, &w), GP_EINVAL);
+    GPT_RC(gp_pipeline_stats_since(p, NULL, &w), GP_EINVAL);
+    GPT_RC(gp_pipeline_stats_since(p, m, NULL), GP_EINVAL);
+    w.struct_size = 3;
+    GPT_RC(gp_pipeline_stats_since(p, m, &w), GP_EINVAL);
+    w.struct_size = sizeof w + 8;
+    GPT_RC(gp_pipeline_stats_since(p, m, &w), GP_EINVAL);
+    w.struct_size = sizeof w;
+    gp_config c2 = c;
+    c2.prep_workers = 0;
+    c2.prep = NULL;
+    gp_pipeline *other = gpt_create(&c2);
+    GPT_RC(gp_pipeline_stats_since(other, m, &w), GP_EINVAL); /* a mark of another pipeline */
+    GPT_RC(gp_pipeline_destroy(other, GP_DESTROY_DRAIN), GP_OK);
+    gp_stats_mark_free(NULL);
+    gp_stats_mark_free(m);
 
     /* struct_size: an older, shorter gp_stats is filled only as far as it reaches. */
     unsigned char buf[sizeof(gp_stats) + 16];
@@ -355,9 +628,8 @@ static void test_counters(void) {
     check_prometheus(p);
     GPT_RC(gp_pipeline_report(p, stdout), GP_OK);
     GPT_RC(gp_pipeline_stats_prometheus(p, stdout), GP_OK);
+    test_renderer_errors(p, &all);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
-    free(scratch);
-    free(m);
     free(l);
 }
 

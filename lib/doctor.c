@@ -1,0 +1,294 @@
+/*
+ * The doctor: gp_stats_diagnose turns a snapshot or a window into a verdict (the bottleneck,
+ * the numbers that prove it, the knob to turn). A pure function of gp_stats: nothing here
+ * reads a pipeline or writes anywhere. The renderings (render.c) print what it decides.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "fmt.h"
+#include "stats.h"
+
+/* A resource busy at least this fraction of wall time is saturated: it is the bottleneck. */
+#define SATURATED 0.70
+/* The batcher waited for a free slot at least this fraction of wall time. */
+#define SLOTS_FULL 0.50
+/* The batcher found no item at least this fraction of wall time. */
+#define STARVED 0.40
+
+/* ---- verdict names ---------------------------------------------------------------------- */
+
+static const struct {
+    const char *name, *title;
+} verdicts[GP_VERDICT_COUNT_] = {
+#define GP__VERDICT_ROW(NAME, value, name, title) [GP_VERDICT_##NAME] = {name, title},
+    GP_VERDICT_MAP(GP__VERDICT_ROW)
+#undef GP__VERDICT_ROW
+};
+
+const char *gp_verdict_name(gp_verdict v) {
+    return (unsigned)v < GP_VERDICT_COUNT_ ? verdicts[v].name : "unknown";
+}
+
+const char *gp__verdict_title(gp_verdict v) {
+    return (unsigned)v < GP_VERDICT_COUNT_ ? verdicts[v].title : "unknown";
+}
+
+/* ---- the doctor ------------------------------------------------------------------------- */
+
+static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *buf, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+/* "h2d 12%, compute 95%, d2h 3%" */
+static void stage_mix(const gp_diagnosis *d, char *buf, size_t len) {
+    say(buf, len, "h2d %.0f%%, compute %.0f%%, d2h %.0f%%", gp__pct(d->h2d), gp__pct(d->compute),
+        gp__pct(d->d2h));
+}
+
+static void explain(const gp_stats *s, gp_diagnosis *d) {
+    char mix[64];
+    stage_mix(d, mix, sizeof mix);
+    double per_item = s->completed ? 1.0 / (double)s->completed : 0; /* x busy ns */
+    switch (d->bottleneck) {
+    case GP_VERDICT_NO_WORK:
+        say(d->why, sizeof d->why, "%" PRIu64 " items submitted, no batch dispatched yet",
+            s->submitted);
+        say(d->knob, sizeof d->knob, "submit work, then ask again");
+        break;
+    case GP_VERDICT_PRODUCERS: {
+        char held[80] = "";
+        if (d->delay_wait >= 0.01)
+            say(held, sizeof held, " and held a partial batch for max_delay_us %.0f%%",
+                gp__pct(d->delay_wait));
+        say(d->why, sizeof d->why,
+            "compute busy %.0f%% (%s) - producers submit %s items/s but one batch of %.1f "
+            "items takes %s of compute (the device could take ~%s items/s at this batch size): "
+            "the batcher found no item waiting %.0f%% of the time%s, the GPU is starved",
+            gp__pct(d->compute), mix, gp__fmt_count(d->items_per_s).s, d->mean_batch,
+            gp__fmt_ns(d->batch_compute_us * 1e3).s, gp__fmt_count(d->device_items_per_s).s,
+            gp__pct(d->starved), held);
+        say(d->knob, sizeof d->knob,
+            "add producer threads, or move pre-processing off the producers (prep_workers with "
+            "gp_pipeline_submit_prep); if this is simply the offered load, the GPU has "
+            "headroom");
+        break;
+    }
+    case GP_VERDICT_PREP:
+        say(d->why, sizeof d->why,
+            "prep workers busy %.0f%% (%d worker%s, %s of prep per item) while compute is busy "
+            "%.0f%% and the batcher found no item waiting %.0f%% of the time",
+            gp__pct(d->prep), s->prep_workers, s->prep_workers == 1 ? "" : "s",
+            gp__fmt_ns((double)s->prep_busy_ns * per_item).s, gp__pct(d->compute),
+            gp__pct(d->starved));
+        say(d->knob, sizeof d->knob,
+            "raise prep_workers (now %d) if cores are free, make prep cheaper, or move the "
+            "transform to the GPU (u8 input with a normalize kernel, which also cuts H2D bytes "
+            "4x)",
+            s->prep_workers);
+        break;
+    case GP_VERDICT_H2D:
+        say(d->why, sizeof d->why,
+            "H2D copies busy %.0f%% of the time moving %.2f GB/s (%s per item, %s) while "
+            "compute is busy %.0f%%",
+            gp__pct(d->h2d), d->h2d_gbps, gp__fmt_bytes((double)s->item_in_bytes).s, mix,
+            gp__pct(d->compute));
+        say(d->knob, sizeof d->knob,
+            "send fewer bytes: u8 or fp16 inputs normalized on the device, crop or resize "
+            "before submit; check the link (nvidia-smi -q: PCIe generation and width). The "
+            "ring is already pinned and each batch moves in one copy");
+        break;
+    case GP_VERDICT_D2H:
+        say(d->why, sizeof d->why,
+            "D2H copies busy %.0f%% of the time moving %.2f GB/s (%s per item, %s) while "
+            "compute is busy %.0f%%",
+            gp__pct(d->d2h), d->d2h_gbps, gp__fmt_bytes((double)s->item_out_bytes).s, mix,
+            gp__pct(d->compute));
+        say(d->knob, sizeof d->knob,
+            "return less: argmax, top-k or softmax on the device (post-processing kernels), "
+            "fp16 outputs, only the fields the caller reads");
+        break;
+    case GP_VERDICT_COMPUTE: {
+        say(d->why, sizeof d->why,
+            "compute busy %.0f%% of wall time (%s), %s per batch of %.1f items (max_batch "
+            "%" PRIu64 "), %s items/s, p99 latency %s",
+            gp__pct(d->compute), mix, gp__fmt_ns(d->batch_compute_us * 1e3).s, d->mean_batch,
+            s->max_batch, gp__fmt_count(d->items_per_s).s, gp__fmt_ns((double)s->latency_p99).s);
+        int small = d->mean_batch * 4 < (double)s->max_batch;
+        /* One slot: the copies of the next batch wait for this compute; slots would help. */
+        int serial = s->inflight == 1 && d->h2d + d->d2h > 0.05 && d->compute < 0.95;
+        say(d->knob, sizeof d->knob,
+            "%s%sto go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
+            "layers, CUDA graphs for small models (cuda_graphs=1); raise max_batch if latency "
+            "allows.%s",
+            serial ? "inflight=1 runs the copies in series with the compute: raise inflight to "
+                     "hide them; "
+                   : "",
+            small ? "batches average far below max_batch: a max_delay_us or preferred sizes "
+                    "let each batch carry more items; "
+                  : "",
+            serial ? "" : " More producers or slots will not help");
+        break;
+    }
+    case GP_VERDICT_CALLBACKS:
+        say(d->why, sizeof d->why,
+            "completion workers busy %.0f%% (%d worker%s, %s in callbacks per item) while "
+            "compute is busy %.0f%%; callbacks hold ring slots, so producers wait for space "
+            "(back-pressure %.2f producer-s per s)",
+            gp__pct(d->callbacks), s->completion_workers, s->completion_workers == 1 ? "" : "s",
+            gp__fmt_ns((double)s->callback_busy_ns * per_item).s, gp__pct(d->compute),
+            d->backpressure);
+        say(d->knob, sizeof d->knob,
+            "keep callbacks short (copy the output and hand it to your own queue), raise "
+            "completion_workers (now %d; callbacks then run out of submit order), or shrink "
+            "post-processing with device kernels (softmax, argmax, top-k)",
+            s->completion_workers);
+        break;
+    case GP_VERDICT_SMALL_BATCHES: {
+        double full_ms = d->items_per_s > 0 ? (double)s->max_batch / d->items_per_s * 1e3 : 0;
+        say(d->why, sizeof d->why,
+            "%.0f%% of batches left on the %u us max_delay_us timer with a mean of %.1f items "
+            "(max_batch %" PRIu64 "): at %s items/s a full batch needs %.1f ms, so every item "
+            "waits for the timer (queue wait p50 %s) while compute is busy only %.0f%%",
+            100.0 * (double)s->close_reasons[GP_CLOSE_DELAY] / (double)s->batches, s->max_delay_us,
+            d->mean_batch, s->max_batch, gp__fmt_count(d->items_per_s).s, full_ms,
+            gp__fmt_ns((double)s->queue_wait_p50).s, gp__pct(d->compute));
+        say(d->knob, sizeof d->knob,
+            "if latency matters, lower max_delay_us (0 = dispatch as soon as a slot is free; "
+            "a batch still grows while every slot is busy); if device time per item matters, "
+            "set preferred sizes this load reaches (about %.0f items) so batches leave without "
+            "the timer, or raise the delay toward %.1f ms",
+            d->mean_batch, full_ms);
+        break;
+    }
+    case GP_VERDICT_ENQUEUE:
+        say(d->why, sizeof d->why,
+            "the batcher spends %.0f%% of wall time enqueuing: %s of host work per batch "
+            "(copies + compute launch) vs %s of device compute per batch; the GPU waits for "
+            "the CPU to launch",
+            gp__pct(d->enqueue), gp__fmt_ns(d->batch_enqueue_us * 1e3).s,
+            gp__fmt_ns(d->batch_compute_us * 1e3).s);
+        if (s->cuda_graphs && s->graph_eager)
+            say(d->knob, sizeof d->knob,
+                "CUDA graphs are on but %" PRIu64 " batches ran eager (%s): fix that; fuse "
+                "kernels or raise max_batch so each launch carries more items",
+                s->graph_eager, s->graph_eager_reason[0] ? s->graph_eager_reason : "no reason");
+        else
+            say(d->knob, sizeof d->knob,
+                "capture the compute in CUDA graphs (cuda_graphs=1: one launch per batch), "
+                "fuse kernels, or raise max_batch so each launch carries more items");
+        break;
+    case GP_VERDICT_INFLIGHT:
+        say(d->why, sizeof d->why,
+            "a batch waited for a free slot %.0f%% of the time, yet no stage is busy more than "
+            "%.0f%% (%s): with inflight=%d the copies and compute of consecutive batches "
+            "cannot overlap",
+            gp__pct(d->saturated), gp__pct(fmax(d->h2d, fmax(d->compute, d->d2h))), mix,
+            s->inflight);
+        say(d->knob, sizeof d->knob, "raise inflight (now %d) to 3 or more", s->inflight);
+        break;
+    case GP_VERDICT_MIXED:
+    default:
+        say(d->why, sizeof d->why,
+            "no stage is saturated (%s, callbacks %.0f%%, prep %.0f%%, enqueue %.0f%%), the "
+            "batcher was starved %.0f%%, held batches for the delay %.0f%% and waited for a "
+            "slot %.0f%% of the time",
+            mix, gp__pct(d->callbacks), gp__pct(d->prep), gp__pct(d->enqueue), gp__pct(d->starved),
+            gp__pct(d->delay_wait), gp__pct(d->saturated));
+        say(d->knob, sizeof d->knob,
+            "sweep batch size, inflight and producers with gp-bench and watch which number "
+            "moves");
+        break;
+    }
+}
+
+void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {
+    memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
+    double wall = s->wall_ns ? (double)s->wall_ns : 1.0;
+    double batches = s->batches ? (double)s->batches : 1.0;
+    d->wall_s = wall / 1e9;
+    d->items_per_s = (double)s->completed / d->wall_s;
+    d->mean_batch = (double)s->batch_items / batches;
+    /* A window's edges can cut an interval that began before it: cap busy at wall time. */
+    d->h2d = fmin(1.0, (double)s->h2d_busy_ns / wall);
+    d->compute = fmin(1.0, (double)s->compute_busy_ns / wall);
+    d->d2h = fmin(1.0, (double)s->d2h_busy_ns / wall);
+    d->callbacks = (double)s->callback_busy_ns /
+                   (wall * (s->completion_workers > 0 ? s->completion_workers : 1));
+    d->callbacks = fmin(1.0, d->callbacks);
+    d->prep =
+        s->prep_workers > 0 ? fmin(1.0, (double)s->prep_busy_ns / (wall * s->prep_workers)) : 0;
+    d->enqueue = fmin(1.0, (double)s->enqueue_ns / wall);
+    d->starved = fmin(1.0, (double)s->starved_ns / wall);
+    d->saturated = fmin(1.0, (double)s->saturated_ns / wall);
+    d->delay_wait = fmin(1.0, (double)s->delay_wait_ns / wall);
+    d->backpressure = (double)s->backpressure_ns / wall;
+    d->batch_compute_us = (double)s->compute_busy_ns / batches / 1e3;
+    d->batch_enqueue_us = (double)s->enqueue_ns / batches / 1e3;
+    d->device_items_per_s =
+        d->batch_compute_us > 0 ? d->mean_batch / (d->batch_compute_us * 1e-6) : 0;
+    d->h2d_gbps = (double)s->h2d_bytes / wall;
+    d->d2h_gbps = (double)s->d2h_bytes / wall;
+
+    gp_verdict v = GP_VERDICT_MIXED;
+    if (s->batches == 0) {
+        v = GP_VERDICT_NO_WORK;
+    } else {
+        /* The busiest resource, if it is saturated, limits everything upstream of it. */
+        struct {
+            gp_verdict v;
+            double busy;
+        } res[] = {
+            {GP_VERDICT_COMPUTE, d->compute},
+            {GP_VERDICT_H2D, d->h2d},
+            {GP_VERDICT_D2H, d->d2h},
+            {GP_VERDICT_CALLBACKS, d->callbacks},
+            {GP_VERDICT_PREP, d->prep},
+            /* The batcher's launch work counts only when it exceeds the device's work. */
+            {GP_VERDICT_ENQUEUE, d->batch_enqueue_us > d->batch_compute_us ? d->enqueue : 0},
+        };
+        double best = 0;
+        for (size_t i = 0; i < sizeof res / sizeof res[0]; i++)
+            if (res[i].busy > best) {
+                best = res[i].busy;
+                v = res[i].v;
+            }
+        if (best < SATURATED) {
+            if (s->max_delay_us > 0 && 2 * s->close_reasons[GP_CLOSE_DELAY] >= s->batches &&
+                2 * d->mean_batch <= (double)s->max_batch)
+                v = GP_VERDICT_SMALL_BATCHES;
+            else if (d->saturated >= SLOTS_FULL)
+                v = GP_VERDICT_INFLIGHT;
+            else if (d->starved + d->delay_wait >= STARVED) /* waiting for input */
+                v = GP_VERDICT_PRODUCERS;
+            else
+                v = GP_VERDICT_MIXED;
+        }
+    }
+    d->bottleneck = v;
+    d->verdict = s->fell_back ? GP_VERDICT_GPU_NOT_USED : v;
+    explain(s, d);
+}
+
+int gp_stats_diagnose(const gp_stats *s, gp_diagnosis *d) {
+    if (!gp__stats_size_ok(s) || !d ||
+        d->struct_size < offsetof(gp_diagnosis, verdict) + sizeof d->verdict ||
+        d->struct_size > sizeof *d)
+        return GP_EINVAL;
+    gp_stats full;
+    gp__stats_widen(s, &full);
+    gp_diagnosis all;
+    gp__diagnose(&full, &all);
+    size_t n = d->struct_size;
+    memcpy(d, &all, n);
+    d->struct_size = n;
+    return GP_OK;
+}
