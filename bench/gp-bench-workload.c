@@ -455,9 +455,10 @@ int gb_workload_supports(const gb_workload *w, gp_backend backend, char *err, si
 #ifdef GB_HAVE_SPIN
     return GP_OK;
 #else
-    snprintf(err, len,
-             "--workload synthetic on the CUDA backend needs the spin kernel (bench/bench-spin.cu), "
-             "which is not built into this gp-bench; use --backend host");
+    snprintf(
+        err, len,
+        "--workload synthetic on the CUDA backend needs the spin kernel (bench/bench-spin.cu), "
+        "which is not built into this gp-bench; use --backend host");
     return GP_ENOTSUP;
 #endif
 }
@@ -494,7 +495,15 @@ static void *alone_main(void *arg) {
         sched_yield();
     while (!atomic_load(l->stop)) {
         double c0 = thread_cpu_s();
-        int rc = l->cfg->compute(l->cfg->compute_user, &l->b);
+        int rc;
+#ifdef GB_HAVE_MODEL
+        /* A model's compute keeps its state in a pipeline's slot (gp_batch.slot_user): alone,
+           its host layers run through gp_model_run_host, the same layers on the same data. */
+        if (l->w->model)
+            rc = gp_model_run_host(l->w->model, l->b.n, l->b.in, l->b.out, NULL, 0);
+        else
+#endif
+            rc = l->cfg->compute(l->cfg->compute_user, &l->b);
         double c1 = thread_cpu_s();
         if (rc != GP_OK) {
             atomic_store(&l->rc, rc);
@@ -546,11 +555,16 @@ int gb_workload_compute_alone(gb_workload *w, size_t batch, int threads, double 
         }
         for (size_t k = 0; k < batch; k++)
             memcpy((char *)in + k * cfg.item_in_bytes, gb_workload_item(w, k), cfg.item_in_bytes);
-        if (cfg.compute_setup && (rc = cfg.compute_setup(cfg.compute_user, &l->b)) != GP_OK) {
+        int model = 0;
+#ifdef GB_HAVE_MODEL
+        model = w->model != NULL; /* runs without setup (alone_main) */
+#endif
+        if (!model && cfg.compute_setup &&
+            (rc = cfg.compute_setup(cfg.compute_user, &l->b)) != GP_OK) {
             snprintf(err, len, "compute_setup: %s", gp_strerror(rc));
             break;
         }
-        l->ready = 1;
+        l->ready = !model;
         l->b.n = batch;
         if (pthread_create(&l->th, NULL, alone_main, l) != 0) {
             snprintf(err, len, "pthread_create failed");

@@ -8,14 +8,16 @@
 
 #include "pipeline.h"
 
+/* The slot whose template `b` is, or NULL for a batch that is not a pipeline's: slot_ref is
+   set by slot_init, and a copy or a caller's own batch does not sit at its slot's template. */
 static gp__slot *slot_of(const gp_batch *b) {
-    return (gp__slot *)(void *)((char *)(uintptr_t)b - offsetof(gp__slot, launch.batch));
+    gp__slot *s = (gp__slot *)(uintptr_t)b->slot_ref;
+    return s && &s->launch.batch == b ? s : NULL;
 }
 
 int gp_batch_set_slot_user(const gp_batch *b, void *slot_user) {
-    if (!b) return GP_EINVAL;
-    gp__slot *s = slot_of(b);
-    if (!s->in_setup) return GP_EINVAL;
+    gp__slot *s = b ? slot_of(b) : NULL;
+    if (!s || !s->in_setup) return GP_EINVAL;
     s->launch.batch.slot_user = slot_user;
     return GP_OK;
 }
@@ -33,7 +35,9 @@ int gp_batch_pad(const gp_batch *b, void *dst, size_t row_bytes, size_t elem_byt
     if (!b || !dst || !b->in_offsets_host || elem_bytes == 0 || row_bytes % elem_bytes ||
         !rows_fit(b->in_offsets_host, b->n, row_bytes, elem_bytes))
         return GP_EINVAL;
-    gp_pipeline *p = slot_of(b)->pipeline;
+    gp__slot *s = slot_of(b);
+    if (!s) return GP_EINVAL;
+    gp_pipeline *p = s->pipeline;
     if (!p->ops->pad) return GP_ENOTSUP;
     return p->ops->pad(p->dev, b, dst, row_bytes, elem_bytes, mask);
 }
@@ -41,14 +45,17 @@ int gp_batch_pad(const gp_batch *b, void *dst, size_t row_bytes, size_t elem_byt
 int gp_batch_unpad(const gp_batch *b, const void *src, size_t row_bytes) {
     if (!b || !src || !b->out_offsets_host || !rows_fit(b->out_offsets_host, b->n, row_bytes, 1))
         return GP_EINVAL;
-    gp_pipeline *p = slot_of(b)->pipeline;
+    gp__slot *s = slot_of(b);
+    if (!s) return GP_EINVAL;
+    gp_pipeline *p = s->pipeline;
     if (!p->ops->unpad) return GP_ENOTSUP;
     return p->ops->unpad(p->dev, b, src, row_bytes);
 }
 
 int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total) {
-    if (!b || useful > total) return GP_EINVAL;
-    gp_pipeline *p = slot_of(b)->pipeline;
+    gp__slot *s = b ? slot_of(b) : NULL;
+    if (!s || useful > total) return GP_EINVAL;
+    gp_pipeline *p = s->pipeline;
     /* Computes of several slots run concurrently (host backend): shared counters. */
     GP__BUMP(p->stats.pad_useful, useful);
     GP__BUMP(p->stats.pad_total, total);

@@ -361,8 +361,10 @@ void *gp__batcher_main(void *arg) {
 
         uint64_t take = n;
         gp_close_reason reason;
-        if (n == c->max_batch || budget) {
-            reason = GP_CLOSE_FULL; /* TODO(close-bytes): GP_CLOSE_BYTES when budget */
+        if (n == c->max_batch) {
+            reason = GP_CLOSE_FULL;
+        } else if (budget) {
+            reason = GP_CLOSE_BYTES;
         } else if (end != UINT64_MAX) {
             reason = GP_CLOSE_SHUTDOWN;
         } else if (b.head < flush) {

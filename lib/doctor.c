@@ -18,6 +18,8 @@
 #define SLOTS_FULL 0.50
 /* The batcher found no item at least this fraction of wall time. */
 #define STARVED 0.40
+/* At least this share of the computed elements were padding (gp_batch_report_padding). */
+#define PADDED (1.0 / 3.0)
 
 /* ---- verdict names ---------------------------------------------------------------------- */
 
@@ -137,6 +139,18 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             serial ? "" : " More producers or slots will not help");
         break;
     }
+    case GP_VERDICT_PADDING:
+        say(d->why, sizeof d->why,
+            "compute busy %.0f%% of wall time (%s), and %.0f%% of the elements the compute "
+            "processed were padding (%" PRIu64 " useful of %" PRIu64
+            " reported): the GPU is busy doing nothing useful for that share",
+            gp__pct(d->compute), mix, gp__pct(d->padding), s->pad_useful, s->pad_total);
+        say(d->knob, sizeof d->knob,
+            "stop padding: submit variable-size items (config.max_item_in_bytes) and let the "
+            "compute work on the packed batch through gp_batch's offsets; where the model needs a "
+            "padded tensor, a byte budget (max_batch_bytes) keeps lengths in a batch closer, and "
+            "so does grouping requests by length before submitting");
+        break;
     case GP_VERDICT_CALLBACKS:
         say(d->why, sizeof d->why,
             "completion workers busy %.0f%% (%d worker%s, %s in callbacks per item) while "
@@ -237,6 +251,7 @@ void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {
         d->batch_compute_us > 0 ? d->mean_batch / (d->batch_compute_us * 1e-6) : 0;
     d->h2d_gbps = (double)s->h2d_bytes / wall;
     d->d2h_gbps = (double)s->d2h_bytes / wall;
+    d->padding = s->pad_total ? 1.0 - (double)s->pad_useful / (double)s->pad_total : 0.0;
 
     gp_verdict v = GP_VERDICT_MIXED;
     if (s->batches == 0) {
@@ -273,6 +288,8 @@ void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {
                 v = GP_VERDICT_MIXED;
         }
     }
+    /* Saturated compute of which a large share is padding: the padding is what to fix. */
+    if (v == GP_VERDICT_COMPUTE && d->padding >= PADDED) v = GP_VERDICT_PADDING;
     d->bottleneck = v;
     d->verdict = s->fell_back ? GP_VERDICT_GPU_NOT_USED : v;
     explain(s, d);

@@ -40,7 +40,7 @@ const char *gp_backend_name(gp_backend b) {
 }
 
 const char *gp_close_reason_name(gp_close_reason r) {
-    static const char *const names[GP_CLOSE_COUNT_] = {"full",      "preferred", "delay",
-                                                       "slot-free", "flush",     "shutdown"};
+    static const char *const names[GP_CLOSE_COUNT_] = {"full",  "preferred", "delay", "slot-free",
+                                                       "flush", "shutdown",  "bytes"};
     return (unsigned)r < GP_CLOSE_COUNT_ ? names[r] : "unknown";
 }

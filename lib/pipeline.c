@@ -304,6 +304,7 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
     b->num_buckets = p->nbuckets;
     b->in_capacity = in_cap;
     b->out_capacity = out_cap;
+    b->slot_ref = s;
     b->capacity = c->max_batch;
     b->in = s->d_in;
     b->out = s->d_out;

@@ -63,12 +63,12 @@ static void json_field(FILE *f, const gp_stats *s, const gp__stat_field *fd, int
             fprintf(f, "%s%" PRIu64, k ? "," : "", gp__stat_u64(s, fd, k));
         fputc(']', f);
         break;
-    case GP__STAT_REASONS:
+    case GP__STAT_REASONS: /* the array, then the reasons appended later as their own fields */
         fputc('{', f);
         for (size_t k = 0; k < fd->count; k++)
             fprintf(f, "%s\"%s\":%" PRIu64, k ? "," : "", gp_close_reason_name((gp_close_reason)k),
                     gp__stat_u64(s, fd, k));
-        fputc('}', f);
+        fprintf(f, ",\"%s\":%" PRIu64 "}", gp_close_reason_name(GP_CLOSE_BYTES), s->close_bytes);
         break;
     case GP__STAT_META:
     case GP__STAT_WALL:
@@ -221,6 +221,8 @@ static void prom_sample(FILE *f, const gp_stats *s, const gp__stat_field *fd) {
         for (size_t k = 0; k < fd->count; k++)
             fprintf(f, "gpupipe_%s{reason=\"%s\"} %" PRIu64 "\n", fd->prom,
                     gp_close_reason_name((gp_close_reason)k), gp__stat_u64(s, fd, k));
+        fprintf(f, "gpupipe_%s{reason=\"%s\"} %" PRIu64 "\n", fd->prom,
+                gp_close_reason_name(GP_CLOSE_BYTES), s->close_bytes);
         break;
     case GP__STAT_SIZES:
         prom_sizes(f, s, fd);
@@ -339,9 +341,10 @@ static void write_report(const gp_stats *s, FILE *f) {
             "  batches   %" PRIu64 ", mean %.1f items (max_batch %" PRIu64 ", max_delay_us %u, "
             "inflight %d); closed by",
             s->batches, d.mean_batch, s->max_batch, s->max_delay_us, s->inflight);
-    for (int i = 0; i < GP_CLOSE_COUNT_; i++)
-        fprintf(f, " %s %" PRIu64 "%s", gp_close_reason_name((gp_close_reason)i),
-                s->close_reasons[i], i + 1 < GP_CLOSE_COUNT_ ? "," : "\n");
+    for (int i = 0; i < GP_CLOSE_BYTES; i++)
+        fprintf(f, " %s %" PRIu64 ",", gp_close_reason_name((gp_close_reason)i),
+                s->close_reasons[i]);
+    fprintf(f, " %s %" PRIu64 "\n", gp_close_reason_name(GP_CLOSE_BYTES), s->close_bytes);
     fprintf(f, "  sizes    ");
     int any = 0;
     for (int b = 1; b < GP_HIST_BUCKETS; b++) {

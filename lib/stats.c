@@ -171,8 +171,12 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
     s->batch_items = GP__READ(t->batch_items);
     for (int i = 0; i < GP_HIST_BUCKETS; i++)
         s->batch_hist[i] = GP__READ(t->batch_hist[i]);
-    for (int i = 0; i < GP_CLOSE_COUNT_; i++)
+    for (int i = 0; i < GP_CLOSE_BYTES; i++)
         s->close_reasons[i] = GP__READ(t->close_reasons[i]);
+    s->close_bytes = GP__READ(t->close_reasons[GP_CLOSE_BYTES]);
+    s->cancels = GP__READ(t->cancels);
+    s->pad_useful = GP__READ(t->pad_useful);
+    s->pad_total = GP__READ(t->pad_total);
 
     s->h2d_busy_ns = GP__READ(t->h2d.ns);
     s->compute_busy_ns = GP__READ(t->compute.ns);

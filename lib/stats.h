@@ -100,7 +100,7 @@ typedef struct gp__stats {
     _Alignas(64) _Atomic uint64_t rejected_full;
     _Atomic uint64_t backpressure_ns;
     _Atomic uint64_t abandoned;
-    _Atomic uint64_t cancels; /* gp_pipeline_cancel calls that canceled an item */
+    _Atomic uint64_t cancels;               /* gp_pipeline_cancel calls that canceled an item */
     _Atomic uint64_t pad_useful, pad_total; /* gp_batch_report_padding sums (computes) */
 
     /* batcher */

@@ -99,7 +99,9 @@ typedef enum gp_close_reason {
     GP_CLOSE_SLOT_FREE = 3, /* a slot was free and max_delay_us is 0: work-conserving dispatch */
     GP_CLOSE_FLUSH = 4,     /* gp_pipeline_flush() or gp_pipeline_drain() */
     GP_CLOSE_SHUTDOWN = 5,  /* gp_pipeline_destroy() */
-    GP_CLOSE_COUNT_ = 6
+    GP_CLOSE_BYTES = 6,     /* variable-size items: the next item would pass max_batch_bytes
+                               (counted in gp_stats.close_bytes: close_reasons holds 0..5) */
+    GP_CLOSE_COUNT_ = 7
 } gp_close_reason;
 
 /*
@@ -149,6 +151,8 @@ typedef struct gp_batch {
     size_t in_total;  /* bytes of input in this batch (in_offsets_host[n], or n * in_bytes) */
     size_t out_total; /* bytes of output this batch must write */
     size_t in_capacity, out_capacity; /* bytes `in` and `out` hold (plan for these in setup) */
+    const void *slot_ref; /* internal: the slot this batch is the template of (NULL in a batch
+                             that is not a pipeline's) */
 } gp_batch;
 
 #define GP_MAX_BUCKETS 32 /* at most 21 powers of two below max_batch, or the preferred sizes */
@@ -187,8 +191,8 @@ GP_API int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t 
  * From compute_setup only: give the slot a pointer of the compute's own (its per-slot state:
  * plans, scratch buffers). The library stores it in the slot; every later batch of the slot
  * and the slot's compute_teardown see it as b->slot_user. `b` must be the batch compute_setup
- * received. @return GP_OK; GP_EINVAL when `b` is NULL or the call is not made from that slot's
- * compute_setup.
+ * received. @return GP_OK; GP_EINVAL when `b` is NULL, is not a pipeline's batch (a copy, or
+ * one the caller made) or the call is not made from that slot's compute_setup.
  */
 GP_API int gp_batch_set_slot_user(const gp_batch *b, void *slot_user);
 
@@ -559,8 +563,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
       "items carried by batches (mean batch = batch_items / batches)")                             \
     X(SIZES, uint64_t, batch_hist, [GP_HIST_BUCKETS], "batches", "batch_size_items",               \
       "items per dispatched batch")                                                                \
-    X(REASONS, uint64_t, close_reasons, [GP_CLOSE_COUNT_], "batches", "batches_closed_total",      \
-      "batches by the reason they left the batcher")                                               \
+    X(REASONS, uint64_t, close_reasons, [GP_CLOSE_BYTES], "batches", "batches_closed_total",       \
+      "batches by the reason they left the batcher (GP_CLOSE_FULL..GP_CLOSE_SHUTDOWN)")            \
     X(NS, uint64_t, h2d_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"h2d\"}",                \
       "union of host-to-device copy intervals")                                                    \
     X(NS, uint64_t, compute_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"compute\"}",        \
@@ -613,13 +617,24 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(LATENCY, uint64_t, queue_wait_hist, [GP_LATENCY_BUCKETS], "items", "queue_wait_seconds",     \
       "time from submit to the batch's dispatch, per item")                                        \
     X(LATENCY, uint64_t, latency_hist, [GP_LATENCY_BUCKETS], "items", "latency_seconds",           \
-      "time from submit to the callback, per item")
+      "time from submit to the callback, per item")                                                \
+    X(COUNT, uint64_t, close_bytes, , "batches", "",                                               \
+      "batches closed by the byte budget, max_batch_bytes (GP_CLOSE_BYTES; rendered with the "     \
+      "close reasons)")                                                                            \
+    X(COUNT, uint64_t, cancels, , "items", "cancels_total",                                        \
+      "items gp_pipeline_cancel canceled before they went to the device")                          \
+    X(COUNT, uint64_t, pad_useful, , "elements", "padding_elements_total{kind=\"useful\"}",        \
+      "elements of real data computes reported with gp_batch_report_padding")                      \
+    X(COUNT, uint64_t, pad_total, , "elements", "padding_elements_total{kind=\"computed\"}",       \
+      "elements computes processed, padding included (gp_batch_report_padding)")                   \
+    X(TEXT, char, backend_note, [160], "", "",                                                     \
+      "what the backend runs without and why (e.g. cuDNN unavailable), or empty")
 
 /*
  * A snapshot of the pipeline's counters, GP_STATS_FIELDS in order. Layout history (fields are
  * only appended, so code built against an older header keeps working): struct_size ..
  * graph_eager_reason first; latency_sum_ns .. delay_wait_ns appended in 0.1.0; queue_wait_hist
- * and latency_hist appended after 0.1.0.
+ * .. backend_note appended in 0.2.0.
  */
 #define GP__STATS_MEMBER(kind, type, name, dim, unit, prom, help) type name dim;
 typedef struct gp_stats {
@@ -683,14 +698,15 @@ GP_API void gp_stats_mark_free(gp_stats_mark *m);
     X(SMALL_BATCHES, 8, "small-batches", "batches too small for the configured delay")             \
     X(ENQUEUE, 9, "enqueue", "host enqueue takes longer than the GPU compute")                     \
     X(INFLIGHT, 10, "inflight", "too few in-flight slots: stages cannot overlap")                  \
-    X(MIXED, 11, "mixed", "no single bottleneck")
+    X(MIXED, 11, "mixed", "no single bottleneck")                                                  \
+    X(PADDING, 12, "padding", "the compute spends a large share on padding")
 
 /* clang-format off */
 typedef enum gp_verdict {
 #define GP__VERDICT_ENUM(NAME, value, name, title) GP_VERDICT_##NAME = value,
     GP_VERDICT_MAP(GP__VERDICT_ENUM)
 #undef GP__VERDICT_ENUM
-    GP_VERDICT_COUNT_ = 12
+    GP_VERDICT_COUNT_ = 13
 } gp_verdict;
 /* clang-format on */
 
@@ -720,6 +736,9 @@ typedef struct gp_diagnosis {
     double h2d_gbps, d2h_gbps; /* bytes moved per wall second, 1e9 */
     char why[384];             /* the numbers that prove the bottleneck */
     char knob[384];            /* what to turn */
+    /* Appended in 0.2.0. */
+    double padding; /* share of the elements computes processed that were padding (their
+                       gp_batch_report_padding sums; 0 when none reported) */
 } gp_diagnosis;
 
 /*
@@ -730,7 +749,9 @@ typedef struct gp_diagnosis {
  * at least 70% of wall time; otherwise small-batches (max_delay_us set, at least half the
  * batches left on the delay timer carrying at most half of max_batch), inflight (a batch waited
  * for a free slot at least 50% of the time), producers (the batcher waited for items at least
- * 40%), else mixed; no-work before the first batch. The verdict is gpu-not-used when AUTO fell
+ * 40%), else mixed; no-work before the first batch. When compute is the bottleneck and the
+ * computes reported (gp_batch_report_padding) that at least a third of their elements were
+ * padding, the verdict is padding. The verdict is gpu-not-used when AUTO fell
  * back, with the bottleneck still named.
  * s->struct_size: fields past it read as 0. d->struct_size must be set; only that much is
  * written. Any thread. @return GP_OK or GP_EINVAL (NULL argument, bad struct_size).
@@ -771,7 +792,7 @@ GP_API const char *gp_version(void);
 
 /* Backend name: "auto", "host", "cuda". */
 GP_API const char *gp_backend_name(gp_backend b);
-/* Close reason name: "full", "preferred", "delay", "slot-free", "flush", "shutdown". */
+/* Close reason name: "full", "preferred", "delay", "slot-free", "flush", "shutdown", "bytes". */
 GP_API const char *gp_close_reason_name(gp_close_reason r);
 
 #ifdef __cplusplus

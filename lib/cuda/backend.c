@@ -756,6 +756,9 @@ static void cuda_stats(void *ctx, gp_stats *s) {
     s->graph_eager = GP__READ(c->eager);
     if (s->graph_eager)
         copy_str(s->graph_eager_reason, sizeof s->graph_eager_reason, c->eager_reason);
+    /* Acquire pairs with dnn_unavailable's release: the note is written. */
+    if (atomic_load_explicit(&c->note_set, memory_order_acquire) == 2)
+        copy_str(s->backend_note, sizeof s->backend_note, c->note);
 }
 
 /* gp_batch_pad / gp_batch_unpad: kernels on the slot's stream (b->impl is the stream's

@@ -803,10 +803,12 @@ static void quiesce_and_check_stats(void) {
     SAME(s.batches, R.ntr);
     SAME(s.batch_items, R.tr_items);
     uint64_t reasons = 0, hist = 0;
-    for (int k = 0; k < GP_CLOSE_COUNT_; k++) {
+    for (int k = 0; k < GP_CLOSE_BYTES; k++) {
         SAME(s.close_reasons[k], R.reasons[k]);
         reasons += s.close_reasons[k];
     }
+    SAME(s.close_bytes, R.reasons[GP_CLOSE_BYTES]); /* fixed-size items: 0 */
+    reasons += s.close_bytes;
     for (int k = 0; k < GP_HIST_BUCKETS; k++)
         hist += s.batch_hist[k];
     SAME(reasons, s.batches);

@@ -399,6 +399,7 @@ static void cancel_outcomes(void) {
     /* The canceled item never went to the device: three items' bytes moved, B's did not. */
     GPT_EQ(s.h2d_bytes, (1 + 3 + 4));
     GPT_EQ(s.canceled, 1);
+    GPT_EQ(s.cancels, 1); /* the second cancel of B changed nothing */
     printf("cancel: canceled, too late, never accepted, uncommitted, abandoned, twice: ok\n");
 }
 
@@ -645,11 +646,68 @@ static void padding(void) {
         a.user = (void *)(uintptr_t)i;
         GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
     }
+    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    gp_stats st;
+    st.struct_size = sizeof st;
+    GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     GPT_EQ(atomic_load(&echo_bad), 0);
     GPT_EQ(atomic_load(&echo_ok), N);
+    GPT_EQ(st.pad_useful, atomic_load(&echo_useful)); /* the reports reach the stats */
+    GPT_EQ(st.pad_total, atomic_load(&echo_total));
     printf("padding: %d items padded into %d-byte rows and back; useful %.2f of the padded work\n",
            N, ECHO_ROW, (double)atomic_load(&echo_useful) / (double)atomic_load(&echo_total));
+}
+
+/* ---- the byte budget ------------------------------------------------------------------------ */
+
+static _Atomic uint64_t budget_max_total, budget_batches;
+static int budget_compute(void *user, const gp_batch *b) {
+    uint64_t cur = atomic_load(&budget_max_total);
+    while (b->in_total > cur && !atomic_compare_exchange_weak(&budget_max_total, &cur, b->in_total))
+        ;
+    atomic_fetch_add(&budget_batches, 1);
+    return gated_compute(user, b);
+}
+
+/* A backlog of 11 items of 200 bytes behind a held slot, a budget of 1000 bytes: the next
+   batches carry 5 items each and close on the budget (GP_CLOSE_BYTES: the next item would not
+   fit), never more bytes; the last item leaves alone. */
+static void budget(void) {
+    gpt_gate_init(&gate);
+    gp_config c;
+    gpt_config(&c, backend);
+    c.max_item_in_bytes = 200;
+    c.max_item_out_bytes = 8;
+    c.max_batch = 16;
+    c.max_batch_bytes = 1000;
+    c.inflight = 1;
+    c.compute = budget_compute;
+    gp_pipeline *p = gpt_create(&c);
+    uint8_t in[200] = {1};
+    gp_submit_args a;
+    gp_submit_args_init(&a);
+    a.input = in;
+    a.input_bytes = 200;
+    a.output_bytes = 8;
+    a.done = cancel_done;
+    a.user = (void *)(intptr_t)10;
+    GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
+    gpt_gate_wait_entered(&gate, 1); /* the slot is held */
+    for (int i = 0; i < 11; i++)
+        GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
+    gpt_gate_open(&gate);
+    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    gp_stats s;
+    s.struct_size = sizeof s;
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gpt_gate_destroy(&gate);
+    GPT_EQ(atomic_load(&budget_max_total), 1000);
+    GPT_EQ(s.batches, 4); /* 1, then 5 + 5 + 1 */
+    GPT_EQ(s.close_bytes, 2);
+    printf("budget: 11 queued items of 200 bytes left as 5 + 5 (1000 bytes, closed by the "
+           "budget) + 1\n");
 }
 
 int main(int argc, char **argv) {
@@ -662,5 +720,6 @@ int main(int argc, char **argv) {
     cancel_race(GP_DESTROY_DRAIN);
     cancel_race(GP_DESTROY_CANCEL);
     padding();
+    budget();
     return 0;
 }

@@ -179,14 +179,32 @@ int main(void) {
     GPT_EQ(d.verdict, GP_VERDICT_INFLIGHT);
     GPT_CHECK(strstr(d.knob, "(now 0)") != NULL);
 
+    /* Padding: saturated compute of which a third or more was padding (the computes' own
+       report) is a padding verdict; less padding, or no saturation, is not. */
+    s = base();
+    s.compute_busy_ns = 950 * MS;
+    s.pad_useful = 600;
+    s.pad_total = 1000;
+    GPT_EQ(verdict(&s, "40% of the elements"), GP_VERDICT_PADDING);
+    gp_diagnosis pd = {.struct_size = sizeof pd};
+    GPT_RC(gp_stats_diagnose(&s, &pd), GP_OK);
+    GPT_CHECK(pd.padding > 0.39 && pd.padding < 0.41);
+    GPT_CHECK(strstr(pd.knob, "max_item_in_bytes") != NULL);
+    s.pad_useful = 700; /* 30%: below the threshold */
+    GPT_EQ(verdict(&s, NULL), GP_VERDICT_COMPUTE);
+    s.pad_useful = 100;
+    s.compute_busy_ns = 400 * MS; /* heavy padding but nothing saturated: not the limit */
+    GPT_EQ(verdict(&s, NULL), GP_VERDICT_MIXED);
+
     /* Names and values are pinned: tables, CSV, JSON and Prometheus labels use them. */
     static const char *const names[GP_VERDICT_COUNT_] = {
-        "no-work", "gpu-not-used", "producers",     "prep",    "h2d",      "compute",
-        "d2h",     "callbacks",    "small-batches", "enqueue", "inflight", "mixed"};
+        "no-work",   "gpu-not-used",  "producers", "prep",     "h2d",   "compute", "d2h",
+        "callbacks", "small-batches", "enqueue",   "inflight", "mixed", "padding"};
     for (int v = 0; v < GP_VERDICT_COUNT_; v++)
         GPT_CHECK(strcmp(gp_verdict_name((gp_verdict)v), names[v]) == 0);
     GPT_EQ(GP_VERDICT_COMPUTE, 5);
     GPT_EQ(GP_VERDICT_MIXED, 11);
+    GPT_EQ(GP_VERDICT_PADDING, 12);
     GPT_CHECK(strcmp(gp_verdict_name(GP_VERDICT_COUNT_), "unknown") == 0);
     GPT_CHECK(strcmp(gp_verdict_name((gp_verdict)-1), "unknown") == 0);
     printf("diagnose: ok\n");
