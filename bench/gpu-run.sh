@@ -4,7 +4,7 @@
 #   1. find the toolkit, cuBLAS and cuDNN (system, or inside PyTorch's nvidia-* Python
 #      packages), configure and build;
 #   2. ctest -L gpu;
-#   3. cuda-bench (the issue's (a)-(e));
+#   3. cuda-bench (the issue's (a)-(e)), and bench/torch-bench.py when LibTorch was found;
 #   4. compute-sanitizer memcheck, racecheck and synccheck over the GPU tests, as far as the
 #      time budget allows.
 # Logs go to "$OUT" (default ./out), eight files at most:
@@ -102,6 +102,14 @@ if [ -d "$SHIM" ]; then
   CMAKE_EXTRA+=(-DCMAKE_LIBRARY_PATH="$SHIM/lib")
 fi
 
+# LibTorch from PyTorch's wheel: builds libgpupipe-torch, whose CUDA test (test_torch_cuda) runs
+# with the gpu tests and whose bench runs after cuda-bench (into cuda-bench.txt).
+if TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null) &&
+   [ -n "$TORCH_PREFIX" ]; then
+  CMAKE_EXTRA+=(-DCMAKE_PREFIX_PATH="$TORCH_PREFIX")
+  say "LibTorch: $TORCH_PREFIX"
+fi
+
 # Build for this GPU only (faster); 90 when the query fails.
 CC_ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
 CC_ARCH=${CC_ARCH:-90}
@@ -111,7 +119,14 @@ GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
   cmake -S "$ROOT" -B "$BUILD" ${GEN[@]+"${GEN[@]}"} -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_WITH_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$CC_ARCH" ${CMAKE_EXTRA[@]+"${CMAKE_EXTRA[@]}"}
 } >"$OUT/build.log" 2>&1
-if [ $? -ne 0 ] && [[ ! " ${CMAKE_EXTRA[*]} " =~ GP_WITH_CUDNN=OFF ]]; then
+CONF=$?
+if [ $CONF -ne 0 ] && [ -n "${TORCH_PREFIX:-}" ]; then
+  say "configure with LibTorch failed; retrying without it (see build.log)"
+  CMAKE_EXTRA+=(-DGP_WITH_TORCH=OFF)
+  cmake -S "$ROOT" -B "$BUILD" -DGP_WITH_TORCH=OFF >>"$OUT/build.log" 2>&1
+  CONF=$?
+fi
+if [ $CONF -ne 0 ] && [[ ! " ${CMAKE_EXTRA[*]} " =~ GP_WITH_CUDNN=OFF ]]; then
   say "configure with cuDNN failed; retrying without it (see build.log)"
   CMAKE_EXTRA+=(-DGP_WITH_CUDNN=OFF)
   cmake -S "$ROOT" -B "$BUILD" ${GEN[@]+"${GEN[@]}"} -DGP_WITH_CUDNN=OFF >>"$OUT/build.log" 2>&1
@@ -138,6 +153,16 @@ if [ -x "$BUILD/bench/cuda-bench" ]; then
   grep -E '^\(|target|peak' "$OUT/cuda-bench.txt" | tee -a "$SUMMARY"
 else
   say "cuda-bench: not built"
+fi
+if [ -x "$BUILD/bench/torch-bench" ]; then
+  { echo; echo "== torch-bench.py (ResNet-18 TorchScript: naive loop, PyTorch batch 256, gpupipe)"
+    timeout 300 python3 "$ROOT/bench/torch-bench.py" --bench "$BUILD/bench/torch-bench" \
+      --device cuda --json "$BUILD/torch-bench.json"; echo "torch-bench.py: exit $?"
+  } >>"$OUT/cuda-bench.txt" 2>&1
+  say "$(grep -E '^torch-bench.py: exit' "$OUT/cuda-bench.txt")"
+  grep -E '^\| \(' "$OUT/cuda-bench.txt" | tee -a "$SUMMARY"
+else
+  say "torch-bench: not built (no LibTorch found)"
 fi
 say "after bench: $(elapsed) s"
 
