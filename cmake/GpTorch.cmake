@@ -16,7 +16,8 @@ set(GP_TORCH_CUDA_CHECK OFF)
 set(GP_TORCH_WHY "")
 
 if(GP_WITH_TORCH STREQUAL "OFF")
-  set(GP_TORCH_WHY "configured with GP_WITH_TORCH=OFF")
+  string(CONCAT GP_TORCH_WHY "configured with GP_WITH_TORCH=OFF (the sanitizer presets do: "
+         "LibTorch is not instrumented)")
 else()
   include(CheckLanguage)
   check_language(CXX)

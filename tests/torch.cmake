@@ -49,7 +49,7 @@ if(TARGET gpupipe_torch)
   endif()
 else()
   add_test(NAME test_torch_host
-           COMMAND sh -c "echo 'SKIP: libgpupipe-torch is not built: $0'; exit 77"
+           COMMAND sh -c "echo \"SKIP: libgpupipe-torch is not built: $0\"; exit 77"
                    "${GP_TORCH_WHY}")
   set_tests_properties(test_torch_host PROPERTIES LABELS torch SKIP_RETURN_CODE 77)
 endif()
