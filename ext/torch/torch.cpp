@@ -314,9 +314,11 @@ std::shared_ptr<DeviceModule> device_module(gp_torch_model &m, const c10::Device
         dm->module = m.module;
     } else {
         dm->module = m.module.deepcopy();
+        /* FP32 means "as saved": only FP16/BF16 change floating tensors' types. */
+        bool cast = m.compute_type != at::kFloat;
         auto convert = [&](at::Tensor t) {
             at::ScalarType st =
-                at::isFloatingType(t.scalar_type()) ? m.compute_type : t.scalar_type();
+                cast && at::isFloatingType(t.scalar_type()) ? m.compute_type : t.scalar_type();
             t.set_data(t.to(dev, st));
         };
         for (const at::Tensor &t : dm->module.parameters())
