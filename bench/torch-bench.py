@@ -4,7 +4,8 @@ run: what the pipeline alone is worth, with PyTorch's own kernels on every side.
 
   (i)   naive: a per-item loop in PyTorch (batch of 1: copy in, forward, copy out, next)
   (ii)  PyTorch best practice: batches of --batch (256), inference_mode; on CUDA the batch is
-        staged in a preallocated pinned buffer and sent with non_blocking=True
+        staged in a preallocated pinned buffer and sent with non_blocking=True; also at
+        --also-batch sizes (64), so batch size and pipelining can be told apart
   (iii) gpupipe + LibTorch: bench/torch-bench (C++, libgpupipe-torch), --producers (8) threads
         submitting items; rows for each --gp config (max_batch/inflight/threads)
 
@@ -157,12 +158,14 @@ def main():
     ap.add_argument("--items", type=int, default=5120)
     ap.add_argument("--naive-items", type=int, default=0, help="(i) items (default --items)")
     ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--also-batch", type=int, nargs="*", default=[64],
+                    help="(ii) also at these batch sizes, to tell batch size from pipelining")
     ap.add_argument("--threads", type=int, default=0,
                     help="PyTorch intra-op threads (default: all cores)")
     ap.add_argument("--producers", type=int, default=8)
     ap.add_argument("--gp", nargs="*", default=None,
                     help="gpupipe configs max_batch/inflight/threads (default: cpu "
-                         "256/1/T 256/T/1 64/T/1; cuda 256/3/1 64/3/1)")
+                         "256/1/T 256/T/1 64/1/T 64/T/1; cuda 256/3/1 64/3/1)")
     ap.add_argument("--first-reps", type=int, default=3)
     ap.add_argument("--model")
     ap.add_argument("--json")
@@ -171,7 +174,8 @@ def main():
     size = a.size or (224 if dev == "cuda" else 64)
     threads = a.threads or (os.cpu_count() or 1)
     torch.set_num_threads(threads)
-    gp = a.gp or ([f"256/1/{threads}", f"256/{threads}/1", f"64/{threads}/1"] if dev == "cpu"
+    gp = a.gp or ([f"256/1/{threads}", f"256/{threads}/1", f"64/1/{threads}", f"64/{threads}/1"]
+                  if dev == "cpu"
                   else ["256/3/1", "64/3/1"])
     naive_items = a.naive_items or a.items
 
@@ -183,9 +187,10 @@ def main():
     model = torch.jit.load(pt, map_location=dev).eval()
     g = torch.Generator().manual_seed(0)
     imgs = torch.randint(0, 256, (a.items, size, size, 3), dtype=torch.uint8, generator=g)
-    with torch.inference_mode():  # warm both PyTorch loops: batch 1 and a full batch, twice
-        for n in (1, 1, min(a.batch, a.items), min(a.batch, a.items)):
+    with torch.inference_mode():  # warm both PyTorch loops: batch 1 and full batches, twice
+        for n in [1] + [min(b, a.items) for b in [a.batch] + a.also_batch]:
             x = imgs[:n].to(dev) if dev == "cuda" else imgs[:n]
+            model(x).cpu()
             model(x).cpu()
     nv = Nvml(dev)
 
@@ -201,11 +206,12 @@ def main():
     n, secs, lat = naive(model, imgs, naive_items, dev)
     add("(i) naive per-item loop (PyTorch)", n, secs, lat, nv.mean(e0, time.time()),
         f"batch 1, {threads} threads")
-    e0 = time.time()
-    n, secs, lat = best_practice(model, imgs, a.items, a.batch, dev)
-    add("(ii) PyTorch best practice", n, secs, lat, nv.mean(e0, time.time()),
-        f"batch {a.batch}, {(n + a.batch - 1) // a.batch} batches, {threads} threads" +
-        (", pinned + non_blocking" if dev == "cuda" else ""))
+    for bs in [a.batch] + [b for b in a.also_batch if b != a.batch]:
+        e0 = time.time()
+        n, secs, lat = best_practice(model, imgs, a.items, bs, dev)
+        add("(ii) PyTorch best practice", n, secs, lat, nv.mean(e0, time.time()),
+            f"batch {bs}, {(n + bs - 1) // bs} batches, {threads} threads" +
+            (", pinned + non_blocking" if dev == "cuda" else ""))
     raw["gpupipe"] = []
     for c in gp:
         b, k, t = (int(v) for v in c.split("/"))
