@@ -24,7 +24,7 @@ equals --threads on a CPU (each slot runs its own forward). Also: gpupipe's firs
 with and without warm-up (fresh processes).
 
 usage: torch-bench.py --bench BUILD/bench/torch-bench [--device cpu|cuda] [--size S]
-                      [--items N] [--naive-items N] [--batch 256] [--threads T]
+                      [--items N] [--naive-items N] [--batch 256] [--threads T] [--reps R]
                       [--gp B/K/T ...] [--model PT] [--json OUT.json]
 Prints a Markdown table (paste into bench/RESULTS.md) and, with --json, writes the raw numbers.
 """
@@ -166,6 +166,7 @@ def main():
     ap.add_argument("--gp", nargs="*", default=None,
                     help="gpupipe configs max_batch/inflight/threads (default: cpu "
                          "256/1/T 256/T/1 64/1/T 64/T/1; cuda 256/3/1 64/3/1)")
+    ap.add_argument("--reps", type=int, default=1, help="repetitions; the table gives medians")
     ap.add_argument("--first-reps", type=int, default=3)
     ap.add_argument("--model")
     ap.add_argument("--json")
@@ -194,34 +195,51 @@ def main():
             model(x).cpu()
     nv = Nvml(dev)
 
-    rows, raw = [], {"device": dev, "size": size, "threads": threads, "items": a.items,
+    raw = {"device": dev, "size": size, "threads": threads, "items": a.items,
                      "torch": torch.__version__}
     if dev == "cuda":
         raw["gpu"] = torch.cuda.get_device_name()
 
+    # Each repetition runs every contender once, in order; the table gives per-row medians
+    # (on a shared machine the load moves between contenders, less so between repetitions).
+    runs = []
+
     def add(name, n, secs, lat, util, extra=""):
         rows.append((name, n, n / secs, pct(lat, 50), pct(lat, 99), util, extra))
 
-    e0 = time.time()
-    n, secs, lat = naive(model, imgs, naive_items, dev)
-    add("(i) naive per-item loop (PyTorch)", n, secs, lat, nv.mean(e0, time.time()),
-        f"batch 1, {threads} threads")
-    for bs in [a.batch] + [b for b in a.also_batch if b != a.batch]:
-        e0 = time.time()
-        n, secs, lat = best_practice(model, imgs, a.items, bs, dev)
-        add("(ii) PyTorch best practice", n, secs, lat, nv.mean(e0, time.time()),
-            f"batch {bs}, {(n + bs - 1) // bs} batches, {threads} threads" +
-            (", pinned + non_blocking" if dev == "cuda" else ""))
     raw["gpupipe"] = []
-    for c in gp:
-        b, k, t = (int(v) for v in c.split("/"))
-        r, cap = gpupipe(a.bench, pt, size, a.items, b, k, t, dev)
-        raw["gpupipe"].append(r)
-        util = nv.mean(r["t_start_epoch"], r["t_end_epoch"])
-        rows.append((f"(iii) gpupipe + LibTorch, {a.producers} producers", r["items"],
-                     r["items_per_s"], r["p50_ms"], r["p99_ms"], util,
-                     f"max_batch {b}, inflight {k} x {t} threads, ring {cap}; {r['batches']} "
-                     f"batches of {r['mean_batch']:.0f}"))
+    for rep in range(a.reps):
+        rows = []
+        e0 = time.time()
+        n, secs, lat = naive(model, imgs, naive_items, dev)
+        add("(i) naive per-item loop (PyTorch)", n, secs, lat, nv.mean(e0, time.time()),
+            f"batch 1, {threads} threads")
+        for bs in [a.batch] + [b for b in a.also_batch if b != a.batch]:
+            e0 = time.time()
+            n, secs, lat = best_practice(model, imgs, a.items, bs, dev)
+            add("(ii) PyTorch best practice", n, secs, lat, nv.mean(e0, time.time()),
+                f"batch {bs}, {(n + bs - 1) // bs} batches, {threads} threads" +
+                (", pinned + non_blocking" if dev == "cuda" else ""))
+        for c in gp:
+            b, k, t = (int(v) for v in c.split("/"))
+            r, cap = gpupipe(a.bench, pt, size, a.items, b, k, t, dev)
+            raw["gpupipe"].append(r)
+            util = nv.mean(r["t_start_epoch"], r["t_end_epoch"])
+            rows.append((f"(iii) gpupipe + LibTorch, {a.producers} producers", r["items"],
+                         r["items_per_s"], r["p50_ms"], r["p99_ms"], util,
+                         f"max_batch {b}, inflight {k} x {t} threads, ring {cap}; "
+                         f"{r['batches']} batches of {r['mean_batch']:.0f}"))
+        runs.append(rows)
+        print(f"repetition {rep + 1}/{a.reps}: " +
+              ", ".join(f"{r[2]:.1f}" for r in rows) + " items/s", file=sys.stderr)
+
+    def med(i, j):
+        vals = [run[i][j] for run in runs if run[i][j] is not None]
+        return float(np.median(vals)) if vals else None
+
+    rows = [runs[-1][i][:2] + (med(i, 2), med(i, 3), med(i, 4), med(i, 5), runs[-1][i][6])
+            for i in range(len(runs[-1]))]
+    raw["runs"] = runs
     nv.close()
 
     fb = {}
@@ -232,7 +250,8 @@ def main():
 
     base = rows[0][2]
     print(f"\nmodel: ResNet-18 TorchScript (u8 {size}x{size}x3 -> top-5), device {dev}"
-          + (f" ({raw['gpu']})" if dev == "cuda" else "") + f", torch {torch.__version__}\n")
+          + (f" ({raw['gpu']})" if dev == "cuda" else "") + f", torch {torch.__version__}; "
+          f"median of {a.reps} repetition(s)\n")
     print("| contender | items | items/s | vs (i) | p50 ms | p99 ms | GPU util | setup |")
     print("|---|---|---|---|---|---|---|---|")
     for name, n, ips, p50, p99, util, extra in rows:
