@@ -119,7 +119,10 @@ typedef struct gp_torch_options {
                                allocator caches start up); on CUDA, per slot, plus one at the
                                pipeline's max_batch so the slot stream's allocator cache holds a
                                full batch's activations before traffic. Host: once per pipeline
-                               (nothing there is per slot). Default 2; 0 = none. */
+                               (the module is shared); compute_setup runs on the creating
+                               thread, so each slot thread's OpenMP / oneDNN state still
+                               starts cold: the first batch there is faster with warm-up, not
+                               yet at its steady cost (bench/RESULTS.md). Default 2; 0 = none. */
     int intra_op_threads;   /* 0 (default): leave PyTorch's thread count alone. > 0:
                                at::set_num_threads(n) at load: PROCESS-WIDE, it changes every
                                PyTorch user in the process. On the host backend each slot runs
