@@ -24,13 +24,16 @@ if(TARGET gpupipe_torch)
   target_compile_definitions(test_torch PRIVATE _GNU_SOURCE)
   gp_warnings(test_torch)
   add_test(NAME test_torch_host COMMAND test_torch host ${GP_TORCH_FIXTURES})
+  # PyTorch's intra-op threads take every core: PROCESSORS keeps the timing-sensitive pipeline
+  # tests from running beside the torch tests under ctest -j.
   set_tests_properties(test_torch_host PROPERTIES LABELS torch TIMEOUT 600 SKIP_RETURN_CODE 77
-                                                  FIXTURES_REQUIRED gp_torch_fixtures)
+                                                  FIXTURES_REQUIRED gp_torch_fixtures
+                                                  PROCESSORS 2)
   if(GP_HAVE_CUDA)
     add_test(NAME test_torch_cuda COMMAND test_torch cuda ${GP_TORCH_FIXTURES})
     set_tests_properties(test_torch_cuda PROPERTIES LABELS "torch;gpu" TIMEOUT 600
                                                     SKIP_RETURN_CODE 77
-                                                    FIXTURES_REQUIRED gp_torch_fixtures)
+                                                    FIXTURES_REQUIRED gp_torch_fixtures PROCESSORS 2)
   endif()
 
   # The example, on a ResNet-18 scripted at test time, checked against eager logits.
@@ -40,12 +43,12 @@ if(TARGET gpupipe_torch)
              COMMAND ${GP_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/examples/make_resnet18_ts.py
                      ${GP_TORCH_EXAMPLE}/resnet18.pt --images 24 ${GP_TORCH_EXAMPLE})
     set_tests_properties(torch_example_model PROPERTIES LABELS torch TIMEOUT 300
-                         SKIP_RETURN_CODE 77 FIXTURES_SETUP gp_torch_example)
+                         SKIP_RETURN_CODE 77 FIXTURES_SETUP gp_torch_example PROCESSORS 2)
     add_test(NAME example_torch_service
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/torch/run_example.sh
                      $<TARGET_FILE:torch_service> ${GP_TORCH_EXAMPLE})
     set_tests_properties(example_torch_service PROPERTIES LABELS torch TIMEOUT 600
-                         SKIP_RETURN_CODE 77 FIXTURES_REQUIRED gp_torch_example)
+                         SKIP_RETURN_CODE 77 FIXTURES_REQUIRED gp_torch_example PROCESSORS 2)
   endif()
 else()
   add_test(NAME test_torch_host
