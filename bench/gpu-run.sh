@@ -309,6 +309,17 @@ st_build() {
     arch=$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
     arch=${arch:-90}
   fi
+  # LibTorch from the PyTorch wheel, for libgpupipe-torch (optional: without it that target is
+  # simply not built).
+  local p tp=""
+  for p in ${PYTHONS[@]+"${PYTHONS[@]}"}; do
+    tp=$(timeout 120 "$p" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null) && break
+    tp=""
+  done
+  if [ -n "$tp" ]; then
+    extra+=(-DCMAKE_PREFIX_PATH="$tp")
+    note "LibTorch: $tp"
+  fi
   local gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
   [ -f "$BUILD/CMakeCache.txt" ] && note "reusing $BUILD (incremental build)"
@@ -319,6 +330,16 @@ st_build() {
     -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
     ${extra[@]+"${extra[@]}"} >>"$log" 2>&1
   rc=$?
+  if [ $rc -ne 0 ] && ! is_timeout $rc && [ -n "$tp" ]; then
+    note "configure with LibTorch failed; retrying without it (see build.log)"
+    extra+=(-DGP_WITH_TORCH=OFF)
+    t=$(limit $((t_end - $(now))))
+    rc=124
+    if [ "$t" -ge 5 ]; then
+      timeout -k 10 "$t" cmake -S "$ROOT" -B "$BUILD" -DGP_WITH_TORCH=OFF >>"$log" 2>&1
+      rc=$?
+    fi
+  fi
   if [ $rc -ne 0 ] && ! is_timeout $rc && [[ " ${extra[*]} " != *GP_WITH_CUDNN=OFF* ]]; then
     note "configure with cuDNN failed; retrying without it (see build.log)"
     extra+=(-DGP_WITH_CUDNN=OFF)
@@ -601,6 +622,19 @@ st_compare() {
       ST_DETAIL="$ST_DETAIL; $prec ok"
     fi
   done
+  # gpupipe + LibTorch vs PyTorch on one TorchScript model (bench/torch-bench.py), appended to
+  # the fp32 log: the device returns at most eight files.
+  if [ -x "$BUILD/bench/torch-bench" ] && [ -f "$ROOT/bench/torch-bench.py" ] &&
+    [ "$ST_STATUS" = ok ] && budget_for 300 60; then
+    timeout -k 10 "$STEP_T" "$py" "$ROOT/bench/torch-bench.py" --bench "$BUILD/bench/torch-bench" \
+      --device cuda >>"$OUT/compare-fp32.txt" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ]; then
+      ST_STATUS=failed ST_DETAIL="$ST_DETAIL; torch-bench exit $rc (compare-fp32.txt)"
+    else
+      ST_DETAIL="$ST_DETAIL; torch-bench ok"
+    fi
+  fi
 }
 
 # ---- run ------------------------------------------------------------------------------------

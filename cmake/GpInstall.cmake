@@ -11,7 +11,7 @@ if(TARGET gpupipe-cuda)
   install(TARGETS gpupipe-cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 install(DIRECTORY include/gpupipe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "torch.h" EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/include/gpupipe/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpupipe)
 
@@ -30,6 +30,19 @@ file(RELATIVE_PATH GP_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 string(REGEX REPLACE "/$" "" GP_PC_TO_PREFIX "${GP_PC_TO_PREFIX}")
 configure_file(pkgconfig/gpupipe.pc.in ${PROJECT_BINARY_DIR}/gpupipe.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/gpupipe.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# libgpupipe-torch, its headers and gpupipe-torch.pc, only when built (cmake/GpTorch.cmake).
+# LibTorch is a private dependency of the shared library: consumers need its runtime only.
+if(TARGET gpupipe_torch)
+  install(TARGETS gpupipe_torch EXPORT gpupipeTargets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(FILES include/gpupipe/torch.h include/gpupipe/torch.hpp
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpupipe)
+  configure_file(pkgconfig/gpupipe-torch.pc.in ${PROJECT_BINARY_DIR}/gpupipe-torch.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/gpupipe-torch.pc
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()
 
 set(GP_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpupipe)
 install(EXPORT gpupipeTargets NAMESPACE gpupipe:: DESTINATION ${GP_CMAKE_DIR})

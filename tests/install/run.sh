@@ -53,3 +53,20 @@ if readelf -d "$libdir/libgpupipe.so" | grep NEEDED | grep -Ei 'cuda|cublas|cudn
   echo "installed libgpupipe.so needs a CUDA library"; exit 1
 fi
 echo "install: find_package (shared, static) and pkg-config consumers built and ran; installed tools ran"
+
+# 4. libgpupipe-torch, only when built: its headers, gpupipe-torch.pc, and a C++ consumer of
+#    gpupipe/torch.hpp both ways (no LibTorch headers or flags needed).
+if [ -f "$libdir/libgpupipe-torch.so" ]; then
+  for f in include/gpupipe/torch.h include/gpupipe/torch.hpp; do
+    [ -f "$prefix/$f" ] || { echo "missing $f after install"; exit 1; }
+  done
+  "$tmp/cm/consumer_torch"
+  c++ -std=c++17 $cflags $ldflags $(pkg-config --cflags gpupipe-torch) \
+    "$src/tests/install/consumer/consumer_torch.cpp" -o "$tmp/pc_torch" \
+    $(pkg-config --libs gpupipe-torch) -Wl,-rpath,"$libdir"
+  "$tmp/pc_torch"
+  echo "install: libgpupipe-torch consumers (find_package, pkg-config) built and ran"
+elif [ -f "$prefix/include/gpupipe/torch.h" ]; then
+  echo "gpupipe/torch.h installed without libgpupipe-torch"
+  exit 1
+fi
