@@ -4,7 +4,9 @@
  * the slot's template (pipeline.c, slot_init), so the slot, and through it the pipeline, is
  * found from the pointer.
  */
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "pipeline.h"
 
@@ -59,5 +61,15 @@ int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total) 
     /* Computes of several slots run concurrently (host backend): shared counters. */
     GP__BUMP(p->stats.pad_useful, useful);
     GP__BUMP(p->stats.pad_total, total);
+    return GP_OK;
+}
+
+int gp_batch_set_error(const gp_batch *b, const char *fmt, ...) {
+    gp__slot *s = b ? slot_of(b) : NULL;
+    if (!s || !fmt) return GP_EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
     return GP_OK;
 }

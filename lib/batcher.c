@@ -256,6 +256,7 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t ou
     }
     r.in_end = b->in_cur;
     s->launch.status = GP_OK;
+    s->err[0] = '\0'; /* the slot's previous batch is finished (slot_free) */
 
     int rc = o->event_record(p->dev, s->ev[GP__EV_START], s->stream);
     if (rc == GP_OK && off_bytes)

@@ -60,8 +60,10 @@ static void finish_device_batch(gp_pipeline *p, gp__batchrec *r) {
         mark_failed(p);
     } else if (r->status == GP_OK && s->launch.status != GP_OK) {
         r->status = GP_ECOMPUTE;
-        GP__ERR(&p->err, GP_ECOMPUTE, "compute returned %d for the batch of %llu items at seq %llu",
-                s->launch.status, (unsigned long long)r->n, (unsigned long long)r->first);
+        GP__ERR(&p->err, GP_ECOMPUTE,
+                "compute returned %d for the batch of %llu items at seq %llu%s%s", s->launch.status,
+                (unsigned long long)r->n, (unsigned long long)r->first, s->err[0] ? ": " : "",
+                s->err);
     }
     if (rc == GP_OK) record_timings(p, s, r);
     /* Release: everything this slot did happens before the batcher reuses it. */

@@ -323,7 +323,8 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
         s->in_setup = 0;
         if (rc != GP_OK) {
             if (rc > 0 || rc < GP_ENOTSUP) rc = GP_EDEVICE;
-            return GP__ERR(&p->err, rc, "compute_setup failed for slot %d", index);
+            return GP__ERR(&p->err, rc, "compute_setup failed for slot %d%s%s", index,
+                           s->err[0] ? ": " : "", s->err);
         }
         s->ready = 1;
     }

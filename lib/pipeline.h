@@ -45,6 +45,10 @@ typedef struct gp__slot {
     void *d_off;
     gp__event *ev[GP__EV_COUNT];
     gp__launch launch;
+    /* gp_batch_set_error's message for the slot's current batch (or its setup): written by the
+       compute before it returns, read by the poller after the batch's done event (or by create
+       after setup); cleared by the batcher before the next launch. */
+    char err[256];
 } gp__slot;
 
 /* One dispatched run of ring indices, in dispatch order. slot < 0: nothing went to the device

@@ -181,6 +181,18 @@ GP_API int gp_batch_pad(const gp_batch *b, void *dst, size_t row_bytes, size_t e
 GP_API int gp_batch_unpad(const gp_batch *b, const void *src, size_t row_bytes);
 
 /*
+ * From a compute (or compute_setup) that is about to fail: say why. The message becomes part
+ * of the pipeline's last error ("compute returned N for the batch of ...: <message>", or
+ * create's error for a failed setup), so a service sees the compute's own reason. printf-style;
+ * truncated to 255 bytes. @return GP_OK; GP_EINVAL (NULL, a batch that is not a pipeline's).
+ */
+GP_API int gp_batch_set_error(const gp_batch *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/*
  * Tell the pipeline how much of this batch's work was padding: `useful` of `total` elements (any
  * unit the compute chooses, e.g. tokens). The stats keep the sums and the doctor's `padding`
  * verdict reads them. Any compute, any backend. @return GP_OK, GP_EINVAL (NULL, useful > total).

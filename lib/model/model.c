@@ -306,6 +306,13 @@ int gp_model_last_error(gp_model *m, char *buf, size_t len) {
 
 /* ---- pipeline glue ----------------------------------------------------------------------- */
 
+/* The model's detail of a failure becomes part of the pipeline's last error too. */
+static void share_error(gp__model *m, const gp_batch *b) {
+    char msg[256];
+    gp__err_copy(&m->err, msg, sizeof msg);
+    gp_batch_set_error(b, "%s", msg);
+}
+
 /* What a slot's slot_user holds: its backend's layer table and that table's slot state. */
 typedef struct mslot {
     const gp__model_exec *exec;
@@ -331,6 +338,7 @@ static int model_setup(void *user, const gp_batch *b) {
         (rc = gp_batch_set_slot_user(b, s)) != GP_OK) {
         if (s->state) s->exec->teardown(m, s->state, b);
         free(s);
+        share_error(m, b);
         return rc;
     }
     return GP_OK;
@@ -346,7 +354,9 @@ static void model_teardown(void *user, const gp_batch *b) {
 
 static int model_compute(void *user, const gp_batch *b) {
     const mslot *s = b->slot_user; /* set by model_setup: no lookup, no lock */
-    return s->exec->run(user, s->state, b);
+    int rc = s->exec->run(user, s->state, b);
+    if (rc != GP_OK) share_error(user, b);
+    return rc;
 }
 
 int gp_model_configure(gp_model *m, gp_config *cfg) {

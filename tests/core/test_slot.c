@@ -107,8 +107,45 @@ static void run(gp_backend be, const size_t *preferred, int npref, size_t max_ba
     GPT_EQ(atomic_load(&S.einval_in_compute), atomic_load(&S.batches));
 }
 
+/* gp_batch_set_error: a failing compute's and a failing setup's own reason reach the
+   pipeline's errors; a batch that is not a pipeline's is refused. */
+static int failing_compute(void *user, const gp_batch *b) {
+    GPT_RC(gp_batch_set_error(b, "the model rejected item %llu", (unsigned long long)b->first_seq),
+           GP_OK);
+    return GP_ECOMPUTE;
+}
+
+static int failing_setup(void *user, const gp_batch *b) {
+    GPT_RC(gp_batch_set_error(b, "no weights for slot %d", b->slot), GP_OK);
+    return GP_ENOMEM;
+}
+
+static void errors(gp_backend be) {
+    gp_batch fake;
+    memset(&fake, 0, sizeof fake);
+    GPT_RC(gp_batch_set_error(&fake, "x"), GP_EINVAL);
+    GPT_RC(gp_batch_set_error(NULL, "x"), GP_EINVAL);
+    GPT_RC(gp_batch_set_slot_user(&fake, &fake), GP_EINVAL);
+    gp_config c;
+    gpt_config(&c, be);
+    c.item_in_bytes = c.item_out_bytes = 4;
+    c.compute = failing_compute;
+    gp_pipeline *p = gpt_create(&c);
+    uint32_t w = 1;
+    GPT_RC(gp_pipeline_infer(p, &w, 4, &w, 4), GP_ECOMPUTE);
+    char err[512];
+    GPT_RC(gp_pipeline_last_error(p, err, sizeof err), GP_ECOMPUTE);
+    GPT_CHECK(strstr(err, "compute returned") && strstr(err, ": the model rejected item 0"));
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    c.compute = gpt_transform;
+    c.compute_setup = failing_setup;
+    GPT_RC(gp_pipeline_create(&c, &p, err, sizeof err), GP_ENOMEM);
+    GPT_CHECK(strstr(err, "compute_setup failed for slot 0: no weights for slot 0") != NULL);
+}
+
 int main(int argc, char **argv) {
     gp_backend be = gpt_backend(argc, argv);
+    errors(be);
     const size_t pow2[] = {1, 2, 4, 8, 16, 32, 64};
     run(be, NULL, 0, 64, pow2, 7);
     const size_t pow2_odd[] = {1, 2, 4, 8, 16, 32, 48};

@@ -48,9 +48,10 @@ if [ -z "$cudart" ] || [ ! -e "$cudart" ]; then
   exit 0
 fi
 cudadir=$(dirname "$(readlink -f "$cudart")")
-# Hide every directory the module's CUDA dependencies come from.
-dirs=$(ldd "$lib/libgpupipe-cuda.so" | awk '/cuda|cublas|cudnn/ {print $3}' | xargs -r -n1 readlink -f |
-       xargs -r -n1 dirname | sort -u)
+# Hide every directory the module's CUDA dependencies come from (matched on the library's
+# name, not its path: the build may live under a directory whose name says cuda).
+dirs=$(ldd "$lib/libgpupipe-cuda.so" | awk '$1 ~ /^lib(cud|cublas|nvrtc|nvJitLink)/ {print $3}' |
+       xargs -r -n1 readlink -f | xargs -r -n1 dirname | sort -u | tr '\n' ' ')
 script="set -e; for d in $dirs; do mount -t tmpfs none \"\$d\"; done; exec \"$probe\" \"cannot be loaded\""
 if unshare -m --propagation private true 2>/dev/null; then
   unshare -m --propagation private sh -c "$script"
