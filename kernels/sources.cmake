@@ -5,4 +5,6 @@ set(GP_KERNEL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/act.cu
   ${CMAKE_CURRENT_LIST_DIR}/post.cu
   ${CMAKE_CURRENT_LIST_DIR}/pad.cu
-  ${CMAKE_CURRENT_LIST_DIR}/tokens.cu)
+  ${CMAKE_CURRENT_LIST_DIR}/tokens.cu
+  ${CMAKE_CURRENT_LIST_DIR}/encoder.cu
+  ${CMAKE_CURRENT_LIST_DIR}/attention.cu)

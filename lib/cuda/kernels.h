@@ -1,5 +1,5 @@
 /*
- * The model runtime's CUDA kernels (kernels/prep.cu, act.cu, post.cu), launched by the CUDA
+ * The model runtime's CUDA kernels (the .cu files in kernels/), launched by the CUDA
  * layers in lib/cuda/: extern "C" launchers that enqueue on `s` and return the launch's
  * cudaError_t (cudaSuccess when there is nothing to do). They never synchronize and never allocate,
  * so they are safe under CUDA-graph capture. Semantics are model_impl.h's (host.c is the
@@ -78,6 +78,48 @@ cudaError_t gp__k_tok_offsets(cudaStream_t s, size_t n, const uint64_t *byte_off
                               size_t token_bytes, int64_t *tok);
 cudaError_t gp__k_token_mean(cudaStream_t s, gp__kt t, const void *in, const int64_t *tok,
                              void *out, size_t n, int C);
+
+/* Transformer encoders (kernels/encoder.cu, kernels/attention.cu) on token values: rows of the
+   batch's packed token matrix; tok: the batch's n + 1 token offsets on the device (item k:
+   rows tok[k] .. tok[k + 1] - 1, each item at least one token); max_len: the batch's longest
+   item, in tokens (it sizes the grid only: items are read through tok). */
+
+/* EMBEDDING: out[t][c] = word[id[t]][c] + pos[p][c] + type0[c] (summed in that order in fp32,
+   rounded once), p = t's position in its item; ids: the model input, int32 or (ids_i64)
+   int64, one per token. word [vocab][C] and pos [positions][C] (NULL: no position term) in
+   type t; type0: C floats or NULL (no type term). A token whose id is outside 0..vocab-1, or
+   whose position is >= positions, gets a row of NaN (nothing is read out of bounds; the host
+   backend fails such a batch instead). */
+cudaError_t gp__k_embedding(cudaStream_t s, gp__kt t, const void *ids, int ids_i64,
+                            const int64_t *tok, size_t n, size_t max_len, const void *word,
+                            int vocab, const void *pos, int positions, const float *type0,
+                            void *out, int C);
+
+/* LAYERNORM over C features per row: (x - mean) / sqrt(var + eps) * gamma + beta, var the
+   biased variance, fp32 (two passes). gamma, beta: C floats. out == in allowed. */
+cudaError_t gp__k_layernorm(cudaStream_t s, gp__kt t, const void *in, void *out, size_t rows, int C,
+                            const float *gamma, const float *beta, float eps);
+
+/* L2NORM per row of C: x / max(||x||_2, eps), fp32 sum of squares. out == in allowed. */
+cudaError_t gp__k_l2norm(cudaStream_t s, gp__kt t, const void *in, void *out, size_t rows, int C,
+                         float eps);
+
+/* POOL_CLS: out[k][c] = in[tok[k]][c] for the n items (each item's first token). */
+cudaError_t gp__k_pool_cls(cudaStream_t s, gp__kt t, const void *in, const int64_t *tok, void *out,
+                           size_t n, int C);
+
+/* ATTENTION's core (kernels/attention.cu): per item and head, o = softmax(q k^T / sqrt(d)) v
+   over the item's own tokens. qkv: [T][3 * heads * d] (q | k | v per row, head j at columns
+   j * d of each part), out: [T][heads * d], both of type t, 16-byte aligned. fp32
+   accumulation and softmax. arch: the device's compute capability (major * 10 + minor).
+   gp__k_attention_path says which kernel runs: 2 the tensor-core (mma.sync) kernel (fp16 /
+   bf16 storage, arch >= 80, d a multiple of 8), 1 the fp32 SIMT kernel (fp32 storage, and
+   16-bit storage otherwise), 0 unsupported (d outside 1..GP__ATTN_MAX_HEAD_DIM):
+   gp__k_attention then returns cudaErrorInvalidValue. */
+#define GP__ATTN_MAX_HEAD_DIM 128
+int gp__k_attention_path(gp__kt t, int head_dim, int arch);
+cudaError_t gp__k_attention(cudaStream_t s, gp__kt t, const void *qkv, const int64_t *tok,
+                            void *out, size_t n, size_t max_len, int heads, int head_dim, int arch);
 
 /* gp_batch_pad / gp_batch_unpad (kernels/pad.cu): n items packed at in + in_off[k] (device
    offsets, n + 1) into rows of row_bytes at dst, zero-filled, with mask[k][e] = element e is

@@ -1,11 +1,11 @@
 /*
  * The CUDA model layers' shared internals: the slot state that model.c plans and runs, one step
  * per op, and the per-op layer table (docs/DESIGN.md §5). model.c owns setup / run / teardown
- * and the simple kernel layers; linear.c (cuBLASLt) and conv.c (cuDNN, or the direct kernel)
- * are the layers that plan per bucket.
+ * and the simple kernel layers; linear.c (cuBLASLt), conv.c (cuDNN, or the direct kernel) and
+ * attention.c (two planned GEMMs around the fused attention kernel) are the layers that plan.
  *
  * A layer's life, per slot: plan (before the slot's buffers exist: descriptors, algorithms,
- * workspace sizes), then bind (after: anything that needs the operand pointers), then run per
+ * workspace and scratch sizes), then bind (after: anything that needs the operand pointers), then run per
  * batch (enqueue only), then release. Every entry is optional except run.
  *
  * Errors: CK() checks a CUDA / cuBLASLt / cuDNN call and records the failure with the op's spec
@@ -50,11 +50,16 @@ int gp__ck_fail(ck *c, int code, const char *file, int line, const char *fmt, ..
 
 /* Device copies of one op's constants (NULL where the op has none). */
 typedef struct op_consts {
-    void *w;         /* CONV2D / LINEAR weight, activation type */
-    float *bias_f32; /* CONV2D / LINEAR bias, fp32 */
+    void *w;         /* CONV2D / LINEAR weight; EMBEDDING word table; ATTENTION Wqkv [3c][c]:
+                        activation type */
+    float *bias_f32; /* CONV2D / LINEAR / ATTENTION bias; LAYERNORM beta; EMBEDDING type-0 row */
     void *bias_t;    /* the bias in the activation type (== bias_f32 for fp32) */
     float *mean;     /* PREP */
     float *std;
+    void *w2;         /* EMBEDDING position table; ATTENTION Wo [c][c]: activation type */
+    float *w_f32;     /* LAYERNORM gamma */
+    float *bias2_f32; /* ATTENTION bias2 (the output projection's) */
+    void *bias2_t;
 } op_consts;
 
 /* ---- slot state ---------------------------------------------------------------------------------
@@ -72,7 +77,12 @@ typedef struct step {
     const op_consts *k;
     ref src, src2, dst;
     gp__kt src_t, dst_t; /* storage types of src and dst (COPY may read / write f32 ends) */
-    void *plan;          /* the layer's own (linear: lin_plan, conv: conv_plan) */
+    void *plan;          /* the layer's own (linear: gp__gemm, conv: conv_plan, attention) */
+    /* Scratch the step needs while it runs (ATTENTION: its QKV and pre-projection values):
+       asked for by plan (bytes for the slot's capacity), given by setup before bind. Steps
+       run one after another on the slot's stream, so they all share one region. */
+    size_t tmp_bytes;
+    void *tmp;
 } step;
 
 typedef struct slot_state {
@@ -82,6 +92,7 @@ typedef struct slot_state {
     size_t tcap;    /* variable-length models: tokens a batch may carry (token buffers) */
     int64_t *d_tok; /* the batch's token offsets (capacity + 1), device */
     size_t tokens;  /* the running batch's tokens (set by run before the steps) */
+    size_t max_len; /* the running batch's longest item, in tokens (set with `tokens`) */
     gp__kt kt;
     const size_t *buckets; /* the pipeline's (gp_batch.buckets) */
     int n_buckets;
@@ -92,6 +103,7 @@ typedef struct slot_state {
     size_t in_elems;  /* per item */
     void *ostage;     /* the result before its conversion to f32, or NULL */
     size_t out_elems; /* per item */
+    void *tmp;        /* the steps' shared scratch (step.tmp), or NULL */
     void *conv_ws;    /* own cuDNN workspace, or NULL: the cuBLASLt workspace serves */
     size_t conv_ws_bytes;
     unsigned in_align, out_align; /* of b->in / b->out at setup, which the plans assume */
@@ -111,8 +123,32 @@ typedef struct cuda_layer {
     void (*release)(step *sp, int n_buckets);
 } cuda_layer;
 
-extern const cuda_layer gp__cuda_linear; /* linear.c */
-extern const cuda_layer gp__cuda_conv2d; /* conv.c */
+extern const cuda_layer gp__cuda_linear;    /* linear.c */
+extern const cuda_layer gp__cuda_conv2d;    /* conv.c */
+extern const cuda_layer gp__cuda_attention; /* attention.c */
+
+/* ---- planned GEMMs (linear.c) -------------------------------------------------------------- */
+
+/* y[N][M] = x[N][K] W^T + bias (+ relu), W [M][K] row-major, x, y, W and bias in the slot's
+   activation type, on cuBLASLt with the precision's compute type (see model.c). Planned in a
+   layer's bind (the heuristic wants the operands' alignment): per batch-size bucket (N = the
+   bucket's size), or for token values (`tokens`) for powers of two up to the slot's token
+   capacity, N set per batch. LINEAR is one of these; ATTENTION plans two. */
+typedef struct gp__gemm gp__gemm;
+typedef struct gp__gemm_desc {
+    uint64_t M, K;
+    int tokens;
+    const void *w;     /* device weight [M][K] */
+    const void *bias;  /* device bias [M], activation type (the epilogue's) */
+    int relu;          /* relu in the epilogue */
+    const void *x, *y; /* the operands run will pass (their alignment is planned for) */
+} gp__gemm_desc;
+int gp__gemm_plan(slot_state *st, const gp_batch *slot, const gp__gemm_desc *d, gp__gemm **out,
+                  ck *c);
+/* Enqueue on the batch's stream: N rows (tokens: the batch's token count; otherwise the bucket
+   bi's size is used). x, y as planned (same alignment). */
+int gp__gemm_run(gp__gemm *g, const gp_batch *b, int bi, size_t N, const void *x, void *y, ck *c);
+void gp__gemm_free(gp__gemm *g);
 
 /* ---- helpers ------------------------------------------------------------------------------------
  */

@@ -1,7 +1,8 @@
 /*
- * LINEAR on cuBLASLt (layers.h): per bucket a layout and the heuristic's algorithm, chosen at
- * setup within the slot's cuBLASLt workspace; the bias (and relu) in the epilogue, other
- * activations as a kernel after it.
+ * Planned cuBLASLt GEMMs (gp__gemm, layers.h) and LINEAR on them: per bucket a layout and the
+ * heuristic's algorithm, chosen at setup within the slot's cuBLASLt workspace; the bias (and
+ * relu) in the epilogue, other activations as a kernel after it. ATTENTION (attention.c) plans
+ * its two projections here too.
  *
  * Row-major y[n][M] = x[n][K] W^T + b, W [M][K] row-major, in cuBLASLt's column-major terms:
  * D (M x n, ld M) = op(A) B with A = W stored K x M (ld K) and op = T, B = x stored K x n
@@ -23,11 +24,10 @@ typedef struct lin_bucket {
     size_t ws;
 } lin_bucket;
 
-typedef struct lin_plan {
+struct gp__gemm {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a;
-    int epilogue_act; /* the epilogue applied the op's activation */
-    lin_bucket *bk;   /* per bucket */
+    lin_bucket *bk; /* per bucket */
     /* The GEMM's N per bucket: the pipeline's batch buckets, or, token by token, powers of two
        up to the slot's token capacity (a batch's N is its token count, set per batch). */
     size_t *sizes;
@@ -36,7 +36,9 @@ typedef struct lin_plan {
     cublasLtMatmulPreference_t pref; /* tokens: kept for a batch whose N the bucket's
                                         algorithm does not take */
     size_t ws_bytes;
-} lin_plan;
+    const void *w;
+};
+typedef struct gp__gemm lin_plan;
 
 static cudaDataType_t blas_type(gp__kt t) {
     return t == GP__KT_F16 ? CUDA_R_16F : t == GP__KT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -82,41 +84,40 @@ static int plan_bucket(slot_state *st, lin_plan *lp, lin_bucket *bk, uint64_t N,
                    (unsigned long long)N, (unsigned long long)K, ws_bytes);
 }
 
-/* After the buffers exist: the heuristic wants the operands' alignment. */
-static int lin_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
-    const gp__op *op = sp->op;
+int gp__gemm_plan(slot_state *st, const gp_batch *slot, const gp__gemm_desc *gd, gp__gemm **out,
+                  ck *c) {
     gp_precision prec = st->m->precision;
-    uint64_t M = (uint64_t)op->out.c, K = (uint64_t)gp__shape_numel(op->in);
+    uint64_t M = gd->M, K = gd->K;
     cublasComputeType_t ct =
         prec == GP_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     lin_plan *lp = calloc(1, sizeof *lp);
-    if (!lp) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
-    sp->plan = lp;
-    lp->tokens = op->in.tokens;
+    *out = lp;
+    if (!lp) return CK_FAIL(c, GP_ENOMEM, "out of memory planning a GEMM");
+    lp->tokens = gd->tokens;
+    lp->w = gd->w;
     if (lp->tokens) { /* powers of two below the token capacity, then the capacity */
         lp->sizes = calloc(66, sizeof *lp->sizes);
-        if (!lp->sizes) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
+        if (!lp->sizes) return CK_FAIL(c, GP_ENOMEM, "out of memory planning a GEMM");
         for (size_t t = 1; t < st->tcap; t <<= 1)
             lp->sizes[lp->n_sizes++] = t;
         lp->sizes[lp->n_sizes++] = st->tcap;
     } else {
         lp->sizes = calloc((size_t)st->n_buckets, sizeof *lp->sizes);
-        if (!lp->sizes) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
+        if (!lp->sizes) return CK_FAIL(c, GP_ENOMEM, "out of memory planning a GEMM");
         for (int i = 0; i < st->n_buckets; i++)
             lp->sizes[lp->n_sizes++] = st->buckets[i];
     }
     lp->bk = calloc((size_t)lp->n_sizes, sizeof *lp->bk);
-    if (!lp->bk) return CK_FAIL(c, GP_ENOMEM, "out of memory planning linear");
+    if (!lp->bk) return CK_FAIL(c, GP_ENOMEM, "out of memory planning a GEMM");
 
     CK(c, cublasLtMatmulDescCreate(&lp->desc, ct, CUDA_R_32F));
     int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     CK(c, cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CK(c, cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    lp->epilogue_act = op->act == GP__ACT_RELU;
-    uint32_t epi = lp->epilogue_act ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    uint32_t epi = gd->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     CK(c,
        cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    const void *bias = sp->k->bias_t; /* the bias is of D's type (cublasLt.h, BIAS_DATA_TYPE) */
+    const void *bias = gd->bias; /* the bias is of D's type (cublasLt.h, BIAS_DATA_TYPE) */
     CK(c, cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                          sizeof bias));
     CK(c, cublasLtMatrixLayoutCreate(&lp->a, blas_type(st->kt), K, M, (int64_t)K));
@@ -125,13 +126,12 @@ static int lin_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     (void)gp_cuda_workspace(slot, &ws_bytes);
     cublasLtMatmulPreference_t pref = NULL;
     CK(c, cublasLtMatmulPreferenceCreate(&pref));
-    int rc = set_pref(c, pref, ws_bytes, gp__align_of(sp->k->w),
-                      gp__align_of(gp__resolve(sp->src, slot)),
-                      gp__align_of(gp__resolve(sp->dst, slot)));
+    int rc =
+        set_pref(c, pref, ws_bytes, gp__align_of(gd->w), gp__align_of(gd->x), gp__align_of(gd->y));
     for (int bi = 0; bi < lp->n_sizes && rc == GP_OK; bi++)
         rc = plan_bucket(st, lp, &lp->bk[bi], lp->sizes[bi], M, K, pref, slot, ws_bytes, c);
     if (lp->tokens) {
-        lp->pref = pref; /* lin_release destroys it */
+        lp->pref = pref; /* gp__gemm_free destroys it */
         lp->ws_bytes = ws_bytes;
     } else {
         cublasLtMatmulPreferenceDestroy(pref); /* its status is not actionable here */
@@ -139,8 +139,7 @@ static int lin_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     return rc;
 }
 
-static void lin_release(step *sp, int n_buckets) {
-    lin_plan *lp = sp->plan;
+void gp__gemm_free(gp__gemm *lp) {
     if (!lp) return;
     /* Destroy statuses are not actionable in teardown. */
     if (lp->bk)
@@ -154,15 +153,14 @@ static void lin_release(step *sp, int n_buckets) {
     if (lp->a) cublasLtMatrixLayoutDestroy(lp->a);
     if (lp->desc) cublasLtMatmulDescDestroy(lp->desc);
     free(lp);
-    sp->plan = NULL;
 }
 
 /* Token by token: the GEMM's N is the batch's token count. The bucket above it lends its
    layouts (their column count set to N, a host-side attribute) and its algorithm when cuBLASLt
    accepts that for N (cublasLtMatmulAlgoCheck); otherwise the heuristic picks one for N now
    (host-side: nothing is allocated on the device). */
-static int token_bucket(const lin_plan *lp, const step *sp, const gp_batch *b, size_t N,
-                        lin_bucket **out, cublasLtMatmulAlgo_t *algo, size_t *ws, ck *c) {
+static int token_bucket(const lin_plan *lp, const gp_batch *b, size_t N, lin_bucket **out,
+                        cublasLtMatmulAlgo_t *algo, size_t *ws, ck *c) {
     int bi = 0;
     while (bi < lp->n_sizes - 1 && lp->sizes[bi] < N)
         bi++;
@@ -190,23 +188,64 @@ static int token_bucket(const lin_plan *lp, const step *sp, const gp_batch *b, s
     return GP_OK;
 }
 
-static int lin_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    const lin_plan *lp = sp->plan;
-    lin_bucket *bk = &lp->bk[bi];
-    cublasLtMatmulAlgo_t algo = bk->algo;
-    size_t need = bk->ws, rows = gp__rows(st, sp->op->in, b);
-    int rc;
-    if (lp->tokens && (rc = token_bucket(lp, sp, b, rows, &bk, &algo, &need, c)) != GP_OK)
-        return rc;
-    cudaStream_t s = gp_cuda_stream(b);
+int gp__gemm_run(gp__gemm *lp, const gp_batch *b, int bi, size_t N, const void *x, void *y, ck *c) {
+    lin_bucket *bk = NULL;
+    cublasLtMatmulAlgo_t algo;
+    size_t need = 0;
+    memset(&algo, 0, sizeof algo);
+    if (lp->tokens) { /* bi indexes the item buckets, not these */
+        if (N == 0) return GP_OK;
+        int rc = token_bucket(lp, b, N, &bk, &algo, &need, c);
+        if (rc != GP_OK) return rc;
+    } else {
+        bk = &lp->bk[bi];
+        algo = bk->algo;
+        need = bk->ws;
+    }
     size_t ws_bytes = 0;
     void *ws = gp_cuda_workspace(b, &ws_bytes);
     const float alpha = 1.0f, beta = 0.0f; /* scale type fp32; beta 0: C is not read */
-    void *x = gp__resolve(sp->src, b), *y = gp__resolve(sp->dst, b);
-    CK(c, cublasLtMatmul(gp_cuda_cublaslt(b), lp->desc, &alpha, sp->k->w, lp->a, x, bk->b, &beta, y,
-                         bk->d, y, bk->d, &algo, need ? ws : NULL, need, s));
-    if (!lp->epilogue_act && sp->op->act != GP__ACT_NONE)
-        CK(c, gp__k_act(s, st->kt, y, y, rows * (size_t)sp->op->out.c, (int)sp->op->act));
+    CK(c, cublasLtMatmul(gp_cuda_cublaslt(b), lp->desc, &alpha, lp->w, lp->a, x, bk->b, &beta, y,
+                         bk->d, y, bk->d, &algo, need ? ws : NULL, need, gp_cuda_stream(b)));
+    return GP_OK;
+}
+
+/* ---- LINEAR --------------------------------------------------------------------------------- */
+
+static int lin_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
+    const gp__op *op = sp->op;
+    gp__gemm_desc d = {
+        .M = (uint64_t)op->out.c,
+        .K = (uint64_t)gp__shape_numel(op->in),
+        .tokens = op->in.tokens,
+        .w = sp->k->w,
+        .bias = sp->k->bias_t,
+        .relu = op->act == GP__ACT_RELU,
+        .x = gp__resolve(sp->src, slot),
+        .y = gp__resolve(sp->dst, slot),
+    };
+    gp__gemm *g = NULL;
+    int rc = gp__gemm_plan(st, slot, &d, &g, c);
+    sp->plan = g;
+    return rc;
+}
+
+static void lin_release(step *sp, int n_buckets) {
+    (void)n_buckets;
+    gp__gemm_free(sp->plan);
+    sp->plan = NULL;
+}
+
+static int lin_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    const gp__op *op = sp->op;
+    size_t rows = gp__rows(st, op->in, b);
+    void *y = gp__resolve(sp->dst, b);
+    int rc = gp__gemm_run(sp->plan, b, bi, rows, gp__resolve(sp->src, b), y, c);
+    if (rc != GP_OK) return rc;
+    /* relu ran in the epilogue; gelu is the erf form and cuBLASLt's GELU epilogue the tanh
+       form, so the other activations run as a kernel after it. */
+    if (op->act != GP__ACT_NONE && op->act != GP__ACT_RELU)
+        CK(c, gp__k_act(gp_cuda_stream(b), st->kt, y, y, rows * (size_t)op->out.c, (int)op->act));
     return GP_OK;
 }
 

@@ -25,7 +25,10 @@
  * buffer and one conversion to f32. COPY reads / writes f32 ends directly.
  *
  * The layer table below maps each op kind to its CUDA layer (layers.h): linear and conv2d plan
- * per bucket; the rest are one kernel launch each (kernels/).
+ * per bucket, attention (attention.c) plans two GEMMs and runs the fused kernel between them;
+ * the rest are one kernel launch each (kernels/). Token ids (a model whose input is i32 / i64)
+ * are read only by EMBEDDING, as they came; an id outside the vocabulary gives that token a
+ * row of NaN on CUDA (kernels.h, gp__k_embedding), where the host backend fails the batch.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -111,38 +114,106 @@ typedef struct model_cuda {
     dev_weights *devs;
 } model_cuda;
 
-/* Append `n` floats to the host image at *off, converted to `t`; returns the offset used. */
-static size_t put(unsigned char *img, size_t *off, const float *v, size_t n, gp__kt t) {
+/* Append `n` floats to the host image at *off, converted to `t` (v NULL: n copies of `fill`);
+   returns the offset used. */
+static size_t put(unsigned char *img, size_t *off, const float *v, float fill, size_t n, gp__kt t) {
     size_t at = *off;
     if (img) {
         if (t == GP__KT_F32) {
-            memcpy(img + at, v, n * sizeof(float));
+            float *d = (float *)(void *)(img + at);
+            if (v)
+                memcpy(d, v, n * sizeof(float));
+            else
+                for (size_t i = 0; i < n; i++)
+                    d[i] = fill;
         } else {
             uint16_t *d = (uint16_t *)(void *)(img + at);
-            for (size_t i = 0; i < n; i++)
-                d[i] = t == GP__KT_F16 ? gp__f32_to_f16(v[i]) : gp__f32_to_bf16(v[i]);
+            for (size_t i = 0; i < n; i++) {
+                float x = v ? v[i] : fill;
+                d[i] = t == GP__KT_F16 ? gp__f32_to_f16(x) : gp__f32_to_bf16(x);
+            }
         }
     }
     *off = align_up(at + n * gp__kt_size(t));
     return at;
 }
 
+/* The constants of an op, by slot in the device arena (op_consts in layers.h). */
+enum { K_W, K_BIAS_F32, K_BIAS_T, K_MEAN, K_STD, K_W2, K_W_F32, K_BIAS2_F32, K_BIAS2_T, K_SLOTS };
+
+/* The encoder ops' weights as the IR must hold them (lib/model/model_impl.h): a mismatch would
+   make the upload read past the host arrays, so it is refused with what differs. */
+static int check_consts(const gp__op *op, ck *c) {
+    size_t C = (size_t)op->out.c;
+    c->op = op;
+    switch (op->kind) {
+    case GP__OP_EMBEDDING:
+        if (!op->weight || op->vocab < 1 || op->weight_count != (size_t)op->vocab * C)
+            return CK_FAIL(c, GP_EMODEL, "embedding: word table of %zu floats, want vocab %d x %zu",
+                           op->weight_count, op->vocab, C);
+        if (op->weight2 && (op->positions < 1 || op->weight2_count != (size_t)op->positions * C))
+            return CK_FAIL(c, GP_EMODEL,
+                           "embedding: position table of %zu floats, want positions %d x %zu",
+                           op->weight2_count, op->positions, C);
+        break;
+    case GP__OP_ATTENTION:
+        if (!op->weight || op->weight_count != 3 * C * C || !op->weight2 ||
+            op->weight2_count != C * C || (size_t)op->in.c != C)
+            return CK_FAIL(c, GP_EMODEL,
+                           "attention: weights of %zu and %zu floats, want 3 x %zu x %zu and "
+                           "%zu x %zu",
+                           op->weight_count, op->weight2 ? op->weight2_count : 0, C, C, C, C);
+        break;
+    default:
+        break;
+    }
+    c->op = NULL;
+    return GP_OK;
+}
+
 /* Lay out (img == NULL: size only) the device arena of every op's constants. offs receives
-   per op the byte offsets of w, bias_f32, bias_t, mean, std (SIZE_MAX: none). */
-static size_t layout_consts(const gp__model *m, gp__kt kt, unsigned char *img, size_t (*offs)[5]) {
+   per op the byte offsets of each K_* slot (SIZE_MAX: none). */
+static size_t layout_consts(const gp__model *m, gp__kt kt, unsigned char *img,
+                            size_t (*offs)[K_SLOTS]) {
     size_t off = 0;
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
-        for (int k = 0; k < 5; k++)
-            offs[i][k] = SIZE_MAX;
-        if (op->kind == GP__OP_CONV2D || op->kind == GP__OP_LINEAR) {
-            offs[i][0] = put(img, &off, op->weight, op->weight_count, kt);
-            offs[i][1] = put(img, &off, op->bias, (size_t)op->out.c, GP__KT_F32);
-            offs[i][2] =
-                kt == GP__KT_F32 ? offs[i][1] : put(img, &off, op->bias, (size_t)op->out.c, kt);
-        } else if (op->kind == GP__OP_PREP) {
-            offs[i][3] = put(img, &off, op->mean, (size_t)op->out.c, GP__KT_F32);
-            offs[i][4] = put(img, &off, op->std, (size_t)op->out.c, GP__KT_F32);
+        size_t *o = offs[i], C = (size_t)op->out.c;
+        for (int k = 0; k < K_SLOTS; k++)
+            o[k] = SIZE_MAX;
+        switch (op->kind) {
+        case GP__OP_CONV2D:
+        case GP__OP_LINEAR:
+            o[K_W] = put(img, &off, op->weight, 0.0f, op->weight_count, kt);
+            o[K_BIAS_F32] = put(img, &off, op->bias, 0.0f, C, GP__KT_F32);
+            o[K_BIAS_T] = kt == GP__KT_F32 ? o[K_BIAS_F32] : put(img, &off, op->bias, 0.0f, C, kt);
+            break;
+        case GP__OP_PREP:
+            o[K_MEAN] = put(img, &off, op->mean, 0.0f, C, GP__KT_F32);
+            o[K_STD] = put(img, &off, op->std, 1.0f, C, GP__KT_F32);
+            break;
+        case GP__OP_EMBEDDING: /* tables in the activation type, the type-0 row in fp32 */
+            o[K_W] = put(img, &off, op->weight, 0.0f, (size_t)op->vocab * C, kt);
+            if (op->weight2)
+                o[K_W2] = put(img, &off, op->weight2, 0.0f, (size_t)op->positions * C, kt);
+            o[K_BIAS_F32] = put(img, &off, op->bias, 0.0f, C, GP__KT_F32);
+            break;
+        case GP__OP_LAYERNORM: /* gamma (ones when none) and beta in fp32 */
+            o[K_W_F32] = put(img, &off, op->weight, 1.0f, C, GP__KT_F32);
+            o[K_BIAS_F32] = put(img, &off, op->bias, 0.0f, C, GP__KT_F32);
+            break;
+        case GP__OP_ATTENTION: /* Wqkv, Wo and both biases for the cuBLASLt epilogues */
+            o[K_W] = put(img, &off, op->weight, 0.0f, 3 * C * C, kt);
+            o[K_BIAS_F32] = put(img, &off, op->bias, 0.0f, 3 * C, GP__KT_F32);
+            o[K_BIAS_T] =
+                kt == GP__KT_F32 ? o[K_BIAS_F32] : put(img, &off, op->bias, 0.0f, 3 * C, kt);
+            o[K_W2] = put(img, &off, op->weight2, 0.0f, C * C, kt);
+            o[K_BIAS2_F32] = put(img, &off, op->bias2, 0.0f, C, GP__KT_F32);
+            o[K_BIAS2_T] =
+                kt == GP__KT_F32 ? o[K_BIAS2_F32] : put(img, &off, op->bias2, 0.0f, C, kt);
+            break;
+        default:
+            break;
         }
     }
     return off;
@@ -158,7 +229,11 @@ static void dev_weights_free(dev_weights *d) {
 /* Upload the weights to the current device (d->device) through `stream`, synchronously. */
 static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck *c) {
     gp__kt kt = act_type(m->precision);
-    size_t(*offs)[5] = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *offs);
+    for (int i = 0; i < m->n_ops; i++) {
+        int rc = check_consts(&m->ops[i], c);
+        if (rc != GP_OK) return rc;
+    }
+    size_t(*offs)[K_SLOTS] = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *offs);
     d->ops = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *d->ops);
     if (!offs || !d->ops) {
         free(offs);
@@ -192,11 +267,18 @@ static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck 
     for (int i = 0; i < m->n_ops; i++) {
         unsigned char *base = d->arena;
         op_consts *oc = &d->ops[i];
-        oc->w = offs[i][0] != SIZE_MAX ? base + offs[i][0] : NULL;
-        oc->bias_f32 = offs[i][1] != SIZE_MAX ? (float *)(void *)(base + offs[i][1]) : NULL;
-        oc->bias_t = offs[i][2] != SIZE_MAX ? base + offs[i][2] : NULL;
-        oc->mean = offs[i][3] != SIZE_MAX ? (float *)(void *)(base + offs[i][3]) : NULL;
-        oc->std = offs[i][4] != SIZE_MAX ? (float *)(void *)(base + offs[i][4]) : NULL;
+        void *p[K_SLOTS];
+        for (int k = 0; k < K_SLOTS; k++)
+            p[k] = offs[i][k] != SIZE_MAX ? base + offs[i][k] : NULL;
+        oc->w = p[K_W];
+        oc->bias_f32 = p[K_BIAS_F32];
+        oc->bias_t = p[K_BIAS_T];
+        oc->mean = p[K_MEAN];
+        oc->std = p[K_STD];
+        oc->w2 = p[K_W2];
+        oc->w_f32 = p[K_W_F32];
+        oc->bias2_f32 = p[K_BIAS2_F32];
+        oc->bias2_t = p[K_BIAS2_T];
     }
 out:
     free(img);
@@ -323,19 +405,66 @@ static int run_copy(slot_state *st, const step *sp, const gp_batch *b, int bi, c
     return GP_OK;
 }
 
+/* Transformer encoders (model_impl.h). EMBEDDING reads the ids as they came (the model input,
+   never staged); the rest run on token rows, POOL_CLS from tokens to items. */
+static int run_embedding(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_embedding(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
+                          op->in_dtype == GP_DTYPE_I64, st->d_tok, b->n, st->max_len, sp->k->w,
+                          op->vocab, sp->k->w2, op->positions, sp->k->bias_f32,
+                          gp__resolve(sp->dst, b), op->out.c));
+    return GP_OK;
+}
+
+static int run_layernorm(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c,
+       gp__k_layernorm(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
+                       gp__rows(st, op->in, b), op->in.c, sp->k->w_f32, sp->k->bias_f32, op->eps));
+    return GP_OK;
+}
+
+static int run_l2norm(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_l2norm(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
+                       gp__rows(st, op->in, b), op->in.c, op->eps));
+    return GP_OK;
+}
+
+static int run_pool_cls(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
+    CK(c, gp__k_pool_cls(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), st->d_tok,
+                         gp__resolve(sp->dst, b), b->n, sp->op->in.c));
+    return GP_OK;
+}
+
 /* Indexed by op kind: every op of model_impl.h's list has a CUDA layer. */
 static const cuda_layer simple_prep = {.run = run_prep}, simple_pool = {.run = run_pool},
                         simple_gap = {.run = run_globalavgpool}, simple_act = {.run = run_act},
                         simple_add = {.run = run_add}, simple_softmax = {.run = run_softmax},
-                        simple_topk = {.run = run_topk}, simple_copy = {.run = run_copy};
+                        simple_topk = {.run = run_topk}, simple_copy = {.run = run_copy},
+                        simple_embedding = {.run = run_embedding},
+                        simple_layernorm = {.run = run_layernorm},
+                        simple_pool_cls = {.run = run_pool_cls},
+                        simple_l2norm = {.run = run_l2norm};
 
 static const cuda_layer *const layers[GP__OP_COUNT_] = {
-    [GP__OP_PREP] = &simple_prep,       [GP__OP_CONV2D] = &gp__cuda_conv2d,
-    [GP__OP_LINEAR] = &gp__cuda_linear, [GP__OP_MAXPOOL2D] = &simple_pool,
-    [GP__OP_AVGPOOL2D] = &simple_pool,  [GP__OP_GLOBALAVGPOOL] = &simple_gap,
-    [GP__OP_ACT] = &simple_act,         [GP__OP_ADD] = &simple_add,
-    [GP__OP_SOFTMAX] = &simple_softmax, [GP__OP_ARGMAX] = &simple_topk,
-    [GP__OP_TOPK] = &simple_topk,       [GP__OP_COPY] = &simple_copy,
+    [GP__OP_PREP] = &simple_prep,
+    [GP__OP_CONV2D] = &gp__cuda_conv2d,
+    [GP__OP_LINEAR] = &gp__cuda_linear,
+    [GP__OP_MAXPOOL2D] = &simple_pool,
+    [GP__OP_AVGPOOL2D] = &simple_pool,
+    [GP__OP_GLOBALAVGPOOL] = &simple_gap,
+    [GP__OP_ACT] = &simple_act,
+    [GP__OP_ADD] = &simple_add,
+    [GP__OP_SOFTMAX] = &simple_softmax,
+    [GP__OP_ARGMAX] = &simple_topk,
+    [GP__OP_TOPK] = &simple_topk,
+    [GP__OP_COPY] = &simple_copy,
+    [GP__OP_EMBEDDING] = &simple_embedding,
+    [GP__OP_LAYERNORM] = &simple_layernorm,
+    [GP__OP_ATTENTION] = &gp__cuda_attention,
+    [GP__OP_POOL_CLS] = &simple_pool_cls,
+    [GP__OP_L2NORM] = &simple_l2norm,
 };
 
 static const cuda_layer *layer_of(const gp__op *op) {
@@ -382,7 +511,23 @@ static int plan_steps(slot_state *st, const dev_weights *w, ck *c) {
                            op->src2, op->dst);
         int reads_input =
             op->src == GP__BUF_INPUT || (op->kind == GP__OP_ADD && op->src2 == GP__BUF_INPUT);
-        if (op->kind == GP__OP_PREP || op->kind == GP__OP_COPY) {
+        int ids_in = m->in_info.dtype == GP_DTYPE_I32 || m->in_info.dtype == GP_DTYPE_I64;
+        if (op->kind == GP__OP_EMBEDDING) {
+            /* The ids as they came: one i32 / i64 per token of the model input. */
+            size_t idb = op->in_dtype == GP_DTYPE_I64 ? 8 : 4;
+            if (op->src != GP__BUF_INPUT || !ids_in || op->in_dtype != m->in_info.dtype ||
+                m->token_bytes != idb || !op->out.tokens)
+                return CK_FAIL(c, GP_ENOTSUP,
+                               "embedding on CUDA reads token ids (i32 / i64, one per token) "
+                               "from the model input");
+        } else if (reads_input && ids_in) {
+            return CK_FAIL(c, GP_ENOTSUP, "only embedding can read token ids");
+        }
+        if (op->kind == GP__OP_POOL_CLS && (!op->in.tokens || op->out.tokens))
+            return CK_FAIL(c, GP_ENOTSUP, "pool_cls on CUDA takes token values to items");
+        if (op->kind == GP__OP_EMBEDDING) {
+            /* read as they came (ref_of): never staged */
+        } else if (op->kind == GP__OP_PREP || op->kind == GP__OP_COPY) {
             if (op->src == GP__BUF_INPUT) /* the f32 input as it came (PREP reads u8 or f32) */
                 sp->src_t = GP__KT_F32;
         } else if (reads_input && !wide) {
@@ -425,6 +570,11 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
     if (m->token_bytes) off = align_up(off + (cap + 1) * sizeof(int64_t));
     size_t out_off = off;
     off = align_up(off + cap * st->out_elems * es);
+    /* The steps' scratch: one region, as large as the largest step asks for. */
+    size_t tmp_off = off, tmp_bytes = 0;
+    for (int i = 0; i < st->n_steps; i++)
+        if (st->steps[i].tmp_bytes > tmp_bytes) tmp_bytes = st->steps[i].tmp_bytes;
+    off = align_up(off + tmp_bytes);
     size_t ws_off = off, lt_bytes = 0;
     (void)gp_cuda_workspace(slot, &lt_bytes);
     if (st->conv_ws_bytes > lt_bytes) off = align_up(off + st->conv_ws_bytes);
@@ -446,19 +596,26 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
         if (st->in_elems) st->instage = base + in_off;
         if (m->token_bytes) st->d_tok = (int64_t *)(void *)(base + tok_off);
         if (st->out_elems) st->ostage = base + out_off;
+        if (tmp_bytes) {
+            st->tmp = base + tmp_off;
+            for (int i = 0; i < st->n_steps; i++)
+                if (st->steps[i].tmp_bytes) st->steps[i].tmp = st->tmp;
+        }
         if (st->conv_ws_bytes > lt_bytes) st->conv_ws = base + ws_off;
     }
     free(offs);
     return rc;
 }
 
-/* Operand references, once the buffers exist. The input is read as it came by PREP and COPY,
-   and through the 16-bit staging copy by every other op; the output is written directly by
-   COPY and the output stage, and through the staging buffer by the rest in 16 bit. */
+/* Operand references, once the buffers exist. The input is read as it came by PREP, COPY and
+   EMBEDDING (token ids), and through the 16-bit staging copy by every other op; the output is
+   written directly by COPY and the output stage, and through the staging buffer by the rest in 16
+   bit. */
 static ref ref_of(const slot_state *st, const gp__op *op, int id, int is_dst) {
     if (id >= 0) return (ref){REF_PTR, st->bufs[id]};
     if (!is_dst) {
-        if (st->instage && op->kind != GP__OP_PREP && op->kind != GP__OP_COPY)
+        if (st->instage && op->kind != GP__OP_PREP && op->kind != GP__OP_COPY &&
+            op->kind != GP__OP_EMBEDDING)
             return (ref){REF_PTR, st->instage};
         return (ref){REF_IN, NULL};
     }
@@ -574,13 +731,16 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
         const uint64_t *off = b->in_offsets_host;
         if (!off || !b->in_offsets)
             return CK_FAIL(&c, GP_EDEVICE, "a variable-length model needs variable-size items");
+        size_t longest = 0;
         for (size_t k = 0; k < b->n; k++) {
             uint64_t len = off[k + 1] - off[k];
             if (len == 0 || len % m->token_bytes || len / m->token_bytes > m->max_tokens)
                 return CK_FAIL(&c, GP_EDEVICE,
                                "item %zu has %llu bytes: not 1..%zu whole tokens of %zu bytes", k,
                                (unsigned long long)len, m->max_tokens, m->token_bytes);
+            if (len / m->token_bytes > longest) longest = (size_t)(len / m->token_bytes);
         }
+        st->max_len = longest; /* sizes the grids of the per-item token kernels */
         st->tokens = (size_t)(off[b->n] - off[0]) / m->token_bytes;
         if (st->tokens > st->tcap)
             return CK_FAIL(&c, GP_EDEVICE, "a batch of %zu tokens exceeds the slot's %zu",

@@ -1,0 +1,195 @@
+// Transformer-encoder kernels besides attention (lib/model/model_impl.h): the embedding gather,
+// layernorm, [CLS] pooling and l2norm, on token values (rows of the batch's packed token matrix)
+// or item values. Arithmetic in fp32 whatever the storage type.
+#include "kernel_util.cuh"
+
+namespace {
+
+constexpr int kRowsPerBlock = gpk::kThreads / 32; // one warp per row
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// Blocks for `rows` rows of one warp each, capped; the kernels loop (grid stride).
+inline unsigned row_blocks(size_t rows) {
+    size_t b = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    return (unsigned)(b < 8192 ? b : 8192);
+}
+
+// ---- embedding ----------------------------------------------------------------------------
+
+constexpr int kEmbedRows = 16; // tokens per block, of one item
+
+// out[t] = word[id[t]] + pos[p] + type0, p = t's position in its item, summed in that order
+// in fp32 and rounded once. A token whose id is outside 0..vocab-1, or whose position has no
+// row in `pos`, gets a row of NaN: nothing is read out of bounds, and the bad item's result
+// is visibly not a number (attention spreads it over that item only; every other op is per
+// row or per item), where a clamped or zeroed id would give a plausible wrong answer.
+template <typename T, typename I>
+__global__ void embed_kernel(const I *__restrict__ ids, const int64_t *__restrict__ tok,
+                             const T *__restrict__ word, int vocab, const T *__restrict__ pos,
+                             int positions, const float *__restrict__ type0, T *__restrict__ out,
+                             int chunks, int C) {
+    const int item = (int)(blockIdx.x / (unsigned)chunks);
+    const int p0 = (int)(blockIdx.x % (unsigned)chunks) * kEmbedRows;
+    const int64_t t0 = tok[item];
+    const int len = (int)(tok[item + 1] - t0);
+    for (int p = p0; p < p0 + kEmbedRows && p < len; p++) {
+        const int64_t t = t0 + p;
+        const long long id = (long long)ids[t];
+        const bool bad = id < 0 || id >= vocab || (pos && p >= positions);
+        const T *w = word + (bad ? 0 : (size_t)id * (size_t)C);
+        const T *pp = pos && !bad ? pos + (size_t)p * (size_t)C : nullptr;
+        T *o = out + (size_t)t * (size_t)C;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            float v;
+            if (bad) {
+                v = __int_as_float(0x7fc00000); // quiet NaN
+            } else {
+                v = gpk::ld(w + c);
+                if (pp) v += gpk::ld(pp + c);
+                if (type0) v += type0[c];
+            }
+            gpk::st(o + c, v);
+        }
+    }
+}
+
+template <typename T>
+cudaError_t embed_t(cudaStream_t s, const void *ids, int ids_i64, const int64_t *tok, size_t blocks,
+                    int chunks, const void *word, int vocab, const void *pos, int positions,
+                    const float *type0, void *out, int C) {
+    if (ids_i64)
+        embed_kernel<T, int64_t><<<(unsigned)blocks, 128, 0, s>>>(
+            (const int64_t *)ids, tok, (const T *)word, vocab, (const T *)pos, positions, type0,
+            (T *)out, chunks, C);
+    else
+        embed_kernel<T, int32_t><<<(unsigned)blocks, 128, 0, s>>>(
+            (const int32_t *)ids, tok, (const T *)word, vocab, (const T *)pos, positions, type0,
+            (T *)out, chunks, C);
+    return gpk::launched();
+}
+
+// ---- layernorm, l2norm ----------------------------------------------------------------------
+
+// One warp per row, two passes over the row (mean, then the biased variance as the mean of
+// squared deviations: no cancellation), fp32; the third pass writes. The row is re-read from
+// L1/L2 rather than kept in registers, so any C works. in == out is safe: a lane reads each
+// element it writes before writing it, after the warp's statistics are complete.
+template <typename T>
+__global__ void layernorm_kernel(const T *in, T *out, size_t rows, int C,
+                                 const float *__restrict__ gamma, const float *__restrict__ beta,
+                                 float eps) {
+    const int lane = threadIdx.x & 31;
+    for (size_t r = (size_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32; r < rows;
+         r += (size_t)gridDim.x * kRowsPerBlock) {
+        const T *x = in + r * (size_t)C;
+        float sum = 0.0f;
+        for (int c = lane; c < C; c += 32)
+            sum += gpk::ld(x + c);
+        const float mean = warp_sum(sum) / (float)C;
+        float sq = 0.0f;
+        for (int c = lane; c < C; c += 32) {
+            const float dv = gpk::ld(x + c) - mean;
+            sq = fmaf(dv, dv, sq);
+        }
+        const float den = sqrtf(warp_sum(sq) / (float)C + eps);
+        T *y = out + r * (size_t)C;
+        for (int c = lane; c < C; c += 32)
+            gpk::st(y + c, (gpk::ld(x + c) - mean) / den * gamma[c] + beta[c]);
+    }
+}
+
+template <typename T>
+cudaError_t layernorm_t(cudaStream_t s, const void *in, void *out, size_t rows, int C,
+                        const float *gamma, const float *beta, float eps) {
+    layernorm_kernel<T><<<row_blocks(rows), gpk::kThreads, 0, s>>>((const T *)in, (T *)out, rows, C,
+                                                                   gamma, beta, eps);
+    return gpk::launched();
+}
+
+// x / max(||x||_2, eps) per row, the sum of squares in fp32 (torch.nn.functional.normalize).
+template <typename T>
+__global__ void l2norm_kernel(const T *in, T *out, size_t rows, int C, float eps) {
+    const int lane = threadIdx.x & 31;
+    for (size_t r = (size_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32; r < rows;
+         r += (size_t)gridDim.x * kRowsPerBlock) {
+        const T *x = in + r * (size_t)C;
+        float sq = 0.0f;
+        for (int c = lane; c < C; c += 32) {
+            const float v = gpk::ld(x + c);
+            sq = fmaf(v, v, sq);
+        }
+        const float den = fmaxf(sqrtf(warp_sum(sq)), eps);
+        T *y = out + r * (size_t)C;
+        for (int c = lane; c < C; c += 32)
+            gpk::st(y + c, gpk::ld(x + c) / den);
+    }
+}
+
+template <typename T>
+cudaError_t l2norm_t(cudaStream_t s, const void *in, void *out, size_t rows, int C, float eps) {
+    l2norm_kernel<T>
+        <<<row_blocks(rows), gpk::kThreads, 0, s>>>((const T *)in, (T *)out, rows, C, eps);
+    return gpk::launched();
+}
+
+// ---- [CLS] pooling -----------------------------------------------------------------------------
+
+// out[k] = in[tok[k]]: each item's first token.
+template <typename T>
+__global__ void pool_cls_kernel(const T *__restrict__ in, const int64_t *__restrict__ tok,
+                                T *__restrict__ out, size_t count, int C) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t k = i / (size_t)C, c = i % (size_t)C;
+        out[i] = in[(size_t)tok[k] * (size_t)C + c];
+    }
+}
+
+template <typename T>
+cudaError_t pool_cls_t(cudaStream_t s, const void *in, const int64_t *tok, void *out, size_t n,
+                       int C) {
+    const size_t count = n * (size_t)C;
+    pool_cls_kernel<T>
+        <<<gpk::grid_for(count), gpk::kThreads, 0, s>>>((const T *)in, tok, (T *)out, count, C);
+    return gpk::launched();
+}
+
+} // namespace
+
+extern "C" cudaError_t gp__k_embedding(cudaStream_t s, gp__kt t, const void *ids, int ids_i64,
+                                       const int64_t *tok, size_t n, size_t max_len,
+                                       const void *word, int vocab, const void *pos, int positions,
+                                       const float *type0, void *out, int C) {
+    if (n == 0 || max_len == 0 || C <= 0) return cudaSuccess;
+    if (!ids || !tok || !word || vocab < 1 || (pos && positions < 1) || !out)
+        return cudaErrorInvalidValue;
+    const size_t chunks = (max_len + kEmbedRows - 1) / kEmbedRows;
+    if (chunks > 0x7fffffffu / n) return cudaErrorInvalidConfiguration;
+    return GPK_DISPATCH(t, embed_t, s, ids, ids_i64, tok, n * chunks, (int)chunks, word, vocab, pos,
+                        positions, type0, out, C);
+}
+
+extern "C" cudaError_t gp__k_layernorm(cudaStream_t s, gp__kt t, const void *in, void *out,
+                                       size_t rows, int C, const float *gamma, const float *beta,
+                                       float eps) {
+    if (rows == 0 || C <= 0) return cudaSuccess;
+    if (!gamma || !beta) return cudaErrorInvalidValue;
+    return GPK_DISPATCH(t, layernorm_t, s, in, out, rows, C, gamma, beta, eps);
+}
+
+extern "C" cudaError_t gp__k_l2norm(cudaStream_t s, gp__kt t, const void *in, void *out,
+                                    size_t rows, int C, float eps) {
+    if (rows == 0 || C <= 0) return cudaSuccess;
+    return GPK_DISPATCH(t, l2norm_t, s, in, out, rows, C, eps);
+}
+
+extern "C" cudaError_t gp__k_pool_cls(cudaStream_t s, gp__kt t, const void *in, const int64_t *tok,
+                                      void *out, size_t n, int C) {
+    if (n == 0 || C <= 0) return cudaSuccess;
+    return GPK_DISPATCH(t, pool_cls_t, s, in, tok, out, n, C);
+}
