@@ -6,7 +6,7 @@ target_link_libraries(module_probe PRIVATE gpupipe)
 gp_warnings(module_probe)
 add_test(NAME module_optional
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/module/run.sh ${PROJECT_BINARY_DIR}
-                 $<TARGET_FILE:module_probe> ${CMAKE_C_COMPILER})
+                 $<TARGET_FILE:module_probe> ${CMAKE_C_COMPILER} $<BOOL:${GP_HAVE_CUDA}>)
 set_tests_properties(module_optional PROPERTIES LABELS unit TIMEOUT 120)
 if(TARGET gpupipe-cuda)
   add_dependencies(module_probe gpupipe-cuda)

@@ -6,9 +6,9 @@
 #   3. the real module is there but the CUDA libraries are not on the machine (a mount namespace
 #      hides the toolkit; skipped with the reason when namespaces are not permitted);
 # and libgpupipe.so itself must need no CUDA library (readelf -d).
-# usage: run.sh <build-dir> <probe> <cc>
+# usage: run.sh <build-dir> <probe> <cc> <has-cuda: 1 | 0>
 set -euo pipefail
-build=$1 probe=$2 cc=${3:-cc}
+build=$1 probe=$2 cc=${3:-cc} has_cuda=${4:-1}
 lib=$build/lib
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -17,6 +17,13 @@ echo "== libgpupipe.so needs:"
 readelf -d "$lib/libgpupipe.so" | grep NEEDED | tee "$tmp/needed"
 if grep -Ei 'cuda|cublas|cudnn|nvrtc|nvidia' "$tmp/needed"; then
   echo "FAIL: libgpupipe.so needs a CUDA library"; exit 1
+fi
+
+if [ "$has_cuda" != 1 ]; then
+  # Built without CUDA: nothing to load; AUTO says so and runs on the host.
+  echo "== a build without CUDA (cases 1-3 need a CUDA build)"
+  "$probe" "this build has no CUDA backend"
+  exit 0
 fi
 
 # The library without its module, found first through LD_LIBRARY_PATH.
