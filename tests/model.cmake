@@ -67,3 +67,6 @@ foreach(ex mlp_classifier image_classifier)
     set_tests_properties(example_${ex} PROPERTIES LABELS pipeline TIMEOUT 300)
   endif()
 endforeach()
+# Transformer encoder layers (embedding, layernorm, attention over packed sequences, pooling,
+# l2norm) against a naive reference; their refusals; the demo encoder.
+gp_add_test(NAME test_model_encoder SOURCES model/test_encoder.c LABELS unit TIMEOUT 300)

@@ -88,7 +88,8 @@ typedef enum gp_dtype {
     GP_DTYPE_I64 = 2, /* argmax / topk indices */
     GP_DTYPE_I32 = 3,
     GP_DTYPE_F16 = 4,
-    GP_DTYPE_BF16 = 5
+    GP_DTYPE_BF16 = 5,
+    GP_DTYPE_U32 = 6 /* token ids (appended in 0.2.0) */
 } gp_dtype;
 
 /* Arithmetic precision on the CUDA backend. The host backend always computes in fp32. */
@@ -256,7 +257,7 @@ GP_API int gp_model_last_error(gp_model *m, char *buf, size_t len);
 /* Utilities                                                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
-/* "f32", "u8", "i64", "i32", "f16", "bf16"; "?" otherwise. */
+/* "f32", "u8", "i64", "i32", "f16", "bf16", "u32"; "?" otherwise. */
 GP_API const char *gp_dtype_name(gp_dtype t);
 /* Bytes of one element; 0 for unknown values. */
 GP_API size_t gp_dtype_size(gp_dtype t);
