@@ -70,3 +70,4 @@ endforeach()
 # Transformer encoder layers (embedding, layernorm, attention over packed sequences, pooling,
 # l2norm) against a naive reference; their refusals; the demo encoder.
 gp_add_test(NAME test_model_encoder SOURCES model/test_encoder.c LABELS unit TIMEOUT 300)
+gp_add_pipeline_test(test_model_encoder_pipeline SOURCES model/test_encoder_pipeline.c)
