@@ -34,6 +34,14 @@ if(GP_CONFORMANCE_PYTHON AND TARGET gp-infer)
                    $<TARGET_FILE:gp-infer> ${CMAKE_CURRENT_BINARY_DIR}/export)
   set_tests_properties(model_export PROPERTIES LABELS "conformance" TIMEOUT 900
                                                SKIP_RETURN_CODE 77)
+  # Transformer encoders (torch.nn BERT-style, post-LN and pre-LN; transformers.BertModel where
+  # importable) vs PyTorch: each sequence alone and a padded batch with a key padding mask,
+  # against all sequences packed in one gpupipe batch.
+  add_test(NAME model_encoder_conformance
+           COMMAND ${GP_CONFORMANCE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/conformance/encoder.py
+                   $<TARGET_FILE:gp-infer> ${CMAKE_CURRENT_BINARY_DIR}/encoder)
+  set_tests_properties(model_encoder_conformance PROPERTIES LABELS "conformance" TIMEOUT 900
+                                                            SKIP_RETURN_CODE 77)
   # gp-infer's messages on the usual first mistakes (a torch.save file, float64 input, a
   # missing flag): fast, so unit.
   add_test(NAME gp_infer_messages
