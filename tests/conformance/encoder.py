@@ -28,6 +28,7 @@ import os
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 try:
     import numpy as np
@@ -39,7 +40,7 @@ except ImportError as exc:  # pragma: no cover - depends on the machine
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from gpupipe_export import tensor_entry, write_safetensors  # noqa: E402
+from gpupipe_export import ExportError, export_encoder, tensor_entry, write_safetensors  # noqa: E402,E501
 
 LENGTHS = [1, 2, 7, 63, 64, 65, 511, 512]
 TOL = {"host": 1e-5, "fp32": 1e-4, "tf32": 5e-3, "fp16": 2e-2, "bf16": 2e-2}
@@ -128,11 +129,7 @@ class Encoder(nn.Module):
         self.classes = classes
         if classes:
             self.pool_dense, self.classifier = nn.Linear(c, c), nn.Linear(c, classes)
-        with torch.no_grad():  # LayerNorms that are not the identity
-            for m in self.modules():
-                if isinstance(m, nn.LayerNorm):
-                    m.weight.uniform_(0.5, 1.5)
-                    m.bias.uniform_(-0.2, 0.2)
+        randomize_layernorms(self)
 
     def forward(self, ids, pad=None):
         b, t = ids.shape
@@ -171,6 +168,103 @@ class Encoder(nn.Module):
         if self.normalize:
             lines.append("l2norm")
         return "\n".join(lines) + "\n"
+
+
+class _BertSelfAttention(nn.Module):
+    def __init__(self, c, heads):
+        super().__init__()
+        self.num_attention_heads = heads
+        self.query, self.key, self.value = nn.Linear(c, c), nn.Linear(c, c), nn.Linear(c, c)
+
+    def forward(self, x, pad=None):
+        b, t, c = x.shape
+        h, d = self.num_attention_heads, c // self.num_attention_heads
+        q, k, v = (f(x).view(b, t, h, d).transpose(1, 2) for f in (self.query, self.key,
+                                                                   self.value))
+        s = q @ k.transpose(-1, -2) / math.sqrt(d)
+        if pad is not None:
+            s = s.masked_fill(pad[:, None, None, :], float("-inf"))
+        return (s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, c)
+
+
+class _DenseLN(nn.Module):
+    def __init__(self, i, c, eps):
+        super().__init__()
+        self.dense, self.LayerNorm = nn.Linear(i, c), nn.LayerNorm(c, eps=eps)
+
+    def forward(self, h, x):
+        return self.LayerNorm(self.dense(h) + x)
+
+
+class _BertAttention(nn.Module):
+    def __init__(self, c, heads, eps):
+        super().__init__()
+        self.self, self.output = _BertSelfAttention(c, heads), _DenseLN(c, c, eps)
+
+    def forward(self, x, pad=None):
+        return self.output(self.self(x, pad), x)
+
+
+class _BertLayer(nn.Module):
+    def __init__(self, c, heads, ff, eps):
+        super().__init__()
+        self.attention = _BertAttention(c, heads, eps)
+        self.intermediate = nn.Module()
+        self.intermediate.dense = nn.Linear(c, ff)
+        self.output = _DenseLN(ff, c, eps)
+
+    def forward(self, x, pad=None):
+        x = self.attention(x, pad)
+        return self.output(F.gelu(self.intermediate.dense(x)), x)
+
+
+class MiniBert(nn.Module):
+    """Hugging Face BertModel's structure and state_dict names, in plain torch.nn."""
+
+    def __init__(self, vocab=1000, c=64, heads=4, ff=256, layers=2, positions=512, eps=1e-12,
+                 seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embeddings = nn.Module()
+        e = self.embeddings
+        e.word_embeddings, e.position_embeddings = nn.Embedding(vocab, c), nn.Embedding(
+            positions, c)
+        e.token_type_embeddings, e.LayerNorm = nn.Embedding(2, c), nn.LayerNorm(c, eps=eps)
+        self.encoder = nn.Module()
+        self.encoder.layer = nn.ModuleList(_BertLayer(c, heads, ff, eps) for _ in range(layers))
+        self.pooler = nn.Module()
+        self.pooler.dense = nn.Linear(c, c)
+        randomize_layernorms(self)
+
+    def forward(self, input_ids, attention_mask=None):
+        e = self.embeddings
+        t = input_ids.shape[1]
+        x = e.word_embeddings(input_ids) + e.token_type_embeddings(torch.zeros_like(input_ids))
+        x = e.LayerNorm(x + e.position_embeddings(torch.arange(t).unsqueeze(0)))
+        pad = None if attention_mask is None else attention_mask == 0
+        for layer in self.encoder.layer:
+            x = layer(x, pad)
+        return SimpleNamespace(last_hidden_state=x,
+                               pooler_output=torch.tanh(self.pooler.dense(x[:, 0])))
+
+
+class MiniBertForSequenceClassification(nn.Module):
+    def __init__(self, classes=3, seed=0):
+        super().__init__()
+        self.bert = MiniBert(seed=seed)
+        self.classifier = nn.Linear(64, classes)
+
+    def forward(self, input_ids, attention_mask=None):
+        return SimpleNamespace(logits=self.classifier(self.bert(input_ids,
+                                                                attention_mask).pooler_output))
+
+
+def randomize_layernorms(module):
+    with torch.no_grad():  # LayerNorms that are not the identity
+        for m in module.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
 
 
 # ---- running -------------------------------------------------------------------------------
@@ -260,43 +354,162 @@ def check_model(rep, gp_infer, work, name, fn, path, vocab, id_dtype, cuda):
         rep.add(name, "(b) padded + key mask", prec, rel_err(got, ref_b), TOL[prec])
 
 
-def hf_cases(rep, gp_infer, work, cuda):
-    try:
-        import transformers
-    except ImportError as exc:
-        print(f"skip transformers.BertModel: transformers is not importable ({exc})")
-        return
-    cfg = transformers.BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2,
-                                  num_attention_heads=4, intermediate_size=512,
-                                  max_position_embeddings=512, type_vocab_size=2,
-                                  hidden_act="gelu", layer_norm_eps=1e-12)
-    torch.manual_seed(5)
-    model = transformers.BertModel(cfg).eval()
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.LayerNorm):
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
-    layers = ["input i32 *", "embedding embeddings",
-              "layernorm embeddings.LayerNorm eps=1e-12"]
-    for i in range(cfg.num_hidden_layers):
+def bert_spec(layers, heads, tail):
+    lines = ["input i32 *", "embedding embeddings", "layernorm embeddings.LayerNorm eps=1e-12"]
+    for i in range(layers):
         p = f"encoder.layer.{i}"
-        layers += [f"save a{i}", f"attention {p}.attention heads=4", f"add a{i}",
-                   f"layernorm {p}.attention.output.LayerNorm eps=1e-12", f"save f{i}",
-                   f"linear {p}.intermediate.dense", "gelu", f"linear {p}.output.dense",
-                   f"add f{i}", f"layernorm {p}.output.LayerNorm eps=1e-12"]
+        lines += [f"save a{i}", f"attention {p}.attention heads={heads}", f"add a{i}",
+                  f"layernorm {p}.attention.output.LayerNorm eps=1e-12", f"save f{i}",
+                  f"linear {p}.intermediate.dense", "gelu", f"linear {p}.output.dense",
+                  f"add f{i}", f"layernorm {p}.output.LayerNorm eps=1e-12"]
+    return "\n".join(lines + tail) + "\n"
+
+
+def bert_cases(rep, gp_infer, work, cuda, model, label, layers, heads, vocab):
+    """BertModel naming: the CLS token's last hidden state and the pooler's output."""
     for what, tail in (("last_hidden_state[:, 0]", ["pool cls"]),
                        ("pooler_output", ["pool cls", "linear pooler.dense", "tanh"])):
-        name = f"transformers.BertModel {what}"
-        path = os.path.join(work, f"hf_{len(tail)}.safetensors")
-        save(model, path, "\n".join(layers + tail) + "\n")
+        name = f"{label} {what}"
+        path = os.path.join(work, re.sub(r"[^A-Za-z0-9]+", "_", name) + ".safetensors")
+        save(model, path, bert_spec(layers, heads, tail))
 
         def fn(ids, pad, what=what):
             mask = None if pad is None else (~pad).long()
             out = model(input_ids=ids, attention_mask=mask)
             return out.pooler_output if what == "pooler_output" else out.last_hidden_state[:, 0]
 
-        check_model(rep, gp_infer, work, name, fn, path, cfg.vocab_size, "i32", cuda)
+        check_model(rep, gp_infer, work, name, fn, path, vocab, "i32", cuda)
+
+
+def transformers_bert(seed=5):
+    """A transformers.BertModel with random weights, or (None, why)."""
+    try:
+        import transformers
+    except ImportError as exc:
+        return None, f"transformers is not importable ({exc})"
+    cfg = transformers.BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2,
+                                  num_attention_heads=4, intermediate_size=512,
+                                  max_position_embeddings=512, type_vocab_size=2,
+                                  hidden_act="gelu", layer_norm_eps=1e-12)
+    torch.manual_seed(seed)
+    model = transformers.BertModel(cfg).eval()
+    randomize_layernorms(model)
+    return model, ""
+
+
+class TorchTransformer(nn.Module):
+    """nn.TransformerEncoder (post-LN or norm_first) over nn.Embedding words and positions."""
+
+    def __init__(self, norm_first, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.emb, self.pos = nn.Embedding(500, 64), nn.Embedding(128, 64)
+        layer = nn.TransformerEncoderLayer(64, 4, 128, activation="gelu", batch_first=True,
+                                           norm_first=norm_first)
+        self.enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(64) if norm_first else None)
+        randomize_layernorms(self)
+
+    def forward(self, ids, mask=None):
+        x = self.emb(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        x = self.enc(x, src_key_padding_mask=mask)
+        return F.normalize(x.mean(dim=1), dim=-1)
+
+
+def cli_model():
+    """For the exporter's command line test (FILE.py:cli_model)."""
+    return Encoder(kind="pre", pooling="cls", normalize=True, seed=21)
+
+
+class _Bad(nn.Module):
+    def __init__(self, what):
+        super().__init__()
+        self.what = what
+        self.emb, self.pos = nn.Embedding(100, 32), nn.Embedding(64, 32)
+        self.attn = nn.MultiheadAttention(32, 4, batch_first=what != "batch_first")
+        self.act = nn.GELU(approximate="tanh") if what == "tanh" else nn.GELU()
+
+    def forward(self, ids, mask=None):
+        x = self.emb(ids) + self.pos(torch.arange(ids.shape[1]))
+        if self.what == "mask":
+            mask = ids == 0
+        x = x + self.attn(x, x, x, key_padding_mask=mask)[0]
+        x = self.act(x)
+        if self.what == "cumsum":
+            x = torch.cumsum(x, 1)
+        return x if self.what == "tokens" else x[:, 0]
+
+
+class _NoDefault(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 8)
+
+    def forward(self, ids, mask):
+        return self.emb(ids)[:, 0]
+
+
+def exporter_cases(rep, gp_infer, work):
+    """tools/gpupipe_export.py's export_encoder: torch.nn encoders and BertModel-shaped ones,
+    exported from the module alone (no spec written here) and checked by the exporter itself
+    (sequences of 1, 2, 7, 16, 33 tokens packed through gp-infer vs each alone in PyTorch)."""
+    tol = TOL["host"]
+    path = os.path.join(work, "exported.safetensors")
+    quiet = dict(gp_infer=gp_infer, check=True, tol=tol, log=lambda s: None)
+    models = [(f"export: {k['kind']}-LN, {k['pooling']}" + (", l2norm" if k.get("normalize")
+                                                           else "") +
+               (", pooler head" if k.get("classes") else ""), Encoder(seed=30 + i, **k), {})
+              for i, k in enumerate([dict(kind="post", pooling="cls", normalize=True),
+                                     dict(kind="post", pooling="mean", classes=3),
+                                     dict(kind="pre", pooling="mean", normalize=True)])]
+    models += [("export: nn.TransformerEncoder post-LN, mean, l2norm",
+                TorchTransformer(False, seed=40), dict(id_dtype="i64")),
+               ("export: nn.TransformerEncoder norm_first, mean, l2norm",
+                TorchTransformer(True, seed=41), dict(id_dtype="u32")),
+               ("export: BertModel clone, pooling=cls", MiniBert(seed=42), dict(pooling="cls")),
+               ("export: BertModel clone, pooling=mean, normalize", MiniBert(seed=43),
+                dict(pooling="mean", normalize=True)),
+               ("export: BertModel clone, pooling=pooler", MiniBert(seed=44),
+                dict(pooling="pooler")),
+               ("export: BertForSequenceClassification clone",
+                MiniBertForSequenceClassification(seed=45), {})]
+    hf, why = transformers_bert(seed=46)
+    if hf is not None:
+        models.append(("export: transformers.BertModel, mean, normalize", hf,
+                       dict(pooling="mean", normalize=True)))
+    for name, model, kw in models:
+        r = export_encoder(model.eval(), path, **quiet, **kw)
+        rep.add(name, "exporter's own check", "host", r.max_rel_err, tol)
+    # the command line
+    here = os.path.abspath(__file__)
+    tool = os.path.join(os.path.dirname(here), "..", "..", "tools", "gpupipe_export.py")
+    cmd = [sys.executable, tool, f"{here}:cli_model", path, "--encoder", "--id-dtype", "u32",
+           "--gp-infer", gp_infer, "--check", "--tol", str(tol)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"max relative error ([0-9.e+-]+)", p.stderr)
+    if p.returncode != 0 or not m:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr}")
+    rep.add("export: command line --encoder", "exporter's own check", "host", float(m.group(1)),
+            tol)
+    # refusals, each with its reason
+    refusals = [(_Bad("mask"), {}, "attention with a mask"),
+                (_Bad("batch_first"), {}, "batch_first=False"),
+                (_Bad("tanh"), {}, "erf"),
+                (_Bad("cumsum"), {}, "no gpupipe encoder layer for torch.cumsum"),
+                (_Bad("tokens"), {}, "pool each sequence"),
+                (_NoDefault(), {}, "with no default"),
+                (MiniBert(), {}, "choose pooling='cls'"),
+                (Encoder(kind="post", pooling="cls"), dict(pooling="mean"),
+                 "pooling and normalize are for BertModel")]
+    for model, kw, want in refusals:
+        try:
+            export_encoder(model.eval(), path, **quiet, **kw)
+            msg = "exported"
+        except ExportError as exc:
+            msg = str(exc)
+        ok = want in msg
+        rep.failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} export refused: {want!r}" +
+              ("" if ok else f": got {msg}"), flush=True)
 
 
 def main():
@@ -323,7 +536,14 @@ def main():
         path = os.path.join(work, f"enc{i}.safetensors")
         save(model, path, model.spec(id_dtype))
         check_model(rep, gp_infer, work, name, model, path, 1000, id_dtype, cuda)
-    hf_cases(rep, gp_infer, work, cuda)
+    bert_cases(rep, gp_infer, work, cuda, MiniBert(seed=3).eval(),
+               "torch.nn BertModel clone (HF names)", 2, 4, 1000)
+    hf, why = transformers_bert()
+    if hf is None:
+        print(f"skip transformers.BertModel: {why}")
+    else:
+        bert_cases(rep, gp_infer, work, cuda, hf, "transformers.BertModel", 2, 4, 1000)
+    exporter_cases(rep, gp_infer, work)
     if cuda["usable"] is False:
         print(f"CUDA not run: {cuda['why']}")
     print(f"{len(rep.rows) - rep.failed} of {len(rep.rows)} checks passed")
