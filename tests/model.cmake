@@ -69,7 +69,7 @@ endif()
 
 # The model examples run as tests: what a user copies must work (AUTO backend: the GPU when
 # one is usable, else the host).
-foreach(ex mlp_classifier image_classifier)
+foreach(ex mlp_classifier image_classifier text_embedder)
   if(TARGET ${ex})
     add_test(NAME example_${ex} COMMAND ${ex})
     set_tests_properties(example_${ex} PROPERTIES LABELS pipeline TIMEOUT 300)
