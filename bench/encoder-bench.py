@@ -222,8 +222,9 @@ def main():
     base = a.items / rows[0][1]
     for name, t, err, note in rows:
         r = a.items / t
-        print(f"| {name} | {r:,.1f} | {tokens / t:,.0f} | {r / base:.2f} | "
-              f"{'-' if err is None else f'{err:.1e}'} | {note} |".replace(",", " "))
+        rs, ts = f"{r:,.1f}".replace(",", " "), f"{tokens / t:,.0f}".replace(",", " ")
+        print(f"| {name} | {rs} | {ts} | {r / base:.2f} | "
+              f"{'-' if err is None else f'{err:.1e}'} | {note} |")
 
 
 if __name__ == "__main__":
