@@ -69,9 +69,9 @@
  *
  * PyTorch spellings: op names are case-insensitive, so the class names Linear, Conv2d,
  * BatchNorm2d, ReLU, GELU, Sigmoid, Tanh, MaxPool2d, AvgPool2d, Flatten, Softmax, Embedding,
- * LayerNorm and MultiheadAttention (with num_heads=) name the same layers; `AdaptiveAvgPool2d 1` (or output_size=1, 1x1, (1,1)) is globalavgpool, and any
- * other output size is refused with a message. kernel_size= is kernel=; softmax accepts dim=1
- * or dim=-1 (the features).
+ * LayerNorm and MultiheadAttention (with num_heads=) name the same layers; `AdaptiveAvgPool2d 1`
+ * (or output_size=1, 1x1, (1,1)) is globalavgpool, and any other output size is refused with a
+ * message. kernel_size= is kernel=; softmax accepts dim=1 or dim=-1 (the features).
  *
  * The safetensors file must be well formed as the reference loader defines it: the tensors'
  * data_offsets cover the data exactly, without overlaps, gaps or bytes after the last tensor.
