@@ -2,12 +2,17 @@
  * gp-infer: run a model on every item of an .npy file through a gpupipe pipeline, write the
  * outputs as .npy.
  *
- *   gp-infer --model M.safetensors [--spec FILE] --input X.npy --output Y.npy
+ *   gp-infer --model M.safetensors [--spec FILE] --input X.npy [--lengths L.npy] --output Y.npy
  *            [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]
+ *            [--max-delay-us US] [--max-tokens T]
  *            [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe] [--quiet]
- *   gp-infer --demo mlp|cnn [--save-demo FILE] [--input X.npy --output Y.npy] ...
+ *   gp-infer --demo mlp|cnn|encoder [--save-demo FILE] [--input X.npy --output Y.npy] ...
  *
  * X holds N items: shape (N, *item shape), dtype as the model's input (f32 '<f4', u8 '|u1').
+ * A variable-length model (token ids, `input i32 *`, or tokens, `input f32 *xF`) takes its
+ * items packed: X holds every item's tokens back to back (ids: shape (T,), dtype '<i4', '<i8'
+ * or '<u4' as the model's input; f32 tokens: shape (T, F)), and L.npy (int64 or int32, shape
+ * (N,)) says how many tokens each item has (sum = T).
  * Y gets shape (N, *output shape), f32 '<f4' or i64 '<i8'. C order, little-endian.
  * Exit status: 0 ok; 1 a run-time failure; 2 usage; 3 bad model or input file (shape/dtype
  * mismatch, missing tensor, ...); 4 the requested backend is not usable here.
@@ -43,7 +48,8 @@ static const struct {
 } npy_types[] = {{"<f4", "<f4", GP_DTYPE_F32},
                  {"|u1", "<u1", GP_DTYPE_U8},
                  {"<i8", "<i8", GP_DTYPE_I64},
-                 {"<i4", "<i4", GP_DTYPE_I32}};
+                 {"<i4", "<i4", GP_DTYPE_I32},
+                 {"<u4", "<u4", GP_DTYPE_U32}};
 
 static int npy_dtype(const char *descr, gp_dtype *t) {
     for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
@@ -81,9 +87,19 @@ static void npy_type_name(const char *descr, char *buf, size_t len) {
 
 /* How to turn an array into what the model takes, as NumPy code. */
 static const char *npy_fix(gp_dtype want) {
-    return want == GP_DTYPE_U8 ? "x.astype(np.uint8) (raw pixels 0..255: the model normalizes "
-                                 "them itself, so pass the images before any normalization)"
-                               : "x.astype(np.float32)";
+    switch (want) {
+    case GP_DTYPE_U8:
+        return "x.astype(np.uint8) (raw pixels 0..255: the model normalizes them itself, so pass "
+               "the images before any normalization)";
+    case GP_DTYPE_I32:
+        return "x.astype(np.int32)";
+    case GP_DTYPE_I64:
+        return "x.astype(np.int64)";
+    case GP_DTYPE_U32:
+        return "x.astype(np.uint32)";
+    default:
+        return "x.astype(np.float32)";
+    }
 }
 
 static const char *skip_ws(const char *p) {
@@ -230,6 +246,7 @@ typedef struct run {
     const unsigned char *in;
     unsigned char *out;
     size_t in_bytes, out_bytes, n;
+    const uint64_t *off; /* variable-length items: n + 1 byte offsets into `in`, else NULL */
     gp_pipeline *p;
     atomic_size_t next;   /* next item a producer takes */
     atomic_size_t failed; /* items that completed with an error */
@@ -264,8 +281,10 @@ static void *produce(void *arg) {
     for (;;) {
         size_t i = atomic_fetch_add(&r->next, 1);
         if (i >= r->n) break;
-        int rc =
-            gp_pipeline_submit(r->p, r->in + i * r->in_bytes, r->in_bytes, done, &pr->items[i]);
+        int rc = r->off ? gp_pipeline_submit(r->p, r->in + r->off[i], r->off[i + 1] - r->off[i],
+                                             done, &pr->items[i])
+                        : gp_pipeline_submit(r->p, r->in + i * r->in_bytes, r->in_bytes, done,
+                                             &pr->items[i]);
         if (rc != GP_OK) {
             int zero = GP_OK;
             atomic_compare_exchange_strong(&r->submit_rc, &zero, rc);
@@ -277,12 +296,13 @@ static void *produce(void *arg) {
 
 static void usage(FILE *f) {
     fprintf(
-        f,
-        "usage: gp-infer (--model M.safetensors [--spec FILE] | --demo mlp|cnn [--save-demo F])\n"
-        "                [--input X.npy --output Y.npy] [--backend auto|host|cuda]\n"
-        "                [--batch N] [--inflight K] [--producers P]\n"
-        "                [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]\n"
-        "                [--quiet]\n");
+        f, "usage: gp-infer (--model M.safetensors [--spec FILE] | --demo mlp|cnn|encoder\n"
+           "                 [--save-demo F]) [--input X.npy [--lengths L.npy] --output Y.npy]\n"
+           "                [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]\n"
+           "                [--max-delay-us US] [--max-tokens T]\n"
+           "                [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]\n"
+           "                [--quiet]\n"
+           "  --lengths L.npy: a variable-length model's tokens per item (X: all tokens packed)\n");
 }
 
 /* "gp-infer: <what>: GP_EXXX: <detail>". Some library details already start with the code's
@@ -307,7 +327,8 @@ static void shape_str(const int64_t *d, int rank, char *buf, size_t len) {
     size_t o = 0;
     buf[0] = '\0';
     for (int i = 0; i < rank && o < len; i++)
-        o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? "x" : "", d[i]);
+        o += d[i] < 0 ? (size_t)snprintf(buf + o, len - o, "%s*", i ? "x" : "") /* tokens */
+                      : (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? "x" : "", d[i]);
 }
 
 static int parse_size(const char *s, size_t lo, size_t hi, size_t *out) {
@@ -322,7 +343,8 @@ static int parse_size(const char *s, size_t lo, size_t hi, size_t *out) {
 int main(int argc, char **argv) {
     const char *model_path = NULL, *demo = NULL, *save_demo = NULL, *spec = NULL;
     const char *in_path = NULL, *out_path = NULL, *backend_s = "auto", *prec_s = "fp32";
-    size_t batch = 64, inflight = 3, producers = 2;
+    const char *len_path = NULL;
+    size_t batch = 64, inflight = 3, producers = 2, delay_us = 0, max_tokens = 0;
     int describe = 0, quiet = 0, graphs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -340,6 +362,12 @@ int main(int argc, char **argv) {
             sval = &in_path;
         else if (!strcmp(a, "--output"))
             sval = &out_path;
+        else if (!strcmp(a, "--lengths"))
+            sval = &len_path;
+        else if (!strcmp(a, "--max-delay-us"))
+            nval = &delay_us, lo = 0, hi = 60000000;
+        else if (!strcmp(a, "--max-tokens"))
+            nval = &max_tokens, hi = 1u << 24;
         else if (!strcmp(a, "--backend"))
             sval = &backend_s;
         else if (!strcmp(a, "--precision"))
@@ -398,7 +426,7 @@ int main(int argc, char **argv) {
     }
     if (!model_path && !demo)
         return usage_error("--model M.safetensors is required (the model to run; or --demo "
-                           "mlp|cnn for a built-in one)");
+                           "mlp|cnn|encoder for a built-in one)");
     if (model_path && demo) return usage_error("--model and --demo are exclusive: give one");
     if (demo && spec) return usage_error("--spec applies to --model only (a demo has its own)");
     if (save_demo && !demo) return usage_error("--save-demo needs --demo NAME (the demo to save)");
@@ -406,10 +434,13 @@ int main(int argc, char **argv) {
         return usage_error("--output is required (where to write the results, an .npy file)");
     if (out_path && !in_path)
         return usage_error("--input is required with --output (the items to run, an .npy file)");
+    if (len_path && !in_path)
+        return usage_error("--lengths goes with --input (the tokens of every item, packed)");
     if (!in_path && !save_demo && !describe)
         return usage_error("nothing to do: give --input X.npy --output Y.npy to run the model, "
                            "or --describe to print it");
     opt.spec_path = spec;
+    if (max_tokens) opt.max_tokens = max_tokens;
 
     char err[512];
     gp_model *m = NULL;
@@ -465,24 +496,98 @@ int main(int argc, char **argv) {
     }
     gp_dtype xt;
     npy_dtype(x.descr, &xt);
-    int shape_ok = x.rank == ii.rank + 1;
-    for (int d = 0; shape_ok && d < ii.rank; d++)
-        shape_ok = x.shape[d + 1] == ii.dims[d];
+    int var = ii.rank >= 1 && ii.dims[0] < 0; /* variable length: tokens, packed */
+    if (var != (len_path != NULL)) {
+        fprintf(stderr,
+                var ? "gp-infer: the model takes variable-length items (%s * tokens): give "
+                      "--lengths L.npy (tokens per item, int64) with --input holding every "
+                      "item's tokens back to back\n"
+                    : "gp-infer: --lengths is for variable-length models; this one takes %s "
+                      "items of a fixed shape\n",
+                gp_dtype_name(ii.dtype));
+        free(x.data);
+        gp_model_free(m);
+        return EXIT_INPUT;
+    }
+    /* Fixed: (N, *item). Variable: (T, *token), T the total tokens. */
+    int shape_ok = x.rank == ii.rank + !var;
+    for (int d = var; shape_ok && d < ii.rank; d++)
+        shape_ok = x.shape[d + !var] == ii.dims[d];
     if (xt != ii.dtype || !shape_ok) {
         shape_str(x.shape, x.rank, got, sizeof got);
         char fix[300] = "";
         if (xt != ii.dtype) snprintf(fix, sizeof fix, "; convert with %s", npy_fix(ii.dtype));
-        fprintf(stderr,
-                "gp-infer: input %s: has dtype %s and shape %s, but the model takes %s items of "
-                "shape %s: expected shape N x %s%s\n",
-                in_path, gp_dtype_name(xt), x.rank ? got : "()", gp_dtype_name(ii.dtype), want,
-                want, fix);
+        if (var)
+            fprintf(stderr,
+                    "gp-infer: input %s: has dtype %s and shape %s, but the model takes %s tokens "
+                    "of shape %s: expected every item's tokens packed, shape T%s%s%s\n",
+                    in_path, gp_dtype_name(xt), x.rank ? got : "()", gp_dtype_name(ii.dtype), want,
+                    ii.rank > 1 ? " x " : "", ii.rank > 1 ? strchr(want, 'x') + 1 : "", fix);
+        else
+            fprintf(stderr,
+                    "gp-infer: input %s: has dtype %s and shape %s, but the model takes %s items "
+                    "of shape %s: expected shape N x %s%s\n",
+                    in_path, gp_dtype_name(xt), x.rank ? got : "()", gp_dtype_name(ii.dtype), want,
+                    want, fix);
         free(x.data);
         gp_model_free(m);
         return EXIT_INPUT;
     }
     size_t n = (size_t)x.shape[0];
-    run r = {.in = x.data, .in_bytes = ii.bytes, .out_bytes = oi.bytes, .n = n};
+    uint64_t *off = NULL;
+    if (var) {
+        npy l;
+        gp_dtype lt;
+        int lr = npy_read(len_path, &l, err, sizeof err);
+        if (lr != 0 || !npy_dtype(l.descr, &lt) || (lt != GP_DTYPE_I64 && lt != GP_DTYPE_I32) ||
+            l.rank != 1) {
+            if (lr == 0)
+                snprintf(err, sizeof err,
+                         "must be a 1-D int64 (or int32) array, one token count "
+                         "per item");
+            fprintf(stderr, "gp-infer: lengths %s: %s\n", len_path, err);
+            if (lr == 0) free(l.data);
+            free(x.data);
+            gp_model_free(m);
+            return EXIT_INPUT;
+        }
+        size_t max_t = gp_model_input_bytes(m) / ii.bytes, T = n;
+        n = (size_t)l.shape[0];
+        off = malloc((n + 1) * sizeof *off);
+        int bad = !off;
+        uint64_t sum = 0;
+        if (off) off[0] = 0;
+        for (size_t k = 0; k < n && !bad; k++) {
+            int64_t v =
+                lt == GP_DTYPE_I64 ? ((const int64_t *)l.data)[k] : ((const int32_t *)l.data)[k];
+            if (v < 1 || (uint64_t)v > max_t) {
+                fprintf(stderr,
+                        "gp-infer: lengths %s: item %zu has %" PRId64 " tokens; the model takes "
+                        "1..%zu per item\n",
+                        len_path, k, v, max_t);
+                bad = 2;
+                break;
+            }
+            sum += (uint64_t)v;
+            off[k + 1] = sum * ii.bytes;
+        }
+        free(l.data);
+        if (!bad && sum != T) {
+            fprintf(stderr,
+                    "gp-infer: lengths %s: the items have %" PRIu64 " tokens in all, but input %s "
+                    "holds %zu\n",
+                    len_path, sum, in_path, T);
+            bad = 2;
+        }
+        if (bad) {
+            if (bad == 1) fprintf(stderr, "gp-infer: out of memory\n");
+            free(off);
+            free(x.data);
+            gp_model_free(m);
+            return bad == 1 ? EXIT_RUN : EXIT_INPUT;
+        }
+    }
+    run r = {.in = x.data, .in_bytes = ii.bytes, .out_bytes = oi.bytes, .n = n, .off = off};
     r.out = calloc(n ? n : 1, oi.bytes);
     item_ctx *items = malloc((n ? n : 1) * sizeof *items);
     if (!r.out || !items) {
@@ -498,6 +603,7 @@ int main(int argc, char **argv) {
     cfg.max_batch = batch;
     cfg.inflight = (int)inflight;
     cfg.cuda_graphs = graphs;
+    cfg.max_delay_us = (uint32_t)delay_us;
     gp_model_configure(m, &cfg);
     int exit_code = 0;
     rc = gp_pipeline_create(&cfg, &r.p, err, sizeof err);
@@ -562,6 +668,7 @@ int main(int argc, char **argv) {
     }
 out:
     free(items);
+    free(off);
     free(r.out);
     free(x.data);
     gp_model_free(m);

@@ -34,6 +34,14 @@ if(GP_CONFORMANCE_PYTHON AND TARGET gp-infer)
                    $<TARGET_FILE:gp-infer> ${CMAKE_CURRENT_BINARY_DIR}/export)
   set_tests_properties(model_export PROPERTIES LABELS "conformance" TIMEOUT 900
                                                SKIP_RETURN_CODE 77)
+  # Transformer encoders (torch.nn BERT-style, post-LN and pre-LN; transformers.BertModel where
+  # importable) vs PyTorch: each sequence alone and a padded batch with a key padding mask,
+  # against all sequences packed in one gpupipe batch.
+  add_test(NAME model_encoder_conformance
+           COMMAND ${GP_CONFORMANCE_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/conformance/encoder.py
+                   $<TARGET_FILE:gp-infer> ${CMAKE_CURRENT_BINARY_DIR}/encoder)
+  set_tests_properties(model_encoder_conformance PROPERTIES LABELS "conformance" TIMEOUT 900
+                                                            SKIP_RETURN_CODE 77)
   # gp-infer's messages on the usual first mistakes (a torch.save file, float64 input, a
   # missing flag): fast, so unit.
   add_test(NAME gp_infer_messages
@@ -61,9 +69,13 @@ endif()
 
 # The model examples run as tests: what a user copies must work (AUTO backend: the GPU when
 # one is usable, else the host).
-foreach(ex mlp_classifier image_classifier)
+foreach(ex mlp_classifier image_classifier text_embedder)
   if(TARGET ${ex})
     add_test(NAME example_${ex} COMMAND ${ex})
     set_tests_properties(example_${ex} PROPERTIES LABELS pipeline TIMEOUT 300)
   endif()
 endforeach()
+# Transformer encoder layers (embedding, layernorm, attention over packed sequences, pooling,
+# l2norm) against a naive reference; their refusals; the demo encoder.
+gp_add_test(NAME test_model_encoder SOURCES model/test_encoder.c LABELS unit TIMEOUT 300)
+gp_add_pipeline_test(test_model_encoder_pipeline SOURCES model/test_encoder_pipeline.c)

@@ -35,6 +35,16 @@ op's name, where it is in the graph and in your code, and what to do. The check 
 (eval mode, no_grad) and the file through gp-infer on the same inputs and reports the largest
 error; above the tolerance the export fails (the file stays, for a look).
 
+Transformer encoders (token ids in, one vector per sequence out): export_encoder(), or
+--encoder on the command line, for a torch.nn encoder (nn.Embedding, nn.LayerNorm,
+nn.MultiheadAttention / nn.TransformerEncoder or an attention module with q/k/v/out Linear
+layers, cls or mean pooling, F.normalize) or a Hugging Face BertModel (--pooling cls|mean|pooler);
+the check runs sequences of several lengths packed through gp-infer --lengths.
+
+    python3 tools/gpupipe_export.py mymodel.py:build enc.safetensors --encoder
+    r = export_encoder(model, "enc.safetensors")                  # torch.nn encoder
+    r = export_encoder(bert, "bert.safetensors", pooling="mean", normalize=True)
+
 Works with PyTorch 1.13 and 2.x; needs torch and numpy, nothing else (the safetensors file is
 written here, not with the safetensors package).
 """
@@ -1195,6 +1205,633 @@ def export(module, example_input, path, input_dtype="f32", input_layout="chw", m
         module.train(was_training)
 
 
+# ---- transformer encoders -----------------------------------------------------------------
+#
+# An encoder takes token ids (N, T) and returns one vector per sequence. Two ways in:
+#  * a torch.nn module, traced with torch.fx: nn.Embedding (words; positions from
+#    torch.arange(T); token types from torch.zeros_like(ids)), nn.LayerNorm, nn.Linear,
+#    activations, residual adds, nn.MultiheadAttention, nn.TransformerEncoderLayer /
+#    nn.TransformerEncoder (batch_first, no masks), an attention module of your own with four
+#    nn.Linear children named like q/k/v/out and a heads attribute (it is not traced into: the
+#    check proves the mapping), pooling x[:, 0] or x.mean(1), F.normalize;
+#  * a Hugging Face BertModel (or any module with its structure and names), mapped
+#    structurally, with the pooling chosen here.
+# The check runs random sequences of several lengths one at a time through the module and all
+# of them packed through gp-infer --lengths.
+
+ENC_SUPPORTED = (
+    "nn.Embedding (token ids; positions as torch.arange(T); token types as torch.zeros_like("
+    "ids)), nn.LayerNorm, nn.Linear, GELU (erf) / ReLU / Tanh, residual adds, "
+    "nn.MultiheadAttention (batch_first, self-attention, no masks), nn.TransformerEncoderLayer "
+    "/ nn.TransformerEncoder (batch_first), an attention module with nn.Linear q/k/v/out "
+    "children and a heads attribute, x[:, 0] (cls) and x.mean(1) pooling, F.normalize, "
+    "Dropout")
+
+_ATT_Q = ("q", "query", "q_proj", "q_lin", "wq", "to_q", "q_linear")
+_ATT_K = ("k", "key", "k_proj", "k_lin", "wk", "to_k", "k_linear")
+_ATT_V = ("v", "value", "v_proj", "v_lin", "wv", "to_v", "v_linear")
+_ATT_O = ("o", "out", "out_proj", "o_proj", "proj", "dense", "wo", "to_out", "o_lin",
+          "out_lin", "out_linear")
+_ATT_HEADS = ("num_heads", "n_heads", "heads", "num_attention_heads", "n_head", "nhead", "h")
+
+
+def _custom_attention(m):
+    """(heads, q, k, v, out) child names of an attention module of the user's own, or None."""
+    if type(m).__module__.startswith("torch."):
+        return None
+    kids = {n: c for n, c in m.named_children() if isinstance(c, nn.Linear)}
+    found = []
+    for names in (_ATT_Q, _ATT_K, _ATT_V, _ATT_O):
+        hit = [n for n in names if n in kids]
+        if len(hit) != 1:
+            return None
+        found.append(hit[0])
+    c = kids[found[0]].in_features
+    if any(kids[n].in_features != c or kids[n].out_features != c for n in found):
+        return None
+    heads = next((getattr(m, a) for a in _ATT_HEADS if isinstance(getattr(m, a, None), int)),
+                 None)
+    if not heads or c % heads:
+        return None
+    return (heads,) + tuple(found)
+
+
+class _EncTracer(_Tracer):
+    def iter(self, obj):
+        """`b, t = ids.shape`: torch.fx finds the unpack's size by indexing the caller's
+        instructions with f_lasti // 2, which Python 3.11's inline caches break; look the
+        instruction up by its offset instead."""
+        import dis
+        import inspect
+        calling = inspect.currentframe().f_back.f_back
+        for inst in dis.get_instructions(calling.f_code):
+            if inst.offset == calling.f_lasti:
+                if inst.opname == "UNPACK_SEQUENCE":
+                    return (obj[i] for i in range(inst.argval))
+                break
+        return super().iter(obj)
+
+    def is_leaf_module(self, m, qualname):
+        return _custom_attention(m) is not None or super().is_leaf_module(m, qualname)
+
+    def call_module(self, m, forward, args, kwargs):
+        known = (nn.Embedding, nn.LayerNorm, nn.Linear, nn.GELU, nn.ReLU, nn.Tanh, nn.Dropout,
+                 nn.Identity, nn.MultiheadAttention, nn.TransformerEncoderLayer,
+                 nn.TransformerEncoder)
+        path = self.path_of_module(m)
+        if (self.is_leaf_module(m, path) and not isinstance(m, known)
+                and _custom_attention(m) is None):
+            cls = type(m)
+            raise ExportError(
+                f"cannot export module '{path}' (nn.{cls.__name__}): no gpupipe encoder layer "
+                f"for it\n  what to do: supported in encoders: {ENC_SUPPORTED}")
+        return torch.fx.Tracer.call_module(self, m, forward, args, kwargs)
+
+
+class _Marker:
+    """A tensor made from shapes alone: token positions (arange) or token types (zeros)."""
+
+    def __init__(self, what):
+        self.what = what
+
+
+class _Partial:
+    """Embedding terms not yet added together: {'word' | 'position' | 'token_type': module
+    name}."""
+
+    def __init__(self, node, parts):
+        self.node, self.parts, self.done = node, dict(parts), None
+
+
+class _Attn:
+    """nn.MultiheadAttention's (output, weights) pair: [0] is the attention value."""
+
+    def __init__(self, node, lines, tensors):
+        self.node, self.lines, self.tensors = node, lines, tensors
+
+
+_SHAPE = object()  # an int, a size, a device: shape arithmetic, not data
+
+
+def _act_name(act, where, fail):
+    if act is F.gelu or (isinstance(act, nn.GELU) and getattr(act, "approximate", "none") ==
+                         "none"):
+        return "gelu"
+    if act is F.relu or isinstance(act, nn.ReLU):
+        return "relu"
+    fail(f"{where}: activation {act!r} (gpupipe has gelu in its erf form and relu)")
+
+
+def _mha_lines(m, name, fail):
+    if not m.batch_first:
+        fail(f"nn.MultiheadAttention '{name}' has batch_first=False: the exporter reads (N, T, "
+             "C) values; build it with batch_first=True")
+    if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
+        fail(f"nn.MultiheadAttention '{name}' with kdim/vdim, add_bias_kv or add_zero_attn")
+    t = [(f"{name}.in_proj_weight", m.in_proj_weight), (f"{name}.out_proj.weight",
+                                                        m.out_proj.weight)]
+    if m.in_proj_bias is not None:
+        t.append((f"{name}.in_proj_bias", m.in_proj_bias))
+    if m.out_proj.bias is not None:
+        t.append((f"{name}.out_proj.bias", m.out_proj.bias))
+    return [f"attention {name} heads={m.num_heads}"], t
+
+
+def _ln_lines(m, name, fail):
+    if len(m.normalized_shape) != 1:
+        fail(f"nn.LayerNorm '{name}' over {tuple(m.normalized_shape)}: gpupipe normalizes the "
+             "last dimension only")
+    eps = "" if m.eps == 1e-5 else f" eps={_float(m.eps)}"
+    if m.weight is None:  # elementwise_affine=False: the identity affine, written out
+        c = m.normalized_shape[0]
+        return [f"layernorm {name}{eps}"], [(f"{name}.weight", torch.ones(c))]
+    t = [(f"{name}.weight", m.weight)] + ([(f"{name}.bias", m.bias)]
+                                           if m.bias is not None else [])
+    return [f"layernorm {name}{eps}"], t
+
+
+def _layer_lines(m, name, fail):
+    """nn.TransformerEncoderLayer as spec lines (its residuals saved under its own tags)."""
+    if not getattr(m, "batch_first", m.self_attn.batch_first):
+        fail(f"nn.TransformerEncoderLayer '{name}' has batch_first=False: build it with "
+             "batch_first=True")
+    act = _act_name(m.activation, f"nn.TransformerEncoderLayer '{name}'", fail)
+    att, t = _mha_lines(m.self_attn, f"{name}.self_attn", fail)
+    ln1, t1 = _ln_lines(m.norm1, f"{name}.norm1", fail)
+    ln2, t2 = _ln_lines(m.norm2, f"{name}.norm2", fail)
+    t += t1 + t2
+    for lin in ("linear1", "linear2"):
+        mod = getattr(m, lin)
+        t.append((f"{name}.{lin}.weight", mod.weight))
+        if mod.bias is not None:
+            t.append((f"{name}.{lin}.bias", mod.bias))
+    ff = [f"linear {name}.linear1", act, f"linear {name}.linear2"]
+    a, f_ = f"{name}.sa", f"{name}.ff"
+    if m.norm_first:
+        lines = [f"save {a}"] + ln1 + att + [f"add {a}", f"save {f_}"] + ln2 + ff + [
+            f"add {f_}"]
+    else:
+        lines = [f"save {a}"] + att + [f"add {a}"] + ln1 + [f"save {f_}"] + ff + [
+            f"add {f_}"] + ln2
+    return lines, t
+
+
+def _encoder_values(module, gm, log):
+    """The fx graph of a torch.nn encoder -> (_Value list, the output value)."""
+    nodes = list(gm.graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    memo, values = {}, []
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+
+    def fail(node, what, todo=None):
+        where = _where(node) if node is not None else ""
+        msg = "cannot export " + (f"node {index[node]} of {len(nodes)}, '{node.name}' "
+                                  f"({node.op} {_target_name(node, module)}): "
+                                  if node is not None else "the encoder: ") + what
+        if where:
+            msg += "\n  in your code:\n    " + where.replace("\n", "\n    ")
+        msg += "\n  what to do: " + (todo or f"supported in encoders: {ENC_SUPPORTED}")
+        raise ExportError(msg)
+
+    def new(kind, node, src, lines=(), tensors=()):
+        v = _Value(kind, node, src, lines, tensors)
+        v.tokens = (_shape(node) is not None and len(_shape(node)) == 3)
+        values.append(v)
+        return v
+
+    def value(node, v):
+        """A tensor value (an embedding sum becomes its spec line here)."""
+        if isinstance(v, _Partial):
+            if "word" not in v.parts:
+                fail(v.node, "position or token-type embeddings used without the word "
+                     "embeddings", "add them to the word embeddings: tok(ids) + pos(arange)")
+            if v.done is None:
+                w = v.parts["word"]
+                line = f"embedding {w[0]}"
+                t = [(f"{w[0]}.weight", w[1].weight)]
+                for role, key in (("position", "position"), ("token_type", "token_type")):
+                    if role in v.parts:
+                        line += f" {key}={v.parts[role][0]}"
+                        t.append((f"{v.parts[role][0]}.weight", v.parts[role][1].weight))
+                v.done = new("unary", v.node, [inp], [line], t)
+                v.done.tokens = True
+            return v.done
+        if not isinstance(v, _Value):
+            fail(node, "reads something that is not a value of the model "
+                 f"({type(v).__name__})")
+        return v
+
+    def get(n):
+        if not isinstance(n, torch.fx.Node):
+            return _SHAPE
+        if n not in memo:
+            memo[n] = classify(n)
+        return memo[n]
+
+    def tensor(node, a):
+        return value(node, get(a))
+
+    def classify(n):
+        if n.op == "placeholder":
+            if n is not placeholders[0]:
+                fail(n, "the encoder reads a second input (a mask?)", "gpupipe runs each "
+                     "sequence unpadded: forward(ids, mask=None) is traced with mask=None")
+            return inp
+        if n.op == "get_attr":
+            fail(n, f"forward reads the tensor self.{n.target} directly",
+                 "use modules (nn.Embedding, nn.Linear, ...), not their parameters")
+        if n.op == "call_module":
+            return classify_module(n, module.get_submodule(n.target))
+        t = n.target
+        args = [get(a) if isinstance(a, torch.fx.Node) else a for a in n.args]
+        src = args[0] if args else None
+        name = t if n.op == "call_method" else getattr(t, "__name__", "")
+        # shape arithmetic
+        if (n.op == "call_method" and t in ("size", "dim")) or (
+                t is getattr and n.args[1] in ("shape", "device", "dtype")):
+            return _SHAPE
+        if src is _SHAPE and t in (operator.getitem, operator.add, operator.sub,
+                                   operator.mul, operator.floordiv):
+            return _SHAPE
+        if t is torch.arange:
+            return _Marker("position")
+        if (t is torch.zeros_like and args and args[0] is inp) or (
+                t is torch.zeros and n.kwargs.get("dtype") in (torch.long, torch.int)):
+            return _Marker("token_type")
+        if isinstance(src, _Marker) and (t is operator.getitem or name in (
+                "unsqueeze", "expand", "expand_as", "to", "view", "reshape", "repeat", "long",
+                "int", "type", "contiguous", "type_as")):
+            return src
+        if t in (F.dropout,) or name in ("contiguous", "clone", "detach"):
+            return tensor(n, n.args[0])
+        if t in (operator.add, operator.iadd, torch.add) or name in ("add", "add_"):
+            p = _bind(n, ("input", "other"), {"alpha": 1})
+            if p["alpha"] != 1:
+                fail(n, f"add with alpha={p['alpha']}")
+            a, b = (get(p["input"]), get(p["other"]))
+            if isinstance(a, _Partial) and isinstance(b, _Partial):
+                parts = dict(a.parts)
+                for k, v in b.parts.items():
+                    if k in parts:
+                        fail(n, f"adds two {k} embeddings")
+                    parts[k] = v
+                return _Partial(n, parts)
+            a, b = value(n, a), value(n, b)
+            if _shape(p["input"]) != _shape(p["other"]):
+                fail(n, f"adds values of shapes {_fmt_shape(_shape(p['input']))} and "
+                     f"{_fmt_shape(_shape(p['other']))}", "gpupipe's add needs equal shapes")
+            return new("add", n, [a, b])
+        if t in (F.gelu,) or name == "gelu":
+            if _bind(n, ("input", "approximate"), {"approximate": "none"})["approximate"] != \
+                    "none":
+                fail(n, "gelu(approximate='tanh')", "gpupipe's gelu is the exact (erf) form")
+            return new("unary", n, [tensor(n, n.args[0])], ["gelu"])
+        if t in (F.relu, torch.relu) or name == "relu":
+            return new("unary", n, [tensor(n, n.args[0])], ["relu"])
+        if t in (torch.tanh,) or name == "tanh":
+            return new("unary", n, [tensor(n, n.args[0])], ["tanh"])
+        if t is F.normalize:
+            p = _bind(n, ("input", "p", "dim", "eps"), {"p": 2.0, "dim": 1, "eps": 1e-12})
+            x = tensor(n, p["input"])
+            r = len(_shape(p["input"]) or ())
+            if p["p"] != 2 or p["dim"] % r != r - 1:
+                fail(n, f"normalize(p={p['p']}, dim={p['dim']})", "gpupipe's l2norm is "
+                     "F.normalize(x, p=2, dim=-1)")
+            eps = "" if p["eps"] == 1e-12 else f" eps={_float(p['eps'])}"
+            return new("unary", n, [x], [f"l2norm{eps}"])
+        if t is operator.getitem and isinstance(src, _Attn):
+            if n.args[1] != 0:
+                fail(n, "uses the attention weights", "gpupipe's attention returns its output "
+                     "only ([0]; need_weights does not matter)")
+            x = tensor(src.node, src.node.args[0])
+            return new("unary", n, [x], src.lines, src.tensors)
+        if t is operator.getitem and isinstance(src, _Value) and src.tokens:
+            key = n.args[1]
+            if (isinstance(key, tuple) and len(key) in (2, 3) and key[0] == slice(None)
+                    and key[1] == 0 and (len(key) == 2 or key[2] == slice(None))):
+                return new("unary", n, [src], ["pool cls"])
+            fail(n, f"indexes the tokens with {key!r}", "the first token is x[:, 0] (pool cls)")
+        if t is torch.mean or name == "mean":
+            p = _bind(n, ("input", "dim", "keepdim"), {"dim": None, "keepdim": False})
+            x = tensor(n, p["input"])
+            d = p["dim"][0] if isinstance(p["dim"], (tuple, list)) and len(p["dim"]) == 1 \
+                else p["dim"]
+            if not x.tokens or d not in (1, -2) or p["keepdim"]:
+                fail(n, f"mean over dim={p['dim']}", "the mean over each sequence's tokens is "
+                     "x.mean(1) on (N, T, C) values (pool mean)")
+            return new("unary", n, [x], ["pool mean"])
+        fail(n, f"no gpupipe encoder layer for {_target_name(n, module)}")
+
+    def classify_module(n, m):
+        name = n.target
+        if len(name) > MAX_NAME:
+            fail(n, f"its module path '{name}' is longer than {MAX_NAME} characters")
+        a0 = get(n.args[0]) if n.args else None
+        if isinstance(m, (nn.Dropout, nn.Identity)):
+            return tensor(n, n.args[0])
+        if isinstance(m, nn.Embedding):
+            if m.max_norm is not None:
+                fail(n, "nn.Embedding with max_norm renormalizes rows on lookup")
+            if a0 is inp:
+                return _Partial(n, {"word": (name, m)})
+            if isinstance(a0, _Marker):
+                return _Partial(n, {a0.what: (name, m)})
+            fail(n, "an nn.Embedding of something other than the token ids, torch.arange(T) "
+                 "(positions) or torch.zeros_like(ids) (token types)")
+        x = value(n, a0)
+        extra = list(n.args[1:]) + list(n.kwargs.values())
+        if isinstance(m, nn.MultiheadAttention):
+            p = _bind(n, ("query", "key", "value", "key_padding_mask", "need_weights",
+                          "attn_mask", "average_attn_weights", "is_causal"))
+            if not (p.get("query") is p.get("key") is p.get("value")):
+                fail(n, "attention with different query, key and value", "gpupipe's attention "
+                     "is self-attention: attn(x, x, x)")
+            if p.get("key_padding_mask") is not None or p.get("attn_mask") is not None or \
+                    p.get("is_causal"):
+                fail(n, "attention with a mask", "gpupipe packs sequences without padding: no "
+                     "mask is needed; export with mask=None")
+            lines, t = _mha_lines(m, name, lambda w: fail(n, w))
+            return _Attn(n, lines, t)
+        if any(e is not None for e in extra):
+            fail(n, "called with more than the value (a mask?)", "export with mask=None")
+        if isinstance(m, nn.Linear):
+            t = [(f"{name}.weight", m.weight)] + ([(f"{name}.bias", m.bias)]
+                                                  if m.bias is not None else [])
+            return new("unary", n, [x], [f"linear {name}"], t)
+        if isinstance(m, nn.LayerNorm):
+            lines, t = _ln_lines(m, name, lambda w: fail(n, w))
+            return new("unary", n, [x], lines, t)
+        if isinstance(m, nn.GELU):
+            if getattr(m, "approximate", "none") != "none":
+                fail(n, "GELU(approximate='tanh')", "gpupipe's gelu is the exact (erf) form")
+            return new("unary", n, [x], ["gelu"])
+        if isinstance(m, nn.ReLU):
+            return new("unary", n, [x], ["relu"])
+        if isinstance(m, nn.Tanh):
+            return new("unary", n, [x], ["tanh"])
+        if isinstance(m, nn.TransformerEncoderLayer):
+            lines, t = _layer_lines(m, name, lambda w: fail(n, w))
+            return new("unary", n, [x], lines, t)
+        if isinstance(m, nn.TransformerEncoder):
+            lines, t = [], []
+            for i, layer in enumerate(m.layers):
+                li, ti = _layer_lines(layer, f"{name}.layers.{i}", lambda w: fail(n, w))
+                lines, t = lines + li, t + ti
+            if m.norm is not None:
+                li, ti = _ln_lines(m.norm, f"{name}.norm", lambda w: fail(n, w))
+                lines, t = lines + li, t + ti
+            return new("unary", n, [x], lines, t)
+        att = _custom_attention(m)
+        if att is not None:
+            heads, q, k, v, o = att
+            t = []
+            for p in (q, k, v, o):
+                lin = getattr(m, p)
+                t.append((f"{name}.{p}.weight", lin.weight))
+                if lin.bias is not None:
+                    t.append((f"{name}.{p}.bias", lin.bias))
+            log(f"mapped '{name}' ({type(m).__name__}) to attention: heads={heads}, q={q} k={k} "
+                f"v={v} out={o} (checked below)")
+            return new("unary", n, [x], [f"attention {name} heads={heads} q={q} k={k} v={v} "
+                                         f"out={o}"], t)
+        fail(n, f"no gpupipe encoder layer for {_target_name(n, module)}")
+
+    if not placeholders:
+        raise ExportError("forward takes no input: an encoder takes token ids (N, T)")
+    inp = _Value("input", placeholders[0], [])
+    inp.tokens = False
+    values.append(inp)
+    out_node = [n for n in nodes if n.op == "output"][0]
+    res = out_node.args[0]
+    if not isinstance(res, torch.fx.Node):
+        fail(out_node, f"the module returns {type(res).__name__}", "return one tensor: the "
+             "embeddings or logits, (N, features)")
+    out = value(out_node, get(res))
+    if out.tokens or out is inp:
+        fail(res, f"the output is every token ({_fmt_shape(_shape(res))})",
+             "pool each sequence into one vector: x[:, 0] (cls) or x.mean(1)")
+    for v in values:
+        for s in v.src:
+            s.users += 1
+    return values, out
+
+
+def _is_bert(module):
+    return (hasattr(module, "embeddings") and hasattr(module, "encoder")
+            and hasattr(getattr(module, "encoder"), "layer")
+            and hasattr(module.embeddings, "word_embeddings"))
+
+
+def _bert_spec(module, prefix, pooling, head_lines, fail):
+    cfg = getattr(module, "config", None)
+    if cfg is not None:
+        if getattr(cfg, "hidden_act", "gelu") != "gelu":
+            fail(f"hidden_act='{cfg.hidden_act}': gpupipe has gelu in its erf form "
+                 "(hidden_act='gelu')")
+        if getattr(cfg, "position_embedding_type", "absolute") != "absolute":
+            fail(f"position_embedding_type='{cfg.position_embedding_type}': only absolute "
+                 "position embeddings")
+        if getattr(cfg, "is_decoder", False):
+            fail("a decoder (is_decoder=True): gpupipe's attention is bidirectional")
+    emb = module.embeddings
+    eps = _float(emb.LayerNorm.eps)
+    lines = [f"embedding {prefix}embeddings", f"layernorm {prefix}embeddings.LayerNorm eps={eps}"]
+    for i, layer in enumerate(module.encoder.layer):
+        p = f"{prefix}encoder.layer.{i}"
+        heads = layer.attention.self.num_attention_heads
+        lines += [f"save {p}.a", f"attention {p}.attention heads={heads}", f"add {p}.a",
+                  f"layernorm {p}.attention.output.LayerNorm "
+                  f"eps={_float(layer.attention.output.LayerNorm.eps)}",
+                  f"save {p}.f", f"linear {p}.intermediate.dense", "gelu",
+                  f"linear {p}.output.dense", f"add {p}.f",
+                  f"layernorm {p}.output.LayerNorm eps={_float(layer.output.LayerNorm.eps)}"]
+    if pooling == "pooler":
+        if getattr(module, "pooler", None) is None:
+            fail("pooling='pooler' but the model has no pooler (add_pooling_layer=False)")
+        lines += ["pool cls", f"linear {prefix}pooler.dense", "tanh"]
+    else:
+        lines.append(f"pool {pooling}")
+    return lines + head_lines
+
+
+def export_encoder(module, path, id_dtype="i32", pooling=None, normalize=False,
+                   example_length=8, check=None, gp_infer=None, tol=1e-4,
+                   check_lengths=(1, 2, 7, 16, 33), check_backend="host", log=None):
+    """Write a transformer encoder (token ids in, one vector per sequence out) to `path` and
+    check it; -> ExportResult.
+
+    module    a torch.nn module whose forward takes token ids (N, T) (other arguments keep
+              their defaults: forward(ids, mask=None) is traced with mask=None), or a Hugging
+              Face BertModel / BertForSequenceClassification
+    id_dtype  "i32", "i64" or "u32": what the exported model's items are
+    pooling   BertModel only: "cls" (last_hidden_state[:, 0]), "mean" (over each sequence's
+              tokens) or "pooler" (pooler_output); a BertForSequenceClassification always
+              pools with its pooler and returns the logits. torch.nn modules pool in forward.
+    normalize BertModel only: L2-normalize the pooled vector
+    The check runs `check_lengths` random sequences, each alone through the module, and all of
+    them packed through gp-infer --lengths; the error is max |gp - torch| / max |torch|.
+    Raises ExportError / CheckFailed as export() does.
+    """
+    if torch is None:
+        raise ExportError(f"PyTorch is not available ({_TORCH_ERROR}): install python3-torch")
+    log = log or (lambda s: print(s, file=sys.stderr))
+    if not isinstance(module, nn.Module):
+        raise ExportError(f"module is a {type(module).__name__}, not a torch.nn.Module")
+    if id_dtype not in ("i32", "i64", "u32"):
+        raise ExportError(f"id_dtype '{id_dtype}': i32, i64 or u32")
+
+    def fail(what, todo=None):
+        raise ExportError(f"cannot export the encoder: {what}" + (f"\n  what to do: {todo}"
+                                                                 if todo else ""))
+
+    was_training = module.training
+    module.eval()
+    try:
+        if _is_bert(module):
+            bert, prefix, cls_head = module, "", False
+        elif _is_bert(getattr(module, "bert", None)) and hasattr(module, "classifier"):
+            bert, prefix, cls_head = module.bert, "bert.", True
+        else:
+            bert = None
+        if bert:
+            if cls_head:
+                if pooling not in (None, "pooler") or normalize:
+                    fail("a BertForSequenceClassification pools with its pooler and returns "
+                         "logits: leave pooling and normalize unset")
+                head = ["linear classifier"]
+                spec_lines = _bert_spec(bert, prefix, "pooler", head, fail)
+            else:
+                if pooling not in ("cls", "mean", "pooler"):
+                    fail("a BertModel returns every token's vector: choose pooling='cls' "
+                         "(last_hidden_state[:, 0]), 'mean' or 'pooler' (pooler_output)")
+                spec_lines = _bert_spec(bert, prefix, pooling, ["l2norm"] if normalize else [],
+                                        fail)
+            spec = "\n".join([f"input {id_dtype} *"] + spec_lines) + "\n"
+            tensors = {n: tensor_entry(t) for n, t in module.state_dict().items()
+                       if t.is_floating_point()}
+            vocab = bert.embeddings.word_embeddings.num_embeddings
+            pos = getattr(bert.embeddings, "position_embeddings", None)
+            max_len = pos.num_embeddings if pos is not None else 512
+
+            def run_module(ids):
+                o = module(input_ids=ids)
+                if cls_head:
+                    return o.logits
+                y = (o.pooler_output if pooling == "pooler" else
+                     o.last_hidden_state[:, 0] if pooling == "cls" else
+                     o.last_hidden_state.mean(1))
+                return F.normalize(y, dim=-1) if normalize else y
+        else:
+            if pooling is not None or normalize:
+                fail("pooling and normalize are for BertModel; a torch.nn encoder pools (and "
+                     "normalizes) in its forward")
+            import inspect
+            params = list(inspect.signature(module.forward).parameters.values())
+            concrete = {}
+            for p in params[1:]:
+                if p.default is inspect.Parameter.empty:
+                    fail(f"forward takes '{p.name}' besides the token ids, with no default",
+                         "give it a default (None): gpupipe runs each sequence unpadded")
+                concrete[p.name] = p.default
+            # torch.arange(T) / torch.zeros(B, T) take only sizes, which torch.fx does not
+            # intercept: record them as graph nodes while tracing.
+            factories = {f: getattr(torch, f) for f in ("arange", "zeros")}
+
+            def recorder(fn):
+                def call(*a, **k):
+                    px = [x for x in list(a) + list(k.values()) if isinstance(x, torch.fx.Proxy)]
+                    if px:
+                        return px[0].tracer.create_proxy("call_function", fn, a, k)
+                    return fn(*a, **k)
+                return call
+            try:
+                for f, fn in factories.items():
+                    setattr(torch, f, recorder(fn))
+                graph = _EncTracer().trace(module, concrete_args=concrete or None)
+            except ExportError:
+                raise
+            except Exception as exc:
+                raise ExportError(f"torch.fx could not trace the encoder: {type(exc).__name__}: "
+                                  f"{exc}\n  what to do: the exporter needs a forward without "
+                                  "Python control flow on tensor values") from exc
+            finally:
+                for f, fn in factories.items():
+                    setattr(torch, f, fn)
+            gm = torch.fx.GraphModule(module, graph)
+            embs = [m for m in module.modules() if isinstance(m, nn.Embedding)]
+            if not embs:
+                fail("no nn.Embedding: an encoder turns token ids into vectors first")
+            vocab = min(m.num_embeddings for m in embs)
+            max_len = 512
+            dev = next(iter(module.parameters()), torch.empty(0)).device
+            ex = torch.randint(0, vocab, (2, example_length),
+                               generator=torch.Generator().manual_seed(0)).to(dev)
+            with torch.no_grad():
+                ShapeProp(gm).propagate(ex)
+            values, out = _encoder_values(module, gm, log)
+            spec = _emit(values, out, f"input {id_dtype} *")
+            tensors, seen = {}, set()
+            for v in values:
+                for name, t in v.tensors:
+                    if name not in seen:
+                        seen.add(name)
+                        tensors[name] = tensor_entry(t, "F32")
+            # the position table bounds the lengths the check may use
+            for line in spec.splitlines():
+                if line.startswith("embedding ") and "position=" in line:
+                    pname = line.split("position=")[1].split()[0]
+                    max_len = module.get_submodule(pname).num_embeddings
+                    vocab = module.get_submodule(line.split()[1]).num_embeddings
+
+            def run_module(ids):
+                return module(ids)
+
+        meta = {SPEC_KEY: spec, "format": "pt",
+                "gpupipe.exporter": f"tools/gpupipe_export.py, torch {torch.__version__}"}
+        nbytes = write_safetensors(path, tensors, meta)
+        dev = next(iter(module.parameters()), torch.empty(0)).device
+        with torch.no_grad():
+            y0 = run_module(torch.zeros(1, 1, dtype=torch.long, device=dev))
+        r = ExportResult(path=path, spec=spec, tensors=len(tensors), bytes=nbytes,
+                         input=f"input {id_dtype} *", output=f"f32 {y0.shape[-1]} per sequence",
+                         tol=tol)
+        exe, why = (None, "check=False") if check is False else find_gp_infer(gp_infer)
+        if exe is None:
+            if check:
+                raise ExportError(f"the check was requested but {why}")
+            r.check_skipped = why
+            log(r.summary())
+            return r
+        lens = [min(int(n), max_len) for n in check_lengths]
+        g = torch.Generator().manual_seed(1234)
+        seqs = [torch.randint(0, vocab, (n,), generator=g) for n in lens]
+        with torch.no_grad():
+            ref = torch.cat([run_module(s.unsqueeze(0).to(dev)).float().cpu() for s in seqs])
+        ids = torch.cat(seqs).numpy().astype({"i32": "<i4", "i64": "<i8", "u32": "<u4"}[id_dtype])
+        with tempfile.TemporaryDirectory(prefix="gpupipe_export_") as work:
+            xp, lp, yp = (os.path.join(work, f) for f in ("ids.npy", "len.npy", "y.npy"))
+            np.save(xp, ids)
+            np.save(lp, np.asarray(lens, np.int64))
+            cmd = [exe, "--model", os.path.abspath(path), "--input", xp, "--lengths", lp,
+                   "--output", yp, "--backend", check_backend, "--quiet"]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                raise ExportError(f"the check could not run the file: {' '.join(cmd)} exited "
+                                  f"{p.returncode}:\n{p.stderr.strip()}")
+            got = np.load(yp).astype(np.float64)
+        want = ref.double().numpy().reshape(got.shape)
+        r.checked, r.items = True, len(lens)
+        r.max_abs_err = float(np.max(np.abs(got - want)))
+        r.max_rel_err = r.max_abs_err / max(float(np.max(np.abs(want))), 1e-30)
+        r.ok = r.max_rel_err <= tol
+        log(r.summary())
+        if not r.ok:
+            raise CheckFailed(f"the exported file disagrees with the module: {r.summary()}", r)
+        return r
+    finally:
+        module.train(was_training)
+
+
 # ---- command line -------------------------------------------------------------------------
 
 def load_module(ref, weights=None):
@@ -1243,8 +1880,18 @@ def main(argv=None):
     ap.add_argument("model", help="FILE.py:NAME or package.module:NAME (an nn.Module, a "
                     "module class or a function returning one)")
     ap.add_argument("output", help="the .safetensors file to write")
-    ap.add_argument("--input-shape", required=True,
-                    help="one item as the module takes it, without the batch: 3,224,224 or 784")
+    ap.add_argument("--input-shape",
+                    help="one item as the module takes it, without the batch: 3,224,224 or 784 "
+                    "(required unless --encoder)")
+    enc = ap.add_argument_group("transformer encoders (token ids in, one vector per sequence)")
+    enc.add_argument("--encoder", action="store_true",
+                     help="the module takes token ids (N, T): a torch.nn encoder or a Hugging "
+                     "Face BertModel / BertForSequenceClassification")
+    enc.add_argument("--id-dtype", default="i32", choices=("i32", "i64", "u32"),
+                     help="the exported model's token ids (default i32)")
+    enc.add_argument("--pooling", choices=("cls", "mean", "pooler"),
+                     help="BertModel: the first token, the mean over the tokens, or the pooler")
+    enc.add_argument("--normalize", action="store_true", help="BertModel: L2-normalize")
     ap.add_argument("--input-dtype", default="f32", choices=("f32", "u8"),
                     help="what one item of the exported model is (u8: raw pixels 0..255)")
     ap.add_argument("--layout", default="chw", choices=("chw", "hwc"),
@@ -1269,6 +1916,17 @@ def main(argv=None):
         if torch is None:
             raise ExportError(f"PyTorch is not available ({_TORCH_ERROR}): install "
                               "python3-torch (Debian) or torch (pip) for this interpreter")
+        if a.encoder:
+            module = load_module(a.model, a.weights)
+            r = export_encoder(module, a.output, id_dtype=a.id_dtype, pooling=a.pooling,
+                               normalize=a.normalize, check=a.check, gp_infer=a.gp_infer,
+                               tol=a.tol, check_backend=a.check_backend)
+            if a.print_spec:
+                print(r.spec, end="")
+            return 0
+        if a.input_shape is None:
+            raise ExportError("--input-shape is required (one item as the module takes it, "
+                              "e.g. 3,224,224), or --encoder for a module taking token ids")
         try:
             shape = [int(v) for v in a.input_shape.split(",")]
         except ValueError:

@@ -31,6 +31,8 @@
  *   input u8 32x32x3 layout=hwc mean=a,b,c std=a,b,c  u8 items: x / 255, then (x - mean) / std
  *   input f32 *x64                                    variable length: each item is a sequence
  *                                                     of tokens of 64 floats (docs/MODELS.md)
+ *   input i32 * | input i64 * | input u32 *           variable length: token ids (an embedding
+ *                                                     must come next)
  *   conv2d <name> [stride=S] [padding=P] [dilation=D] [groups=G]   (bias optional)
  *   batchnorm2d <name> [eps=1e-5]                     folded into the conv before it
  *   linear <name>                                     (bias optional)
@@ -39,6 +41,18 @@
  *   globalavgpool | relu | gelu | sigmoid | tanh | flatten | softmax
  *   save <tag> | restore <tag> | add <tag>            residuals
  *   argmax | topk k=K                                 int64 class indices out; last line
+ *   embedding <name> [position=<p>] [token_type=<t>]  ids -> vectors: <name>.word_embeddings
+ *                                                     (+ .position_embeddings, token type 0)
+ *                                                     as BertEmbeddings, or <name>.weight
+ *                                                     (+ <p>.weight, <t>.weight) as nn.Embedding
+ *   layernorm <name> [eps=1e-5]                       nn.LayerNorm over the features
+ *   attention <name> heads=H [q=Q k=K v=V out=O]      self-attention of each item's tokens
+ *                                                     over themselves: BertAttention naming
+ *                                                     (.self.query, ..., .output.dense),
+ *                                                     nn.MultiheadAttention (.in_proj_weight,
+ *                                                     .out_proj), or four named Linear layers
+ *   pool cls | pool mean                              tokens -> one vector per item
+ *   l2norm [eps=1e-12]                                x / max(||x||, eps) (F.normalize)
  *
  * Extensions, all optional: K, S, P, D may be "HxW" (kernel=3x1); layout=chw (the default);
  * mean/std with one value for every channel, or on an f32 input (no / 255 then). gelu is the
@@ -46,15 +60,18 @@
  *
  * Variable-length inputs (`*` as the first dimension): a pipeline configured with the model
  * takes items of any whole number of tokens, 1..options.max_tokens, packed with no padding
- * (gpupipe.h, variable-size items). linear, the activations and add work token by token;
- * globalavgpool takes the mean over each item's own tokens and gives one value per item; the
- * model's output must be per item (pool before the output).
+ * (gpupipe.h, variable-size items). linear, the activations, add, layernorm and l2norm work
+ * token by token; attention lets each item's tokens attend to that item's tokens only;
+ * globalavgpool (= pool mean) and pool cls give one value per item; the model's output must be
+ * per item (pool before the output). With a position table shorter than options.max_tokens,
+ * its rows are the limit. An id outside the vocabulary fails the item's batch with a message
+ * naming the item and the id (docs/MODELS.md, "Text encoders").
  *
  * PyTorch spellings: op names are case-insensitive, so the class names Linear, Conv2d,
- * BatchNorm2d, ReLU, GELU, Sigmoid, Tanh, MaxPool2d, AvgPool2d, Flatten and Softmax name the
- * same layers; `AdaptiveAvgPool2d 1` (or output_size=1, 1x1, (1,1)) is globalavgpool, and any
- * other output size is refused with a message. kernel_size= is kernel=; softmax accepts dim=1
- * or dim=-1 (the features).
+ * BatchNorm2d, ReLU, GELU, Sigmoid, Tanh, MaxPool2d, AvgPool2d, Flatten, Softmax, Embedding,
+ * LayerNorm and MultiheadAttention (with num_heads=) name the same layers; `AdaptiveAvgPool2d 1`
+ * (or output_size=1, 1x1, (1,1)) is globalavgpool, and any other output size is refused with a
+ * message. kernel_size= is kernel=; softmax accepts dim=1 or dim=-1 (the features).
  *
  * The safetensors file must be well formed as the reference loader defines it: the tensors'
  * data_offsets cover the data exactly, without overlaps, gaps or bytes after the last tensor.
@@ -88,7 +105,8 @@ typedef enum gp_dtype {
     GP_DTYPE_I64 = 2, /* argmax / topk indices */
     GP_DTYPE_I32 = 3,
     GP_DTYPE_F16 = 4,
-    GP_DTYPE_BF16 = 5
+    GP_DTYPE_BF16 = 5,
+    GP_DTYPE_U32 = 6 /* token ids (appended in 0.2.0) */
 } gp_dtype;
 
 /* Arithmetic precision on the CUDA backend. The host backend always computes in fp32. */
@@ -168,6 +186,10 @@ GP_API int gp_model_load_memory(const void *data, size_t bytes, const gp_model_o
  *   "cnn": u8[32x32x3] HWC images, mean/std normalized -> ResNet-style convs with batchnorm,
  *          a residual block with projection shortcut, pooling -> linear 100 -> softmax
  *          -> topk k=5: i64[5] class indices, best first
+ *   "encoder": i32 token ids, 1..512 per item (variable length) -> a BERT-style text encoder
+ *          in Hugging Face BertModel naming: embeddings (vocabulary 30522, 512 positions),
+ *          4 post-LN layers of hidden 256, 4 heads, intermediate 1024, GELU -> pool mean
+ *          -> l2norm: f32[256] unit-length sentence embeddings
  * @return GP_OK; GP_EINVAL (NULL argument or unknown name: the message lists the names);
  *         GP_ENOMEM. On error *out is NULL. Any thread.
  */
@@ -256,7 +278,7 @@ GP_API int gp_model_last_error(gp_model *m, char *buf, size_t len);
 /* Utilities                                                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
-/* "f32", "u8", "i64", "i32", "f16", "bf16"; "?" otherwise. */
+/* "f32", "u8", "i64", "i32", "f16", "bf16", "u32"; "?" otherwise. */
 GP_API const char *gp_dtype_name(gp_dtype t);
 /* Bytes of one element; 0 for unknown values. */
 GP_API size_t gp_dtype_size(gp_dtype t);

@@ -39,6 +39,7 @@ typedef struct bctx {
     int n_tags, cap_tags;
     const gp__spec_line *l; /* the line being built, for messages */
     int rc;                 /* why new_op failed */
+    int ids;                /* the value of a token-id input (only an embedding reads it), or -1 */
 } bctx;
 
 static int oom(bctx *c) {
@@ -81,7 +82,7 @@ static void fmt_dims(const uint64_t *d, int rank, char *buf, size_t len) {
 }
 
 static int lerr(bctx *c, const char *fmt, const char *detail) {
-    char msg[200];
+    char msg[512];
     snprintf(msg, sizeof msg, fmt, detail);
     if (c->l->name[0])
         return gp__errf(c->e, GP_EMODEL, "spec line %d: %s '%s': %s", c->l->line,
@@ -90,12 +91,13 @@ static int lerr(bctx *c, const char *fmt, const char *detail) {
                     gp__spec_kind_name(c->l->kind), msg);
 }
 
-/* Find `<name>.<suffix>`; check rank and (where want[i] >= 0) each dim. required == 0: a
-   missing tensor gives *t = NULL and GP_OK. */
-static int tensor(bctx *c, const char *suffix, int rank, const int64_t *want, int required,
-                  const gp__st_tensor **t) {
-    char full[GP__SPEC_MAX_NAME + 32];
-    snprintf(full, sizeof full, "%s.%s", c->l->name, suffix);
+/* Find `<prefix>.<suffix>`; check rank and (where want[i] >= 0) each dim, every dim in
+   1..GP__SPEC_MAX_DIM except the first, which may reach max0 (embedding tables). required == 0:
+   a missing tensor gives *t = NULL and GP_OK. */
+static int tensor_at(bctx *c, const char *prefix, const char *suffix, int rank, const int64_t *want,
+                     int required, uint64_t max0, const gp__st_tensor **t) {
+    char full[2 * GP__SPEC_MAX_NAME + 32];
+    snprintf(full, sizeof full, "%s.%s", prefix, suffix);
     *t = gp__st_find(c->st, full);
     if (!*t) {
         if (!required) return GP_OK;
@@ -104,7 +106,7 @@ static int tensor(bctx *c, const char *suffix, int rank, const int64_t *want, in
     }
     int ok = (*t)->rank == rank;
     for (int i = 0; ok && i < rank; i++)
-        ok = (*t)->shape[i] >= 1 && (*t)->shape[i] <= GP__SPEC_MAX_DIM &&
+        ok = (*t)->shape[i] >= 1 && (*t)->shape[i] <= (i == 0 ? max0 : GP__SPEC_MAX_DIM) &&
              (want[i] < 0 || (uint64_t)want[i] == (*t)->shape[i]);
     if (!ok) {
         char got[96], exp[96];
@@ -123,6 +125,11 @@ static int tensor(bctx *c, const char *suffix, int rank, const int64_t *want, in
                         gp__spec_kind_name(c->l->kind), c->l->name, full, got, exp);
     }
     return GP_OK;
+}
+
+static int tensor(bctx *c, const char *suffix, int rank, const int64_t *want, int required,
+                  const gp__st_tensor **t) {
+    return tensor_at(c, c->l->name, suffix, rank, want, required, GP__SPEC_MAX_DIM, t);
 }
 
 /* fp32 copy of a tensor (numel floats), owned by the model. */
@@ -191,7 +198,7 @@ static int need_items(bctx *c, gp__shape s) {
     if (!s.tokens) return GP_OK;
     return lerr(c, "%s",
                 "needs a per-item value, got variable-length tokens: pool them first "
-                "(globalavgpool)");
+                "(pool mean | pool cls)");
 }
 
 static int need_rank3(bctx *c, gp__shape s) {
@@ -375,6 +382,246 @@ static int build_act(bctx *c, int *cur, gp__act act) {
     return GP_OK;
 }
 
+/* ---- transformer encoders (token values; model_impl.h) -------------------------------------- */
+
+/* A tensor the file may lack: its fp32 copy, or n zeros. */
+static int load_or_zeros(bctx *c, const gp__st_tensor *t, size_t n, float **out) {
+    if (t) return load_f32(c, t, n, out);
+    if (!(*out = gp__model_alloc(c->m, n))) return oom(c);
+    memset(*out, 0, n * sizeof **out);
+    return GP_OK;
+}
+
+static int need_features(bctx *c, gp__shape s) {
+    if (s.rank == 1) return GP_OK;
+    char b[64];
+    fmt_shape(s, b, sizeof b);
+    return lerr(c, "needs tokens or features (rank 1), got %s: add flatten", b);
+}
+
+/* embedding NAME: Hugging Face BertEmbeddings naming (NAME.word_embeddings.weight, optional
+   NAME.position_embeddings.weight and NAME.token_type_embeddings.weight) or a plain
+   nn.Embedding (NAME.weight, with position=P and token_type=T naming nn.Embedding tables). */
+static int build_embedding(bctx *c, int *cur) {
+    const gp__spec_line *l = c->l;
+    gp__model *m = c->m;
+    if (c->ids < 0 || c->vals[*cur].root != c->ids)
+        return lerr(c, "%s",
+                    "reads token ids: it must follow an 'input i32 *' (or i64, u32) line "
+                    "directly");
+    const gp__st_tensor *hf, *plain, *word, *pos = NULL, *type = NULL;
+    int64_t any[2] = {-1, -1};
+    int rc;
+    if ((rc = tensor_at(c, l->name, "word_embeddings.weight", 2, any, 0, GP__SPEC_MAX_VOCAB,
+                        &hf)) != GP_OK ||
+        (rc = tensor_at(c, l->name, "weight", 2, any, 0, GP__SPEC_MAX_VOCAB, &plain)) != GP_OK)
+        return rc;
+    if (hf && plain)
+        return lerr(c, "%s",
+                    "the file has both NAME.word_embeddings.weight (BertEmbeddings) and "
+                    "NAME.weight (nn.Embedding): rename one of them");
+    if (!hf && !plain) {
+        char msg[300];
+        snprintf(msg, sizeof msg,
+                 "tensor '%s.word_embeddings.weight' (Hugging Face BertEmbeddings) or '%s.weight' "
+                 "(an nn.Embedding) is missing",
+                 l->name, l->name);
+        return lerr(c, "%s", msg);
+    }
+    word = hf ? hf : plain;
+    int C = (int)word->shape[1];
+    int64_t want[2] = {-1, C};
+    if (hf) {
+        if (l->ref[GP__REF_POSITION][0] || l->ref[GP__REF_TOKEN_TYPE][0])
+            return lerr(c, "%s",
+                        "position= and token_type= name nn.Embedding tables; with BertEmbeddings "
+                        "naming they are NAME.position_embeddings and NAME.token_type_embeddings");
+        if ((rc = tensor_at(c, l->name, "position_embeddings.weight", 2, want, 0,
+                            GP__SPEC_MAX_VOCAB, &pos)) != GP_OK ||
+            (rc = tensor_at(c, l->name, "token_type_embeddings.weight", 2, want, 0,
+                            GP__SPEC_MAX_VOCAB, &type)) != GP_OK)
+            return rc;
+    } else {
+        if (l->ref[GP__REF_POSITION][0] &&
+            (rc = tensor_at(c, l->ref[GP__REF_POSITION], "weight", 2, want, 1, GP__SPEC_MAX_VOCAB,
+                            &pos)) != GP_OK)
+            return rc;
+        if (l->ref[GP__REF_TOKEN_TYPE][0] &&
+            (rc = tensor_at(c, l->ref[GP__REF_TOKEN_TYPE], "weight", 2, want, 1, GP__SPEC_MAX_VOCAB,
+                            &type)) != GP_OK)
+            return rc;
+    }
+    int i = new_op(c, GP__OP_EMBEDDING, c->vals[*cur].shape, (gp__shape){1, C, 1, 1, 1}, *cur);
+    if (i < 0) return c->rc;
+    gp__op *op = &m->ops[i];
+    snprintf(op->name, sizeof op->name, "%s", l->name);
+    op->in_dtype = m->in_info.dtype;
+    op->vocab = (int)word->shape[0];
+    op->weight_count = (size_t)op->vocab * (size_t)C;
+    float *w, *b;
+    if ((rc = load_f32(c, word, op->weight_count, &w)) != GP_OK) return rc;
+    op->weight = w;
+    if (pos) {
+        op->positions = (int)pos->shape[0];
+        op->weight2_count = (size_t)op->positions * (size_t)C;
+        if ((rc = load_f32(c, pos, op->weight2_count, &w)) != GP_OK) return rc;
+        op->weight2 = w;
+        /* Every position an item can have must have a row: the table is the model's limit
+           when it is shorter than options.max_tokens (gp_model_describe says which). */
+        if ((size_t)op->positions < m->max_tokens) m->max_tokens = (size_t)op->positions;
+    }
+    if (!(b = gp__model_alloc(m, (size_t)C))) return oom(c);
+    memset(b, 0, (size_t)C * sizeof *b);
+    if (type) { /* every token has type 0 (a single segment): row 0 */
+        size_t n = (size_t)type->shape[0] * (size_t)C;
+        float *t = malloc(n * sizeof *t);
+        if (!t) return oom(c);
+        rc = gp__st_read_f32(c->st, type, t, c->e);
+        if (rc == GP_OK) memcpy(b, t, (size_t)C * sizeof *b);
+        free(t);
+        if (rc != GP_OK) return rc;
+    }
+    op->bias = b;
+    op->flops = 2.0 * C;
+    *cur = c->op_dst[i];
+    return GP_OK;
+}
+
+static int build_layernorm(bctx *c, int *cur) {
+    gp__shape in = c->vals[*cur].shape;
+    int rc = need_features(c, in);
+    if (rc != GP_OK) return rc;
+    const gp__st_tensor *w, *b;
+    int64_t want[1] = {in.c};
+    if ((rc = tensor(c, "weight", 1, want, 1, &w)) != GP_OK ||
+        (rc = tensor(c, "bias", 1, want, 0, &b)) != GP_OK)
+        return rc;
+    int i = new_op(c, GP__OP_LAYERNORM, in, in, *cur);
+    if (i < 0) return c->rc;
+    gp__op *op = &c->m->ops[i];
+    snprintf(op->name, sizeof op->name, "%s", c->l->name);
+    op->eps = (float)c->l->eps;
+    op->weight_count = (size_t)in.c;
+    float *wp, *bp;
+    if ((rc = load_f32(c, w, (size_t)in.c, &wp)) != GP_OK ||
+        (rc = load_or_zeros(c, b, (size_t)in.c, &bp)) != GP_OK)
+        return rc;
+    op->weight = wp;
+    op->bias = bp;
+    op->flops = 8.0 * in.c;
+    *cur = c->op_dst[i];
+    return GP_OK;
+}
+
+/* One c x c projection `<name>.<proj>.weight` (+ optional .bias) into w / b. */
+static int load_proj(bctx *c, const char *proj, int C, float *w, float *b) {
+    char sw[GP__SPEC_MAX_NAME + 16], sb[GP__SPEC_MAX_NAME + 16];
+    snprintf(sw, sizeof sw, "%s.weight", proj);
+    snprintf(sb, sizeof sb, "%s.bias", proj);
+    const gp__st_tensor *tw, *tb;
+    int64_t ww[2] = {C, C}, wb[1] = {C};
+    int rc;
+    if ((rc = tensor_at(c, c->l->name, sw, 2, ww, 1, GP__SPEC_MAX_DIM, &tw)) != GP_OK ||
+        (rc = tensor_at(c, c->l->name, sb, 1, wb, 0, GP__SPEC_MAX_DIM, &tb)) != GP_OK ||
+        (rc = gp__st_read_f32(c->st, tw, w, c->e)) != GP_OK)
+        return rc;
+    if (tb) return gp__st_read_f32(c->st, tb, b, c->e);
+    memset(b, 0, (size_t)C * sizeof *b);
+    return GP_OK;
+}
+
+/* attention NAME heads=H: Hugging Face BertAttention naming (NAME.self.{query,key,value},
+   NAME.output.dense), nn.MultiheadAttention's (NAME.in_proj_weight / in_proj_bias,
+   NAME.out_proj), or q= k= v= out= naming four Linear layers under NAME. */
+static int build_attention(bctx *c, int *cur) {
+    const gp__spec_line *l = c->l;
+    gp__model *m = c->m;
+    gp__shape in = c->vals[*cur].shape;
+    char b[64];
+    fmt_shape(in, b, sizeof b);
+    if (!in.tokens)
+        return lerr(c,
+                    "attends over each item's tokens: it needs a token value (an embedding's "
+                    "output), got %s",
+                    b);
+    int C = in.c, rc;
+    if (C % l->heads != 0) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "heads=%d does not divide the width %d", l->heads, C);
+        return lerr(c, "%s", msg);
+    }
+    const gp__st_tensor *in_w, *in_b, *probe;
+    int64_t w3[2] = {3 * (int64_t)C, C}, b3[1] = {3 * (int64_t)C};
+    const char *names[4] = {"self.query", "self.key", "self.value", "output.dense"};
+    int scheme = 0; /* 1: q=/k=/v=/out=, 2: nn.MultiheadAttention, 3: BertAttention */
+    if (l->ref[GP__REF_Q][0]) {
+        scheme = 1;
+        for (int r = 0; r < 4; r++)
+            names[r] = l->ref[GP__REF_Q + r];
+    } else {
+        char sep[GP__SPEC_MAX_NAME + 32];
+        snprintf(sep, sizeof sep, "%s.q_proj_weight", l->name);
+        if (gp__st_find(c->st, sep))
+            return lerr(c, "%s",
+                        "nn.MultiheadAttention with kdim / vdim other than embed_dim (separate "
+                        "q/k/v projection weights) is not supported");
+        if ((rc = tensor_at(c, l->name, "in_proj_weight", 2, w3, 0, GP__SPEC_MAX_DIM, &in_w)) !=
+            GP_OK)
+            return rc;
+        if (in_w) {
+            scheme = 2;
+        } else {
+            if ((rc = tensor_at(c, l->name, "self.query.weight", 2, (int64_t[]){-1, -1}, 0,
+                                GP__SPEC_MAX_DIM, &probe)) != GP_OK)
+                return rc;
+            if (!probe) {
+                char msg[400];
+                snprintf(msg, sizeof msg,
+                         "no attention weights: expected '%s.self.query.weight' (Hugging Face "
+                         "BertAttention), '%s.in_proj_weight' (nn.MultiheadAttention), or name "
+                         "the projections with q= k= v= out=",
+                         l->name, l->name);
+                return lerr(c, "%s", msg);
+            }
+            scheme = 3;
+        }
+    }
+    int i = new_op(c, GP__OP_ATTENTION, in, in, *cur);
+    if (i < 0) return c->rc;
+    gp__op *op = &m->ops[i];
+    snprintf(op->name, sizeof op->name, "%s", l->name);
+    op->heads = l->heads;
+    op->weight_count = 3 * (size_t)C * (size_t)C;
+    op->weight2_count = (size_t)C * (size_t)C;
+    float *w = gp__model_alloc(m, op->weight_count), *bb = gp__model_alloc(m, 3 * (size_t)C);
+    float *w2 = gp__model_alloc(m, op->weight2_count), *b2 = gp__model_alloc(m, (size_t)C);
+    if (!w || !bb || !w2 || !b2) return oom(c);
+    if (scheme == 2) {
+        if ((rc = tensor_at(c, l->name, "in_proj_bias", 1, b3, 0, GP__SPEC_MAX_DIM, &in_b)) !=
+                GP_OK ||
+            (rc = gp__st_read_f32(c->st, in_w, w, c->e)) != GP_OK)
+            return rc;
+        if (in_b && (rc = gp__st_read_f32(c->st, in_b, bb, c->e)) != GP_OK) return rc;
+        if (!in_b) memset(bb, 0, 3 * (size_t)C * sizeof *bb);
+        if ((rc = load_proj(c, "out_proj", C, w2, b2)) != GP_OK) return rc;
+    } else {
+        for (int r = 0; r < 3; r++)
+            if ((rc = load_proj(c, names[r], C, w + (size_t)r * C * C, bb + (size_t)r * C)) !=
+                GP_OK)
+                return rc;
+        if ((rc = load_proj(c, names[3], C, w2, b2)) != GP_OK) return rc;
+    }
+    op->weight = w;
+    op->bias = bb;
+    op->weight2 = w2;
+    op->bias2 = b2;
+    /* The projections, per token; the scores add 4 * T * c per token of an item of T tokens,
+       which no per-token figure can hold. */
+    op->flops = 8.0 * (double)C * (double)C;
+    *cur = c->op_dst[i];
+    return GP_OK;
+}
+
 static int find_tag(bctx *c, int *val) {
     for (int i = 0; i < c->n_tags; i++)
         if (strcmp(c->tags[i].name, c->l->name) == 0) {
@@ -396,6 +643,13 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
             return gp__errf(c->e, GP_EMODEL,
                             "spec line %d: nothing may follow the output stage (line %d)", l->line,
                             *stage_line);
+        /* Token ids are integers: only an embedding reads them (save/restore only rename). */
+        if (c->ids >= 0 && c->vals[cur].root == c->ids && l->kind != GP__SPEC_EMBEDDING &&
+            l->kind != GP__SPEC_SAVE && l->kind != GP__SPEC_RESTORE)
+            return gp__errf(c->e, GP_EMODEL,
+                            "spec line %d: %s: the current value is the token ids (the %s "
+                            "input): an 'embedding NAME' line must turn them into vectors first",
+                            l->line, gp__spec_kind_name(l->kind), gp_dtype_name(m->in_info.dtype));
         switch (l->kind) {
         case GP__SPEC_INPUT:
             return gp__errf(c->e, GP_EMODEL, "spec line %d: input given twice (first at line %d)",
@@ -480,6 +734,8 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
         case GP__SPEC_ADD: {
             int other;
             if ((rc = find_tag(c, &other)) != GP_OK) break;
+            if (c->ids >= 0 && c->vals[other].root == c->ids)
+                return lerr(c, "%s", "the saved value is the token ids: add vectors, not ids");
             gp__shape a = c->vals[cur].shape, b = c->vals[other].shape;
             if (a.rank != b.rank || a.c != b.c || a.h != b.h || a.w != b.w ||
                 a.tokens != b.tokens) {
@@ -515,6 +771,43 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
             *stage_line = l->line;
             break;
         }
+        case GP__SPEC_EMBEDDING:
+            rc = build_embedding(c, &cur);
+            break;
+        case GP__SPEC_LAYERNORM:
+            rc = build_layernorm(c, &cur);
+            break;
+        case GP__SPEC_ATTENTION:
+            rc = build_attention(c, &cur);
+            break;
+        case GP__SPEC_POOL: {
+            gp__shape in = c->vals[cur].shape;
+            if (!in.tokens) {
+                char b[64];
+                fmt_shape(in, b, sizeof b);
+                return lerr(c,
+                            "pools each item's tokens, got a per-item value (%s); images pool "
+                            "with globalavgpool",
+                            b);
+            }
+            /* mean: the token mean globalavgpool already is (model_impl.h, Tokens) */
+            int i = new_op(c, l->pool_cls ? GP__OP_POOL_CLS : GP__OP_GLOBALAVGPOOL, in,
+                           (gp__shape){1, in.c, 1, 1, 0}, cur);
+            if (i < 0) return c->rc;
+            m->ops[i].flops = l->pool_cls ? 0.0 : (double)in.c;
+            cur = c->op_dst[i];
+            break;
+        }
+        case GP__SPEC_L2NORM: {
+            gp__shape in = c->vals[cur].shape;
+            if ((rc = need_features(c, in)) != GP_OK) break;
+            int i = new_op(c, GP__OP_L2NORM, in, in, cur);
+            if (i < 0) return c->rc;
+            m->ops[i].eps = (float)l->eps;
+            m->ops[i].flops = 3.0 * in.c;
+            cur = c->op_dst[i];
+            break;
+        }
         case GP__SPEC_KIND_COUNT_:
             break;
         }
@@ -543,14 +836,12 @@ static int build_input(bctx *c, const gp__spec *sp, int *cur) {
     if (l->dims[0] < 0) {                        /* tokens (docs/DESIGN.md §8.7) */
         if (l->hwc || l->n_mean || l->n_std)
             return lerr(c, "%s", "layout, mean and std are for fixed-size inputs");
-        if (l->dtype != GP_DTYPE_F32)
-            return lerr(c, "%s",
-                        "token ids (i32 / i64) need an embedding layer, which this build lacks");
         m->token_bytes = ii->bytes;
         m->in_shape = (gp__shape){1, l->rank == 2 ? l->dims[1] : 1, 1, 1, 1};
         int v = new_val(c, m->in_shape, -1);
         if (v < 0) return oom(c);
         c->vals[v].buf = GP__BUF_INPUT;
+        if (l->dtype != GP_DTYPE_F32) c->ids = v; /* token ids: one integer per token */
         *cur = v;
         return GP_OK;
     }
@@ -661,7 +952,7 @@ int gp__model_build(gp__model *m, const char *spec_text, const gp__st *st, gp__e
     gp__spec sp;
     int rc = gp__spec_parse(spec_text, &sp, e);
     if (rc != GP_OK) return rc;
-    bctx c = {.m = m, .st = st, .e = e};
+    bctx c = {.m = m, .st = st, .e = e, .ids = -1};
     int cur = 0, stage_line = 0;
     if ((rc = build_input(&c, &sp, &cur)) != GP_OK) goto out;
     if ((rc = build_lines(&c, &sp, &cur, &stage_line)) != GP_OK) goto out;
@@ -682,7 +973,7 @@ int gp__model_build(gp__model *m, const char *spec_text, const gp__st *st, gp__e
     if (fs.tokens) {
         rc = gp__errf(e, GP_EMODEL,
                       "spec line %d: the model's output is variable-length tokens: pool them into "
-                      "one value per item (globalavgpool) before the output",
+                      "one value per item (pool mean | pool cls) before the output",
                       c.l->line);
         goto out;
     }

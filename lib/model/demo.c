@@ -48,9 +48,43 @@ static const char cnn_spec[] =
     "softmax\n"
     "topk k=5\n";
 
+/* demo encoder: a BERT-style text encoder in Hugging Face BertModel naming (post-LN layers),
+   token ids in, the L2-normalized mean of the last layer's tokens out (sentence embeddings). */
+#define ENC_LAYERS 4
+#define ENC_HIDDEN 256
+#define ENC_HEADS 4
+#define ENC_FF 1024
+#define ENC_VOCAB 30522
+#define ENC_POSITIONS 512
+
+static int encoder_spec(char *buf, size_t len) {
+    size_t o = (size_t)snprintf(buf, len,
+                                "# demo encoder: BERT-style, %d layers, hidden %d, %d heads; "
+                                "token ids in, L2-normalized mean-pooled embedding out\n"
+                                "input i32 *\n"
+                                "embedding embeddings\n"
+                                "layernorm embeddings.LayerNorm eps=1e-12\n",
+                                ENC_LAYERS, ENC_HIDDEN, ENC_HEADS);
+    for (int i = 0; i < ENC_LAYERS && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o,
+                              "save x%d\n"
+                              "attention encoder.layer.%d.attention heads=%d\n"
+                              "add x%d\n"
+                              "layernorm encoder.layer.%d.attention.output.LayerNorm eps=1e-12\n"
+                              "save h%d\n"
+                              "linear encoder.layer.%d.intermediate.dense\n"
+                              "gelu\n"
+                              "linear encoder.layer.%d.output.dense\n"
+                              "add h%d\n"
+                              "layernorm encoder.layer.%d.output.LayerNorm eps=1e-12\n",
+                              i, i, ENC_HEADS, i, i, i, i, i, i, i);
+    if (o < len) o += (size_t)snprintf(buf + o, len - o, "pool mean\nl2norm\n");
+    return o < len;
+}
+
 typedef struct demo {
-    gp__st_entry t[32];
-    float *data[32];
+    gp__st_entry t[96];
+    float *data[96];
     size_t n;
     uint64_t rng;
     int oom;
@@ -110,6 +144,40 @@ static void conv(demo *d, const char *name, uint64_t cin, uint64_t cout, uint64_
     add(d, name, "weight", 4, (uint64_t[]){cout, cin, k, k}, -b, b);
 }
 
+/* LayerNorm near the identity, as after training. */
+static void layernorm(demo *d, const char *name, uint64_t c) {
+    add(d, name, "weight", 1, (uint64_t[]){c}, 0.9, 1.1);
+    add(d, name, "bias", 1, (uint64_t[]){c}, -0.05, 0.05);
+}
+
+/* The encoder's tensors, named as BertModel's state_dict. Embedding rows of BERT's init scale
+   (std 0.02); every sublayer ends in a LayerNorm, so activations stay normalized. */
+static void encoder(demo *d) {
+    const double e = 0.02 * 1.7320508075688772; /* uniform with std 0.02 */
+    add(d, "embeddings", "word_embeddings.weight", 2, (uint64_t[]){ENC_VOCAB, ENC_HIDDEN}, -e, e);
+    add(d, "embeddings", "position_embeddings.weight", 2, (uint64_t[]){ENC_POSITIONS, ENC_HIDDEN},
+        -e, e);
+    add(d, "embeddings", "token_type_embeddings.weight", 2, (uint64_t[]){2, ENC_HIDDEN}, -e, e);
+    layernorm(d, "embeddings.LayerNorm", ENC_HIDDEN);
+    static const char *const proj[] = {"attention.self.query", "attention.self.key",
+                                       "attention.self.value", "attention.output.dense"};
+    for (int i = 0; i < ENC_LAYERS; i++) {
+        char n[96];
+        for (int k = 0; k < 4; k++) {
+            snprintf(n, sizeof n, "encoder.layer.%d.%s", i, proj[k]);
+            linear(d, n, ENC_HIDDEN, ENC_HIDDEN);
+        }
+        snprintf(n, sizeof n, "encoder.layer.%d.attention.output.LayerNorm", i);
+        layernorm(d, n, ENC_HIDDEN);
+        snprintf(n, sizeof n, "encoder.layer.%d.intermediate.dense", i);
+        linear(d, n, ENC_HIDDEN, ENC_FF);
+        snprintf(n, sizeof n, "encoder.layer.%d.output.dense", i);
+        linear(d, n, ENC_FF, ENC_HIDDEN);
+        snprintf(n, sizeof n, "encoder.layer.%d.output.LayerNorm", i);
+        layernorm(d, n, ENC_HIDDEN);
+    }
+}
+
 /* Trained-looking batchnorm statistics, so activations keep a sane scale. */
 static void bn(demo *d, const char *name, uint64_t c) {
     add(d, name, "weight", 1, (uint64_t[]){c}, 0.5, 1.5);
@@ -132,6 +200,7 @@ int gp_model_demo_safetensors(const char *name, const gp_model_options *opt, voi
     if (!d) return gp__errf(&e, GP_ENOMEM, "out of memory");
     d->rng = o.seed;
     const char *spec;
+    char enc_spec[4096];
     if (strcmp(name, "mlp") == 0) {
         spec = mlp_spec;
         linear(d, "fc1", 784, 1024);
@@ -150,9 +219,16 @@ int gp_model_demo_safetensors(const char *name, const gp_model_options *opt, voi
         conv(d, "conv3", 64, 128, 3);
         bn(d, "bn3", 128);
         linear(d, "fc", 128, 100);
+    } else if (strcmp(name, "encoder") == 0) {
+        if (!encoder_spec(enc_spec, sizeof enc_spec)) {
+            free(d);
+            return gp__errf(&e, GP_EINVAL, "internal: the encoder's spec does not fit");
+        }
+        spec = enc_spec;
+        encoder(d);
     } else {
         free(d);
-        return gp__errf(&e, GP_EINVAL, "unknown demo model '%.64s' (mlp | cnn)", name);
+        return gp__errf(&e, GP_EINVAL, "unknown demo model '%.64s' (mlp | cnn | encoder)", name);
     }
     if (d->oom)
         rc = gp__errf(&e, GP_ENOMEM, "out of memory");

@@ -35,6 +35,15 @@ int gp__host_prepare(gp__model *m, gp__err *e) {
             if (!p) return gp__errf(e, GP_ENOMEM, "out of memory packing '%s'", op->name);
             gp__gemm_pack_a(M, K, op->weight, K, p);
             op->host_packed = p;
+        } else if (op->kind == GP__OP_ATTENTION) { /* Wq;Wk;Wv as one GEMM, then Wo */
+            size_t C = (size_t)op->in.c;
+            float *p = gp__model_alloc(m, gp__gemm_packed_elems(3 * C, C));
+            float *p2 = gp__model_alloc(m, gp__gemm_packed_elems(C, C));
+            if (!p || !p2) return gp__errf(e, GP_ENOMEM, "out of memory packing '%s'", op->name);
+            gp__gemm_pack_a(3 * C, C, op->weight, C, p);
+            gp__gemm_pack_a(C, C, op->weight2, C, p2);
+            op->host_packed = p;
+            op->host_packed2 = p2;
         } else if (op->kind == GP__OP_CONV2D) {
             size_t G = (size_t)op->groups, Mg = (size_t)op->out.c / G, K = conv_k(op);
             size_t per = gp__gemm_packed_elems(Mg, K);
@@ -249,69 +258,283 @@ static void token_mean(const gp__op *op, const gp__run *r, const float *in, floa
     }
 }
 
+/* ---- scratch ------------------------------------------------------------------------------ */
+
+/* Where the slot's scratch is: item buffers for `cap` items, token buffers for `tcap` tokens,
+   the GEMM / im2col workspace, and the attention's own: Q, K, V of every token of the batch
+   (`qkv`, tcap rows of the widest attention's 3c; each head's output overwrites its Q), one
+   item's K of one head transposed (`kt`, d x max_tokens), one row of scores (`row`,
+   max_tokens) and one head's output row (`orow`, d). */
+typedef struct scratch {
+    float *items, *tokens, *work;
+    size_t cap, tcap;
+    float *qkv, *kt, *row, *orow;
+} scratch;
+
+static size_t align64(size_t n) {
+    return (n + 63) / 64 * 64;
+}
+
+/* The attention scratch: floats per token of the batch (the widest 3c), and the widest
+   head (d) for kt and orow. Zeros when the model has no attention. */
+static void attn_need(const gp__model *m, size_t *per_token, size_t *dmax) {
+    *per_token = *dmax = 0;
+    for (int i = 0; i < m->n_ops; i++) {
+        const gp__op *op = &m->ops[i];
+        if (op->kind != GP__OP_ATTENTION) continue;
+        size_t C = (size_t)op->in.c, d = C / (size_t)op->heads;
+        if (3 * C > *per_token) *per_token = 3 * C;
+        if (d > *dmax) *dmax = d;
+    }
+}
+
+/* ---- encoder layers (model_impl.h: EMBEDDING .. L2NORM) ----------------------------------- */
+
+/* Token t's id; the arena gives no alignment promise beyond the byte. */
+static int64_t token_id(const void *ids, gp_dtype dt, size_t t) {
+    if (dt == GP_DTYPE_I64) {
+        int64_t v;
+        memcpy(&v, (const char *)ids + 8 * t, 8);
+        return v;
+    }
+    if (dt == GP_DTYPE_U32) {
+        uint32_t v;
+        memcpy(&v, (const char *)ids + 4 * t, 4);
+        return (int64_t)v;
+    }
+    int32_t v;
+    memcpy(&v, (const char *)ids + 4 * t, 4);
+    return (int64_t)v;
+}
+
+static int embedding(const gp__op *op, const gp__run *r, const void *ids, float *out, gp__err *e) {
+    size_t C = (size_t)op->out.c;
+    const float *type0 = op->bias;
+    for (size_t k = 0; k < r->n; k++) {
+        size_t t0 = (size_t)r->tok[k], t1 = (size_t)r->tok[k + 1];
+        if (op->weight2 && t1 - t0 > (size_t)op->positions)
+            return gp__errf(e, GP_EINVAL,
+                            "item %zu of the batch has %zu tokens, more than the %d position "
+                            "embeddings",
+                            k, t1 - t0, op->positions);
+        for (size_t t = t0; t < t1; t++) {
+            int64_t id = token_id(ids, op->in_dtype, t);
+            if (id < 0 || id >= op->vocab)
+                return gp__errf(e, GP_EINVAL,
+                                "item %zu of the batch: token %zu has id %lld, outside the "
+                                "vocabulary 0..%d of embedding '%s'",
+                                k, t - t0, (long long)id, op->vocab - 1, op->name);
+            const float *w = op->weight + (size_t)id * C;
+            float *y = out + t * C;
+            if (op->weight2) { /* BertEmbeddings' order: (word + type) + position */
+                const float *pe = op->weight2 + (t - t0) * C;
+                for (size_t c = 0; c < C; c++)
+                    y[c] = (w[c] + type0[c]) + pe[c];
+            } else {
+                for (size_t c = 0; c < C; c++)
+                    y[c] = w[c] + type0[c];
+            }
+        }
+    }
+    return GP_OK;
+}
+
+/* Mean and biased variance in double (two passes): the row's own scale cannot cancel out. */
+static void layernorm(const gp__op *op, size_t rows, const float *in, float *out) {
+    size_t C = (size_t)op->in.c;
+    for (size_t rr = 0; rr < rows; rr++) {
+        const float *x = in + rr * C;
+        float *y = out + rr * C;
+        double s = 0.0;
+        for (size_t c = 0; c < C; c++)
+            s += x[c];
+        double mean = s / (double)C, v = 0.0;
+        for (size_t c = 0; c < C; c++) {
+            double d = x[c] - mean;
+            v += d * d;
+        }
+        double rstd = 1.0 / sqrt(v / (double)C + (double)op->eps);
+        for (size_t c = 0; c < C; c++)
+            y[c] = (float)(((double)x[c] - mean) * rstd) * op->weight[c] + op->bias[c];
+    }
+}
+
+/* Q, K, V for every token of the batch with one GEMM; then per item and head, over the item's
+   own tokens only, softmax(q k^T / sqrt(d)) v with the row's maximum subtracted and the sum in
+   double; the heads' outputs (written over their Q) go through the output projection as one
+   GEMM. */
+static void attention(const gp__op *op, const gp__run *r, const float *in, float *out,
+                      const scratch *sc) {
+    size_t C = (size_t)op->in.c, C3 = 3 * C, H = (size_t)op->heads, d = C / H, T = r->tokens;
+    float *qkv = sc->qkv, *kt = sc->kt, *row = sc->row, *o = sc->orow;
+    gp__gemm(C3, T, C, op->host_packed, in, 1, (ptrdiff_t)C, qkv, 1, (ptrdiff_t)C3, op->bias,
+             GP__ACT_NONE, sc->work);
+    float scale = 1.0f / sqrtf((float)d);
+    for (size_t k = 0; k < r->n; k++) {
+        size_t t0 = (size_t)r->tok[k], L = (size_t)r->tok[k + 1] - t0;
+        for (size_t h = 0; h < H; h++) {
+            const float *K = qkv + t0 * C3 + C + h * d, *V = qkv + t0 * C3 + 2 * C + h * d;
+            for (size_t j = 0; j < L; j++)
+                for (size_t x = 0; x < d; x++)
+                    kt[x * L + j] = K[j * C3 + x];
+            for (size_t i = 0; i < L; i++) {
+                float *q = qkv + (t0 + i) * C3 + h * d;
+                for (size_t j = 0; j < L; j++)
+                    row[j] = 0.0f;
+                for (size_t x = 0; x < d; x++) {
+                    float qx = q[x];
+                    const float *kr = kt + x * L;
+                    for (size_t j = 0; j < L; j++)
+                        row[j] += qx * kr[j];
+                }
+                float mx = -INFINITY;
+                for (size_t j = 0; j < L; j++) {
+                    row[j] *= scale;
+                    mx = row[j] > mx ? row[j] : mx;
+                }
+                double sum = 0.0;
+                for (size_t j = 0; j < L; j++) {
+                    row[j] = expf(row[j] - mx);
+                    sum += row[j];
+                }
+                for (size_t x = 0; x < d; x++)
+                    o[x] = 0.0f;
+                for (size_t j = 0; j < L; j++) {
+                    float p = row[j];
+                    const float *vr = V + j * C3;
+                    for (size_t x = 0; x < d; x++)
+                        o[x] += p * vr[x];
+                }
+                float inv = (float)(1.0 / sum);
+                for (size_t x = 0; x < d; x++)
+                    q[x] = o[x] * inv; /* this Q row of this head is not read again */
+            }
+        }
+    }
+    gp__gemm(C, T, C, op->host_packed2, qkv, 1, (ptrdiff_t)C3, out, 1, (ptrdiff_t)C, op->bias2,
+             GP__ACT_NONE, sc->work);
+}
+
+static void pool_cls(const gp__op *op, const gp__run *r, const float *in, float *out) {
+    size_t C = (size_t)op->in.c;
+    for (size_t k = 0; k < r->n; k++)
+        memcpy(out + k * C, in + (size_t)r->tok[k] * C, C * sizeof *out);
+}
+
+/* x / max(||x||, eps), as torch.nn.functional.normalize; the norm in double. */
+static void l2norm(const gp__op *op, size_t rows, const float *in, float *out) {
+    size_t C = (size_t)op->in.c;
+    for (size_t rr = 0; rr < rows; rr++) {
+        const float *x = in + rr * C;
+        float *y = out + rr * C;
+        double ss = 0.0;
+        for (size_t c = 0; c < C; c++)
+            ss += (double)x[c] * x[c];
+        double n = sqrt(ss);
+        float den = (float)(n > (double)op->eps ? n : (double)op->eps);
+        for (size_t c = 0; c < C; c++)
+            y[c] = x[c] / den;
+    }
+}
+
 /* ---- the layer table -------------------------------------------------------------------- */
 
 /* One host layer: the batch `r` (n items; tokens, for token values) of `src` (and `src2` for
-   ADD) into `dst`; `work` is the model's host workspace (host_work_elems floats). PREP reads
-   the raw input through `src`. */
-typedef void (*host_layer)(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                           float *dst, float *work);
+   ADD) into `dst`, with the slot's scratch. PREP and EMBEDDING read the raw input through
+   `src`. GP_OK, or a failure of the batch with its message in `e` (a bad token id). */
+typedef int (*host_layer)(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                          float *dst, const scratch *sc, gp__err *e);
 
 /* Rows of a value: items, or tokens for a token value. */
 static size_t rows(gp__shape s, const gp__run *r) {
     return s.tokens ? r->tokens : r->n;
 }
 
-static void l_prep(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                   float *dst, float *work) {
+static int l_prep(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                  float *dst, const scratch *sc, gp__err *e) {
     prep(op, r->n, src, dst);
+    return GP_OK;
 }
-static void l_conv2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                     float *dst, float *work) {
-    conv2d(op, r->n, src, dst, work);
+static int l_conv2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                    float *dst, const scratch *sc, gp__err *e) {
+    conv2d(op, r->n, src, dst, sc->work);
+    return GP_OK;
 }
-static void l_linear(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                     float *dst, float *work) {
-    linear(op, rows(op->in, r), src, dst, work); /* token by token: one GEMM over T rows */
+static int l_linear(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                    float *dst, const scratch *sc, gp__err *e) {
+    linear(op, rows(op->in, r), src, dst, sc->work); /* token by token: one GEMM over T rows */
+    return GP_OK;
 }
-static void l_maxpool2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                        float *dst, float *work) {
+static int l_maxpool2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                       float *dst, const scratch *sc, gp__err *e) {
     pool(op, r->n, src, dst, 1);
+    return GP_OK;
 }
-static void l_avgpool2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                        float *dst, float *work) {
+static int l_avgpool2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                       float *dst, const scratch *sc, gp__err *e) {
     pool(op, r->n, src, dst, 0);
+    return GP_OK;
 }
-static void l_globalavgpool(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                            float *dst, float *work) {
+static int l_globalavgpool(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                           float *dst, const scratch *sc, gp__err *e) {
     if (op->in.tokens)
         token_mean(op, r, src, dst);
     else
         globalavgpool(op, r->n, src, dst);
+    return GP_OK;
 }
-static void l_act(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                  float *dst, float *work) {
+static int l_act(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                 float *dst, const scratch *sc, gp__err *e) {
     size_t numel = rows(op->out, r) * gp__shape_numel(op->out);
     for (size_t k = 0; k < numel; k++)
         dst[k] = gp__act_apply(op->act, src[k]);
+    return GP_OK;
 }
-static void l_add(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                  float *dst, float *work) {
+static int l_add(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                 float *dst, const scratch *sc, gp__err *e) {
     size_t numel = rows(op->out, r) * gp__shape_numel(op->out);
     for (size_t k = 0; k < numel; k++)
         dst[k] = gp__act_apply(op->act, src[k] + src2[k]);
+    return GP_OK;
 }
-static void l_softmax(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                      float *dst, float *work) {
+static int l_softmax(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                     float *dst, const scratch *sc, gp__err *e) {
     softmax(op, r->n, src, dst);
+    return GP_OK;
 }
-static void l_topk(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                   float *dst, float *work) {
+static int l_topk(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                  float *dst, const scratch *sc, gp__err *e) {
     topk(op, r->n, src, (int64_t *)(void *)dst);
+    return GP_OK;
 }
-static void l_copy(const gp__op *op, const gp__run *r, const float *src, const float *src2,
-                   float *dst, float *work) {
+static int l_copy(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                  float *dst, const scratch *sc, gp__err *e) {
     if (dst != src) memcpy(dst, src, rows(op->out, r) * gp__shape_numel(op->out) * sizeof(float));
+    return GP_OK;
+}
+static int l_embedding(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                       float *dst, const scratch *sc, gp__err *e) {
+    return embedding(op, r, src, dst, e);
+}
+static int l_layernorm(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                       float *dst, const scratch *sc, gp__err *e) {
+    layernorm(op, rows(op->in, r), src, dst);
+    return GP_OK;
+}
+static int l_attention(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                       float *dst, const scratch *sc, gp__err *e) {
+    attention(op, r, src, dst, sc);
+    return GP_OK;
+}
+static int l_pool_cls(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                      float *dst, const scratch *sc, gp__err *e) {
+    pool_cls(op, r, src, dst);
+    return GP_OK;
+}
+static int l_l2norm(const gp__op *op, const gp__run *r, const float *src, const float *src2,
+                    float *dst, const scratch *sc, gp__err *e) {
+    l2norm(op, rows(op->in, r), src, dst);
+    return GP_OK;
 }
 
 /* Indexed by op kind; every op has a host layer (it is the reference). */
@@ -328,13 +551,12 @@ static const host_layer host_layers[GP__OP_COUNT_] = {
     [GP__OP_ARGMAX] = l_topk,
     [GP__OP_TOPK] = l_topk,
     [GP__OP_COPY] = l_copy,
+    [GP__OP_EMBEDDING] = l_embedding,
+    [GP__OP_LAYERNORM] = l_layernorm,
+    [GP__OP_ATTENTION] = l_attention,
+    [GP__OP_POOL_CLS] = l_pool_cls,
+    [GP__OP_L2NORM] = l_l2norm,
 };
-
-/* Where the slot's scratch is: item buffers for `cap` items, token buffers for `tcap` tokens. */
-typedef struct scratch {
-    float *items, *tokens, *work;
-    size_t cap, tcap;
-} scratch;
 
 static float *bufp(const gp__model *m, const scratch *sc, int id, const void *in, void *out) {
     if (id == GP__BUF_INPUT) return (float *)(uintptr_t)in; /* read-only by the plan */
@@ -343,24 +565,37 @@ static float *bufp(const gp__model *m, const scratch *sc, int id, const void *in
     return b->tokens ? sc->tokens + sc->tcap * b->offset : sc->items + sc->cap * b->offset;
 }
 
-static int run_ops(const gp__model *m, const gp__run *r, const void *in, void *out,
-                   const scratch *sc) {
-    if (r->n > sc->cap || r->tokens > sc->tcap) return GP_EINVAL;
-    for (int i = 0; i < m->n_ops; i++) {
+/* Run ops 0..last (m->n_ops - 1 for the whole model). */
+static int run_ops_upto(const gp__model *m, const gp__run *r, const void *in, void *out,
+                        const scratch *sc, int last, gp__err *e) {
+    if (r->n > sc->cap || r->tokens > sc->tcap)
+        return gp__errf(e, GP_EINVAL,
+                        "%zu items of %zu tokens exceed the slot's scratch (%zu items, %zu "
+                        "tokens)",
+                        r->n, r->tokens, sc->cap, sc->tcap);
+    for (int i = 0; i <= last; i++) {
         const gp__op *op = &m->ops[i];
-        if ((unsigned)op->kind >= GP__OP_COUNT_ || !host_layers[op->kind]) return GP_EINVAL;
+        if ((unsigned)op->kind >= GP__OP_COUNT_ || !host_layers[op->kind])
+            return gp__errf(e, GP_EINVAL, "no host layer for op %d ('%s')", i,
+                            gp__op_name(op->kind));
         const float *src2 = op->kind == GP__OP_ADD ? bufp(m, sc, op->src2, in, out) : NULL;
-        host_layers[op->kind](op, r, bufp(m, sc, op->src, in, out), src2,
-                              bufp(m, sc, op->dst, in, out), sc->work);
+        int rc = host_layers[op->kind](op, r, bufp(m, sc, op->src, in, out), src2,
+                                       bufp(m, sc, op->dst, in, out), sc, e);
+        if (rc != GP_OK) return rc;
     }
     return GP_OK;
+}
+
+static int run_ops(const gp__model *m, const gp__run *r, const void *in, void *out,
+                   const scratch *sc, gp__err *e) {
+    return run_ops_upto(m, r, in, out, sc, m->n_ops - 1, e);
 }
 
 int gp__host_run(const gp__model *m, size_t n, const void *in, void *out, float *scratch_items,
                  size_t capacity, float *work) {
     gp__run r = {.n = n};
     scratch sc = {.items = scratch_items, .work = work, .cap = capacity};
-    return run_ops(m, &r, in, out, &sc);
+    return run_ops(m, &r, in, out, &sc, NULL);
 }
 
 /* ---- the host backend's model table (model/exec.h) ------------------------------------------ */
@@ -387,12 +622,16 @@ static size_t host_chunk(const gp__model *m, size_t want) {
     return c < want ? c : want;
 }
 
-/* Scratch for `items` items and `tokens` tokens (variable-length models). */
+/* Scratch for `items` items and `tokens` tokens (variable-length models), all of it now: a
+   batch allocates nothing. */
 static int slot_alloc(const gp__model *m, host_slot *s, size_t items, size_t tokens) {
-    size_t chunk = host_chunk(m, items), it, tk, total;
+    size_t chunk = host_chunk(m, items), it, tk, qkv, total, a_tok, dmax, L = m->max_tokens;
+    attn_need(m, &a_tok, &dmax);
+    size_t a_fixed = dmax ? align64(dmax * L) + align64(L) + align64(dmax) : 0;
     if (!gp__mul_ok(chunk, m->scratch_elems, &it) ||
-        !gp__mul_ok(tokens, m->scratch_tok_elems, &tk) || !gp__add_ok(it, tk, &total) ||
-        !gp__add_ok(total, m->host_work_elems + 3 * 64 + 2 * (chunk + 1), &total) ||
+        !gp__mul_ok(tokens, m->scratch_tok_elems, &tk) || !gp__mul_ok(tokens, a_tok, &qkv) ||
+        !gp__add_ok(it, tk, &total) || !gp__add_ok(total, qkv, &total) ||
+        !gp__add_ok(total, a_fixed + m->host_work_elems + 4 * 64 + 2 * (chunk + 1), &total) ||
         total > SIZE_MAX / sizeof(float))
         return GP_ENOMEM;
     void *p = NULL;
@@ -400,25 +639,29 @@ static int slot_alloc(const gp__model *m, host_slot *s, size_t items, size_t tok
     float *f = p;
     s->mem = p;
     s->chunk = chunk;
-    s->sc.items = f;
-    s->sc.cap = chunk;
-    f += (it + 63) / 64 * 64;
+    s->sc = (scratch){.items = f, .cap = chunk, .tcap = tokens};
+    f += align64(it);
     s->sc.tokens = f;
-    s->sc.tcap = tokens;
-    f += (tk + 63) / 64 * 64;
+    f += align64(tk);
     s->sc.work = f;
-    f += (m->host_work_elems + 63) / 64 * 64;
+    f += align64(m->host_work_elems);
+    s->sc.qkv = f;
+    f += align64(qkv);
+    s->sc.kt = f;
+    s->sc.row = f + (dmax ? align64(dmax * L) : 0);
+    s->sc.orow = s->sc.row + (dmax ? align64(L) : 0);
+    f += a_fixed;
     s->tok = (int64_t *)(void *)f; /* 64-byte aligned; 2 floats per int64 were counted */
     return GP_OK;
 }
 
-static int run_chunked(const gp__model *m, const host_slot *s, size_t n, const void *in,
-                       void *out) {
+static int run_chunked(const gp__model *m, const host_slot *s, size_t n, const void *in, void *out,
+                       gp__err *e) {
     int rc = GP_OK;
     for (size_t i = 0; i < n && rc == GP_OK; i += s->chunk) {
         gp__run r = {.n = n - i < s->chunk ? n - i : s->chunk};
         rc = run_ops(m, &r, (const char *)in + i * m->in_info.bytes,
-                     (char *)out + i * m->out_info.bytes, &s->sc);
+                     (char *)out + i * m->out_info.bytes, &s->sc, e);
     }
     return rc;
 }
@@ -443,15 +686,13 @@ static int run_packed(const gp__model *m, host_slot *s, size_t n, const void *in
     int rc = token_offsets(m, n, off, s->tok, e);
     if (rc != GP_OK) return rc;
     gp__run r = {.n = n, .tokens = (size_t)s->tok[n], .tok = s->tok};
-    if ((rc = run_ops(m, &r, in, out, &s->sc)) != GP_OK)
-        return gp__errf(e, rc, "%zu items of %zu tokens exceed the slot's scratch", n, r.tokens);
-    return GP_OK;
+    return run_ops(m, &r, in, out, &s->sc, e);
 }
 
 int gp__host_run_alone(gp__model *m, size_t n, const void *in, void *out) {
     host_slot s;
     if (slot_alloc(m, &s, n, 0) != GP_OK) return GP_ENOMEM;
-    int rc = run_chunked(m, &s, n, in, out);
+    int rc = run_chunked(m, &s, n, in, out, NULL);
     free(s.mem);
     return rc;
 }
@@ -463,6 +704,26 @@ int gp__host_run_packed(gp__model *m, size_t n, const void *in, const uint64_t *
     if (slot_alloc(m, &s, n, (size_t)tokens) != GP_OK)
         return gp__errf(e, GP_ENOMEM, "out of memory for the host scratch of %zu items", n);
     int rc = run_packed(m, &s, n, in, off, out, e);
+    free(s.mem);
+    return rc;
+}
+
+int gp__host_run_tokens(gp__model *m, size_t n, const void *in, const uint64_t *off, int op,
+                        float *out, gp__err *e) {
+    if (!m->token_bytes || op < 0 || op >= m->n_ops || !m->ops[op].out.tokens || m->ops[op].dst < 0)
+        return gp__errf(e, GP_EINVAL, "op %d does not write a token buffer", op);
+    host_slot s;
+    uint64_t tokens = (off[n] - off[0]) / m->token_bytes;
+    if (slot_alloc(m, &s, n, (size_t)tokens) != GP_OK)
+        return gp__errf(e, GP_ENOMEM, "out of memory for the host scratch of %zu items", n);
+    int rc = token_offsets(m, n, off, s.tok, e);
+    if (rc == GP_OK) {
+        gp__run r = {.n = n, .tokens = (size_t)s.tok[n], .tok = s.tok};
+        rc = run_ops_upto(m, &r, in, NULL, &s.sc, op, e);
+        if (rc == GP_OK)
+            memcpy(out, bufp(m, &s.sc, m->ops[op].dst, in, NULL),
+                   r.tokens * (size_t)m->ops[op].out.c * sizeof *out);
+    }
     free(s.mem);
     return rc;
 }
@@ -483,7 +744,7 @@ static int host_setup(gp__model *m, const gp_batch *slot, void **state) {
 static int host_compute(gp__model *m, void *state, const gp_batch *b) {
     host_slot *s = state;
     if (m->token_bytes) {
-        char msg[256];
+        char msg[320];
         gp__err e = {msg, sizeof msg};
         int rc = b->in_offsets_host ? run_packed(m, s, b->n, b->in, b->in_offsets_host, b->out, &e)
                                     : gp__errf(&e, GP_EINVAL,
@@ -491,9 +752,11 @@ static int host_compute(gp__model *m, void *state, const gp_batch *b) {
                                                "variable-size items (offsets)");
         return rc == GP_OK ? GP_OK : GP__ERR(&m->err, rc, "%s", msg);
     }
-    int rc = run_chunked(m, s, b->n, b->in, b->out);
+    char msg[256] = "";
+    gp__err e = {msg, sizeof msg};
+    int rc = run_chunked(m, s, b->n, b->in, b->out, &e);
     if (rc != GP_OK)
-        return GP__ERR(&m->err, rc, "host layers failed for a batch of %zu items", b->n);
+        return GP__ERR(&m->err, rc, "host layers failed for a batch of %zu items: %s", b->n, msg);
     return GP_OK;
 }
 

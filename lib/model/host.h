@@ -23,4 +23,10 @@ int gp__host_run_alone(gp__model *m, size_t n, const void *in, void *out);
 int gp__host_run_packed(gp__model *m, size_t n, const void *in, const uint64_t *off, void *out,
                         gp__err *e);
 
+/* For tests: run a variable-length model's ops 0..op on n packed items and copy op `op`'s
+   token value ([tokens][out.c] floats) to `out`. GP_EINVAL when that op does not write a
+   token buffer (the last op writes the output). */
+int gp__host_run_tokens(gp__model *m, size_t n, const void *in, const uint64_t *off, int op,
+                        float *out, gp__err *e);
+
 #endif

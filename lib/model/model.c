@@ -239,11 +239,22 @@ static int print_values(FILE *f, const char *what, const float *v, int n) {
 static int describe_input(const gp__model *m, FILE *f) {
     char in[64];
     info_str(&m->in_info, in, sizeof in);
-    if (m->token_bytes)
+    if (m->token_bytes) {
+        /* The token limit: options.max_tokens, or the position table when it is shorter. */
+        const gp__op *emb = m->n_ops && m->ops[0].kind == GP__OP_EMBEDDING ? &m->ops[0] : NULL;
+        const char *limit = emb && emb->weight2 && (size_t)emb->positions == m->max_tokens
+                                ? "the position embeddings' rows"
+                                : "options.max_tokens";
+        if (emb)
+            return fprintf(f,
+                           "input:  %s per item: 1..%zu token ids (the limit: %s) of %zu bytes, "
+                           "packed (variable length); ids 0..%d\n",
+                           in, m->max_tokens, limit, m->token_bytes, emb->vocab - 1) < 0;
         return fprintf(f,
                        "input:  %s per item: 1..%zu tokens of %zu bytes, packed (variable "
                        "length), no normalization\n",
                        in, m->max_tokens, m->token_bytes) < 0;
+    }
     const gp__op *prep = m->n_ops && m->ops[0].kind == GP__OP_PREP ? &m->ops[0] : NULL;
     int bad = fprintf(f, "input:  %s per item (%zu bytes), layout %s", in, m->in_info.bytes,
                       prep && prep->hwc      ? "hwc"

@@ -38,13 +38,16 @@
  *  sigmoid 1 / (1 + exp(-x)); tanh.
  *
  * Transformer encoders (token values; torch.nn / Hugging Face BertModel in eval mode):
- *  EMBEDDING   token ids (the model input, i32 or i64: in_dtype) -> tokens of out.c:
+ *  EMBEDDING   token ids (the model input, i32, i64 or u32: in_dtype) -> tokens of out.c:
  *              out[t] = word[id[t]] + pos[p(t)] + type0, p(t) = t's position in its item
  *              (0-based); weight = word [vocab][out.c], weight2 = pos [positions][out.c] (NULL:
- *              no position term), bias = the token-type-0 row [out.c] (zeros when none). An id
- *              outside 0..vocab-1 or a position >= positions fails the batch on the host; a
- *              backend that cannot report it per batch must at least never read out of bounds
- *              (and documents what it computes then).
+ *              no position term), bias = the token-type-0 row [out.c] (zeros when none). The
+ *              host adds in BertEmbeddings' order, (word + type0) + pos. An id outside
+ *              0..vocab-1 or a position >= positions fails the batch on the host; a backend
+ *              that cannot report it per batch must at least never read out of bounds (and
+ *              documents what it computes then). The loader lowers m->max_tokens to
+ *              `positions` when the table is shorter, so a valid batch has no such position.
+ *              Always the first op; it reads GP__BUF_INPUT (ids, token_bytes = 4 or 8).
  *  LAYERNORM   per row (token, or item of rank 1) over its c features:
  *              y = (x - mean) / sqrt(var + eps) * weight + bias, var the biased variance
  *              (torch.nn.LayerNorm); eps from the spec.
@@ -57,7 +60,8 @@
  *              or nn.MultiheadAttention's in_proj / out_proj). Residual and LayerNorm are
  *              separate ops (save / add / layernorm), so post-LN and pre-LN blocks are both
  *              spec lines.
- *  POOL_CLS    tokens -> item: each item's first token (BERT's [CLS] pooling).
+ *  POOL_CLS    tokens -> item: each item's first token (BERT's [CLS] pooling). (`pool mean`
+ *              is GLOBALAVGPOOL on tokens.)
  *  L2NORM      per row: x / max(||x||_2, eps) (torch.nn.functional.normalize, eps 1e-12 default).
  *
  * Layouts. A value is a dense batch: item k of a value with per-item element count S starts at
@@ -192,7 +196,9 @@ typedef struct gp__op {
     int heads;
     float eps;
 
-    double flops; /* per item (token models: per token for token-wise ops) */
+    double flops; /* per item (token models: per token for token-wise ops; ATTENTION: its
+                     projections only, the scores' 4 * T * c per token of a T-token item
+                     depend on the item) */
 } gp__op;
 
 typedef struct gp__buf {

@@ -25,6 +25,11 @@ static const char *const kind_names[GP__SPEC_KIND_COUNT_] = {
     [GP__SPEC_ADD] = "add",
     [GP__SPEC_ARGMAX] = "argmax",
     [GP__SPEC_TOPK] = "topk",
+    [GP__SPEC_EMBEDDING] = "embedding",
+    [GP__SPEC_LAYERNORM] = "layernorm",
+    [GP__SPEC_ATTENTION] = "attention",
+    [GP__SPEC_POOL] = "pool",
+    [GP__SPEC_L2NORM] = "l2norm",
 };
 
 const char *gp__spec_kind_name(gp__spec_kind k) {
@@ -133,6 +138,10 @@ enum {
     O_MEAN = 1 << 8,
     O_STD = 1 << 9,
     O_DIM = 1 << 10, /* softmax dim=1 | dim=-1: PyTorch's spelling of "over the features" */
+    O_HEADS = 1 << 11,
+    O_POSITION = 1 << 12,
+    O_TOKEN_TYPE = 1 << 13,
+    O_QKVO = 1 << 14, /* q=, k=, v=, out= (one bit: all four or none) */
 };
 
 static const struct {
@@ -150,7 +159,21 @@ static const struct {
     [GP__SPEC_ADD] = {0, 2},
     [GP__SPEC_SOFTMAX] = {O_DIM, 0},
     [GP__SPEC_TOPK] = {O_K, 0},
+    [GP__SPEC_EMBEDDING] = {O_POSITION | O_TOKEN_TYPE, 1},
+    [GP__SPEC_LAYERNORM] = {O_EPS, 1},
+    [GP__SPEC_ATTENTION] = {O_HEADS | O_QKVO, 1},
+    [GP__SPEC_L2NORM] = {O_EPS, 0},
 };
+
+/* A tensor prefix given as an option's value (position=, q=, ...): a state_dict path. */
+static int parse_ref(tok v, char *out) {
+    if (v.n == 0 || v.n >= GP__SPEC_MAX_NAME) return 0;
+    for (size_t i = 0; i < v.n; i++)
+        if (v.p[i] == '=' || v.p[i] == ',') return 0;
+    memcpy(out, v.p, v.n);
+    out[v.n] = '\0';
+    return 1;
+}
 
 static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen) {
     const char *eq = memchr(t.p, '=', t.n);
@@ -170,10 +193,30 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
                 {"k", O_K},
                 {"layout", O_LAYOUT},
                 {"mean", O_MEAN},
-                {"std", O_STD}};
-    int bit = 0;
+                {"std", O_STD},
+                {"heads", O_HEADS},
+                {"num_heads", O_HEADS}, /* nn.MultiheadAttention's name */
+                {"position", O_POSITION},
+                {"token_type", O_TOKEN_TYPE},
+                {"q", O_QKVO},
+                {"v", O_QKVO},
+                {"out", O_QKVO}};
+    int bit = 0, ref = -1;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (tok_is(key, keys[i].name)) bit = keys[i].bit;
+    /* topk's k= and attention's k= share a key: the kind decides. */
+    if (bit == O_K && (allowed & O_QKVO)) bit = O_QKVO;
+    if (bit == O_QKVO) {
+        ref = tok_is(key, "q")   ? GP__REF_Q
+              : tok_is(key, "k") ? GP__REF_K
+              : tok_is(key, "v") ? GP__REF_V
+                                 : GP__REF_OUT;
+        if (allowed & O_QKVO) {
+            if (l->ref[ref][0]) return lerr(c, "option given twice", key);
+            if (!parse_ref(val, l->ref[ref])) return lerr(c, "bad value (a layer name)", t);
+            return GP_OK;
+        }
+    }
     if (!bit || !(allowed & bit)) {
         if (bit == O_KERNEL && (allowed & O_GROUPS))
             return gp__errf(c->e, GP_EMODEL,
@@ -223,6 +266,15 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
                         "dim=-1)",
                         t);
         break;
+    case O_HEADS:
+        ok = parse_int(val.p, val.n, 1, GP__SPEC_MAX_DIM, &l->heads);
+        break;
+    case O_POSITION:
+        ok = parse_ref(val, l->ref[GP__REF_POSITION]);
+        break;
+    case O_TOKEN_TYPE:
+        ok = parse_ref(val, l->ref[GP__REF_TOKEN_TYPE]);
+        break;
     case O_STD:
         ok = parse_floats(val, l->std, GP__SPEC_MAX_CH, &l->n_std);
         for (int i = 0; ok && i < l->n_std; i++)
@@ -245,8 +297,10 @@ static int parse_input(lctx *c, gp__spec_line *l, tok *tk, int nt, int *used) {
         l->dtype = GP_DTYPE_I32;
     else if (tok_is(tk[1], "i64"))
         l->dtype = GP_DTYPE_I64;
+    else if (tok_is(tk[1], "u32"))
+        l->dtype = GP_DTYPE_U32;
     else
-        return lerr(c, "unknown dtype (f32 | u8 | i32 | i64)", tk[1]);
+        return lerr(c, "unknown dtype (f32 | u8 | i32 | i64 | u32)", tk[1]);
     tok s = tk[2];
     const char *forms = "bad shape (features, C x H x W as 3x32x32, or variable length: * for "
                         "token ids, *xF for tokens of F features)";
@@ -266,10 +320,12 @@ static int parse_input(lctx *c, gp__spec_line *l, tok *tk, int nt, int *used) {
     }
     int var = l->dims[0] < 0;
     if (var ? l->rank > 2 : l->rank == 2) return lerr(c, forms, s);
-    if ((l->dtype == GP_DTYPE_I32 || l->dtype == GP_DTYPE_I64) && !(var && l->rank == 1))
-        return lerr(c, "i32 / i64 inputs are token ids: shape * (variable length)", tk[1]);
+    int ids = l->dtype == GP_DTYPE_I32 || l->dtype == GP_DTYPE_I64 || l->dtype == GP_DTYPE_U32;
+    if (ids && !(var && l->rank == 1))
+        return lerr(c, "i32 / i64 / u32 inputs are token ids: shape * (variable length)", tk[1]);
     if (l->dtype == GP_DTYPE_U8 && var)
-        return lerr(c, "a variable-length input is f32 tokens (*xF) or token ids (i32 | i64 *)",
+        return lerr(c,
+                    "a variable-length input is f32 tokens (*xF) or token ids (i32 | i64 | u32 *)",
                     tk[1]);
     size_t total = 1;
     for (int d = var; d < l->rank; d++)
@@ -304,6 +360,7 @@ static int parse_line(lctx *c, gp__spec_line *l, tok *tk, int nt) {
     int kind = -1, rc;
     for (int k = 0; k < GP__SPEC_KIND_COUNT_; k++)
         if (tok_is_ci(tk[0], kind_names[k])) kind = k;
+    if (kind < 0 && tok_is_ci(tk[0], "MultiheadAttention")) kind = GP__SPEC_ATTENTION;
     if (kind < 0 && tok_is_ci(tk[0], "AdaptiveAvgPool2d")) {
         if ((rc = parse_adaptive(c, tk, &nt)) != GP_OK) return rc;
         kind = GP__SPEC_GLOBALAVGPOOL;
@@ -312,7 +369,8 @@ static int parse_line(lctx *c, gp__spec_line *l, tok *tk, int nt) {
         return gp__errf(c->e, GP_EMODEL,
                         "spec line %d: unknown op '%.*s' (ops: input, conv2d, batchnorm2d, "
                         "linear, maxpool2d, avgpool2d, globalavgpool, relu, gelu, sigmoid, tanh, "
-                        "flatten, softmax, save, restore, add, argmax, topk; see docs/MODELS.md)",
+                        "flatten, softmax, save, restore, add, argmax, topk, embedding, layernorm, "
+                        "attention, pool, l2norm; see docs/MODELS.md)",
                         c->line, (int)(tk[0].n > 80 ? 80 : tk[0].n), tk[0].p);
     l->kind = (gp__spec_kind)kind;
     c->op = kind_names[kind];
@@ -322,6 +380,15 @@ static int parse_line(lctx *c, gp__spec_line *l, tok *tk, int nt) {
     l->eps = 1e-5;
     int used = 1;
     if (kind == GP__SPEC_INPUT && (rc = parse_input(c, l, tk, nt, &used)) != GP_OK) return rc;
+    if (kind == GP__SPEC_POOL) {
+        if (nt < 2 || !(tok_is(tk[1], "cls") || tok_is(tk[1], "mean")))
+            return gp__errf(c->e, GP_EMODEL,
+                            "spec line %d: pool: expected 'pool cls' (each item's first token) or "
+                            "'pool mean' (the mean over each item's tokens)",
+                            c->line);
+        l->pool_cls = tok_is(tk[1], "cls");
+        used = 2;
+    }
     if (kind_info[kind].name) {
         const char *what = kind_info[kind].name == 1 ? "layer name" : "tag";
         if (nt < 2 || memchr(tk[1].p, '=', tk[1].n))
@@ -341,6 +408,21 @@ static int parse_line(lctx *c, gp__spec_line *l, tok *tk, int nt) {
         return gp__errf(c->e, GP_EMODEL, "spec line %d: %s: kernel=K is required", c->line, c->op);
     if (kind == GP__SPEC_TOPK && !(seen & O_K))
         return gp__errf(c->e, GP_EMODEL, "spec line %d: topk: k=K is required", c->line);
+    if (kind == GP__SPEC_L2NORM && !(seen & O_EPS)) l->eps = 1e-12; /* F.normalize's default */
+    if (kind == GP__SPEC_ATTENTION) {
+        if (!(seen & O_HEADS))
+            return gp__errf(c->e, GP_EMODEL,
+                            "spec line %d: attention: heads=H is required (the number of heads)",
+                            c->line);
+        int given = 0;
+        for (int r = GP__REF_Q; r <= GP__REF_OUT; r++)
+            given += l->ref[r][0] != '\0';
+        if (given != 0 && given != 4)
+            return gp__errf(c->e, GP_EMODEL,
+                            "spec line %d: attention: give all four of q=, k=, v=, out= (the "
+                            "projection layers' names under '%s') or none",
+                            c->line, l->name);
+    }
     if (kind == GP__SPEC_INPUT) {
         if (l->hwc && l->rank != 3)
             return gp__errf(c->e, GP_EMODEL, "spec line %d: input: layout=hwc needs H x W x C",

@@ -29,12 +29,29 @@ typedef enum gp__spec_kind {
     GP__SPEC_ADD,
     GP__SPEC_ARGMAX,
     GP__SPEC_TOPK,
+    GP__SPEC_EMBEDDING,
+    GP__SPEC_LAYERNORM,
+    GP__SPEC_ATTENTION,
+    GP__SPEC_POOL,
+    GP__SPEC_L2NORM,
     GP__SPEC_KIND_COUNT_
 } gp__spec_kind;
 
 #define GP__SPEC_MAX_NAME 64
-#define GP__SPEC_MAX_CH 64     /* mean/std values */
-#define GP__SPEC_MAX_DIM 65536 /* any one dimension, kernel, stride, padding, ... */
+#define GP__SPEC_MAX_CH 64           /* mean/std values */
+#define GP__SPEC_MAX_DIM 65536       /* any one dimension, kernel, stride, padding, ... */
+#define GP__SPEC_MAX_VOCAB (1 << 24) /* rows of an embedding table */
+
+/* Tensor prefixes an op line may name besides its own (name-valued options). */
+enum {
+    GP__REF_POSITION,   /* embedding position=NAME: NAME.weight, an nn.Embedding */
+    GP__REF_TOKEN_TYPE, /* embedding token_type=NAME */
+    GP__REF_Q,          /* attention q=, k=, v=, out=: Linear layers under the attention's name */
+    GP__REF_K,
+    GP__REF_V,
+    GP__REF_OUT,
+    GP__REF_COUNT_
+};
 
 typedef struct gp__spec_line {
     gp__spec_kind kind;
@@ -54,8 +71,12 @@ typedef struct gp__spec_line {
     int kernel[2], stride[2], padding[2], dilation[2];
     int has_stride;
     int groups;
-    double eps; /* batchnorm2d, default 1e-5 */
+    double eps; /* batchnorm2d, layernorm: default 1e-5; l2norm: default 1e-12 */
     int k;      /* topk */
+
+    int heads;                                   /* attention heads=H (required) */
+    int pool_cls;                                /* pool cls (1) | pool mean (0) */
+    char ref[GP__REF_COUNT_][GP__SPEC_MAX_NAME]; /* "" when not given */
 } gp__spec_line;
 
 typedef struct gp__spec {

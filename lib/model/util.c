@@ -32,6 +32,8 @@ const char *gp_dtype_name(gp_dtype t) {
         return "f16";
     case GP_DTYPE_BF16:
         return "bf16";
+    case GP_DTYPE_U32:
+        return "u32";
     }
     return "?";
 }
@@ -40,6 +42,7 @@ size_t gp_dtype_size(gp_dtype t) {
     switch (t) {
     case GP_DTYPE_F32:
     case GP_DTYPE_I32:
+    case GP_DTYPE_U32:
         return 4;
     case GP_DTYPE_U8:
         return 1;

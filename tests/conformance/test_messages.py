@@ -145,6 +145,51 @@ def main():
     expect(gp, "AdaptiveAvgPool2d 7", ["--model", w("ada.safetensors"), "--describe"], 3,
            "spec line 2: AdaptiveAvgPool2d: only output size 1 is supported")
 
+    # Variable-length items: token ids packed in one array, their lengths in another. A tiny
+    # encoder (vocabulary 30, 16 positions) keeps this fast under the sanitizers.
+    g = np.random.default_rng(3)
+    gx.write_safetensors(w("enc.safetensors"), {
+        "e.weight": gx.tensor_entry(torch.from_numpy(g.standard_normal((30, 8), np.float32))),
+        "p.weight": gx.tensor_entry(torch.from_numpy(g.standard_normal((16, 8), np.float32)))},
+        {"gpupipe.spec": "input i32 *\nembedding e position=p\npool mean\nl2norm\n"})
+    enc = ["--model", w("enc.safetensors")]
+    np.save(w("ids.npy"), np.array([1, 7, 2, 1, 8, 9, 2], np.int32))
+    np.save(w("len.npy"), np.array([3, 4], np.int64))
+    expect(gp, "token ids without --lengths", enc + ["--input", w("ids.npy"), "--output",
+                                                     w("y.npy")], 3,
+           "the model takes variable-length items (i32 * tokens): give --lengths L.npy")
+    expect(gp, "--lengths for a fixed-size model", ["--model", w("lin.safetensors"), "--input",
+                                                    w("x.npy"), "--lengths", w("len.npy"),
+                                                    "--output", w("y.npy")], 3,
+           "--lengths is for variable-length models")
+    np.save(w("len6.npy"), np.array([3, 3], np.int64))
+    expect(gp, "lengths that do not add up", enc + ["--input", w("ids.npy"), "--lengths",
+                                                    w("len6.npy"), "--output", w("y.npy")], 3,
+           "the items have 6 tokens in all, but input", "holds 7")
+    np.save(w("len0.npy"), np.array([7, 0], np.int64))
+    expect(gp, "an empty item", enc + ["--input", w("ids.npy"), "--lengths", w("len0.npy"),
+                                       "--output", w("y.npy")], 3,
+           "item 1 has 0 tokens; the model takes 1..16 per item")
+    np.save(w("ids64.npy"), np.array([1, 7, 2, 1, 8, 9, 2], np.int64))
+    expect(gp, "i64 ids for an i32 model", enc + ["--input", w("ids64.npy"), "--lengths",
+                                                  w("len.npy"), "--output", w("y.npy")],
+           3, "the model takes i32 tokens", "convert with x.astype(np.int32)")
+    np.save(w("big.npy"), np.array([1, 7, 2, 1, 30, 9, 2], np.int32))
+    expect(gp, "an id outside the vocabulary", enc + ["--input", w("big.npy"), "--lengths",
+                                                      w("len.npy"), "--output", w("y.npy"),
+                                                      "--backend", "host"], 1,
+           "token 1 has id 30, outside the vocabulary 0..29")
+    expect(gp, "--describe (encoder)", enc + ["--describe"], 0,
+           "input:  i32 * per item: 1..16 token ids (the limit: the position embeddings' rows)",
+           "output: f32 8 per item (32 bytes): values", stream="stdout")
+    expect(gp, "--describe (demo encoder)", ["--demo", "encoder", "--describe"], 0,
+           "input:  i32 * per item: 1..512 token ids", "output: f32 256 per item", stream="stdout")
+    rc, _, err = run(gp, *enc, "--input", w("ids.npy"), "--lengths", w("len.npy"), "--output",
+                     w("y.npy"), "--backend", "host")
+    y = np.load(w("y.npy")) if rc == 0 else None
+    record(rc == 0 and y.shape == (2, 8) and np.allclose(np.linalg.norm(y, axis=1), 1, 1e-5),
+           "packed ids through gp-infer: (2, 8) unit vectors", err.strip())
+
     # The error code's name once: a backend this machine may not have.
     rc, _, err = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",
                      w("y.npy"), "--backend", "cuda")
