@@ -23,7 +23,7 @@ inline unsigned row_blocks(size_t rows) {
 
 constexpr int kEmbedRows = 16; // tokens per block, of one item
 
-// out[t] = word[id[t]] + pos[p] + type0, p = t's position in its item, summed in that order
+// out[t] = (word[id[t]] + type0) + pos[p], p = t's position in its item, summed in that order
 // in fp32 and rounded once. A token whose id is outside 0..vocab-1, or whose position has no
 // row in `pos`, gets a row of NaN: nothing is read out of bounds, and the bad item's result
 // is visibly not a number (attention spreads it over that item only; every other op is per
@@ -49,9 +49,9 @@ __global__ void embed_kernel(const I *__restrict__ ids, const int64_t *__restric
             if (bad) {
                 v = __int_as_float(0x7fc00000); // quiet NaN
             } else {
-                v = gpk::ld(w + c);
-                if (pp) v += gpk::ld(pp + c);
+                v = gpk::ld(w + c); // BertEmbeddings' order, as the host: (word + type0) + pos
                 if (type0) v += type0[c];
+                if (pp) v += gpk::ld(pp + c);
             }
             gpk::st(o + c, v);
         }

@@ -90,6 +90,8 @@ bool scalar_of(gp_dtype t, at::ScalarType *out) {
     case GP_DTYPE_BF16:
         *out = at::kBFloat16;
         return true;
+    case GP_DTYPE_U32: /* no uint32 tensors in LibTorch 1.13 (a shell type from 2.3 on) */
+        return false;
     }
     return false;
 }
@@ -158,6 +160,9 @@ int validate_item(const gp_torch_item &it, const char *what, bool required, std:
           << " item's shape without the batch dimension, rank 1.." << GP_TORCH_MAX_RANK;
     } else if (gp_dtype_size(it.dtype) == 0) {
         s << "options." << what << ".dtype " << (int)it.dtype << " is not a gp_dtype";
+    } else if (at::ScalarType st; !scalar_of(it.dtype, &st)) {
+        s << "options." << what << ".dtype " << gp_dtype_name(it.dtype)
+          << " has no LibTorch tensor type (f32, u8, i64, i32, f16, bf16)";
     } else {
         size_t elems = 1;
         bad = false;

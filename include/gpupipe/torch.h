@@ -81,7 +81,8 @@ typedef struct gp_torch_model gp_torch_model;
 #define GP_TORCH_MAX_RANK 8
 
 /* Shape and type of one item (the batch dimension excluded): a C-contiguous array of
-   dims[0] x ... x dims[rank-1] elements of `dtype`. */
+   dims[0] x ... x dims[rank-1] elements of `dtype` (any but GP_DTYPE_U32, which LibTorch 1.13
+   has no tensor type for: refused with GP_EINVAL). */
 typedef struct gp_torch_item {
     gp_dtype dtype;
     int rank;                        /* 1..GP_TORCH_MAX_RANK; 0 = unset */

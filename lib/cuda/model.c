@@ -26,7 +26,7 @@
  *
  * The layer table below maps each op kind to its CUDA layer (layers.h): linear and conv2d plan
  * per bucket, attention (attention.c) plans two GEMMs and runs the fused kernel between them;
- * the rest are one kernel launch each (kernels/). Token ids (a model whose input is i32 / i64)
+ * the rest are one kernel launch each (kernels/). Token ids (a model whose input is i32 / i64 / u32)
  * are read only by EMBEDDING, as they came; an id outside the vocabulary gives that token a
  * row of NaN on CUDA (kernels.h, gp__k_embedding), where the host backend fails the batch.
  */
@@ -511,14 +511,17 @@ static int plan_steps(slot_state *st, const dev_weights *w, ck *c) {
                            op->src2, op->dst);
         int reads_input =
             op->src == GP__BUF_INPUT || (op->kind == GP__OP_ADD && op->src2 == GP__BUF_INPUT);
-        int ids_in = m->in_info.dtype == GP_DTYPE_I32 || m->in_info.dtype == GP_DTYPE_I64;
+        int ids_in = m->in_info.dtype == GP_DTYPE_I32 || m->in_info.dtype == GP_DTYPE_I64 ||
+                     m->in_info.dtype == GP_DTYPE_U32;
         if (op->kind == GP__OP_EMBEDDING) {
-            /* The ids as they came: one i32 / i64 per token of the model input. */
+            /* The ids as they came: one i32 / i64 / u32 per token of the model input. u32 ids
+               go to the i32 kernel: one of 2^31 or more reads negative, outside the vocabulary
+               either way, and gets its NaN row. */
             size_t idb = op->in_dtype == GP_DTYPE_I64 ? 8 : 4;
             if (op->src != GP__BUF_INPUT || !ids_in || op->in_dtype != m->in_info.dtype ||
                 m->token_bytes != idb || !op->out.tokens)
                 return CK_FAIL(c, GP_ENOTSUP,
-                               "embedding on CUDA reads token ids (i32 / i64, one per token) "
+                               "embedding on CUDA reads token ids (i32 / i64 / u32, one per token) "
                                "from the model input");
         } else if (reads_input && ids_in) {
             return CK_FAIL(c, GP_ENOTSUP, "only embedding can read token ids");

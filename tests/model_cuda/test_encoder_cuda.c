@@ -10,7 +10,7 @@
  * fp16 2e-2, bf16 5e-2.
  *
  * The spec lines for the encoder ops (`embedding`, `layernorm eps=`, `attention heads=`,
- * `pool_cls`, `l2norm`) and the tensor names are in SPECS / add_tensors below; every tensor is
+ * `pool cls`, `l2norm`) and the tensor names are in SPECS / add_tensors below; every tensor is
  * written under both the Hugging Face BERT names and the torch.nn names (nn.Embedding,
  * nn.MultiheadAttention's in_proj / out_proj), so either convention of the builder finds it.
  * While the model builder in this tree does not know the encoder ops, loading fails with
@@ -128,14 +128,12 @@ static void t_layernorm(tset *t, const char *name, uint64_t c) {
 
 #define POSITIONS 512
 
-/* Word, position and token-type tables under the BERT names and the word table as an
-   nn.Embedding's weight too. */
+/* Word, position and token-type tables under the BERT names (a file with nn.Embedding's
+   NAME.weight too is refused as ambiguous). */
 static void t_embedding(tset *t, const char *name, uint64_t vocab, uint64_t c) {
     char s[96];
     snprintf(s, sizeof s, "%s.word_embeddings.weight", name);
-    float *word = t_rand(t, s, 2, (uint64_t[]){vocab, c}, -1.0, 1.0);
-    snprintf(s, sizeof s, "%s.weight", name);
-    t_put(t, s, 2, (uint64_t[]){vocab, c}, word, 0);
+    t_rand(t, s, 2, (uint64_t[]){vocab, c}, -1.0, 1.0);
     snprintf(s, sizeof s, "%s.position_embeddings.weight", name);
     t_rand(t, s, 2, (uint64_t[]){POSITIONS, c}, -0.5, 0.5);
     snprintf(s, sizeof s, "%s.token_type_embeddings.weight", name);
@@ -204,7 +202,7 @@ typedef struct enc_case {
     "layernorm ln2 eps=1e-12\n"
 
 static const enc_case cases[] = {
-    {"bert layer d=64, [CLS], l2norm", "input i64 *\n" BERT_LAYER "pool_cls\nl2norm\n", 128, 2, 256,
+    {"bert layer d=64, [CLS], l2norm", "input i64 *\n" BERT_LAYER "pool cls\nl2norm\n", 128, 2, 256,
      GP_DTYPE_I64},
     {"bert layer d=32, mean pool, l2norm", "input i32 *\n" BERT_LAYER "globalavgpool\nl2norm\n", 64,
      2, 128, GP_DTYPE_I32},
@@ -218,7 +216,7 @@ static const enc_case cases[] = {
      "input i64 *\nembedding emb\nlayernorm ln0 eps=1e-12\nattention att heads=%d\nglobalavgpool\n",
      40, 2, 0, GP_DTYPE_I64},
     {"embedding, mean pool", "input i32 *\nembedding emb\nglobalavgpool\n", 48, 1, 0, GP_DTYPE_I32},
-    {"embedding, [CLS]", "input i64 *\nembedding emb\npool_cls\n", 48, 1, 0, GP_DTYPE_I64},
+    {"embedding, [CLS]", "input i64 *\nembedding emb\npool cls\n", 48, 1, 0, GP_DTYPE_I64},
     {"f32 tokens: layernorm, mean pool, l2norm",
      "input f32 *x48\nlayernorm ln0 eps=1e-5\nglobalavgpool\nl2norm\n", 48, 1, 0, GP_DTYPE_F32},
 };

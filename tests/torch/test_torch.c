@@ -288,6 +288,9 @@ static void test_load_errors(void) {
     bad.input.dtype = (gp_dtype)99;
     load_fails(fixture("mlp.pt"), &bad, GP_EINVAL, "not a gp_dtype");
     bad = o;
+    bad.input.dtype = GP_DTYPE_U32;
+    load_fails(fixture("mlp.pt"), &bad, GP_EINVAL, "options.input.dtype u32 has no LibTorch");
+    bad = o;
     bad.output = (gp_torch_item){GP_DTYPE_F32, 9, {1}};
     load_fails(fixture("mlp.pt"), &bad, GP_EINVAL, "options.output.rank is 9");
     bad = o;
