@@ -213,8 +213,15 @@ void gb_print_table(const gb_run *r, FILE *f) {
         fprintf(f, "  naive  not run\n");
     if (o->bound && best >= 0 && r->pts[best].bound_items_per_s > 0) {
         const gb_point *p = &r->pts[best];
-        char compute[256];
-        if (p->bound_alone)
+        char compute[320];
+        if (p->bound_in_slot)
+            snprintf(compute, sizeof compute,
+                     "the compute's thread CPU time per batch in that one-slot run, %s us (the "
+                     "model's own per-slot buffers; gp_model_run_host_packed would allocate them "
+                     "on every call), as many batches at once as there are cores for the "
+                     "pipeline's %d slot threads",
+                     sig3(p->bound_compute_us).s, p->bound_threads);
+        else if (p->bound_alone)
             snprintf(compute, sizeof compute,
                      "compute called directly on %d threads at once (the pipeline's inflight: its "
                      "compute runs on that many slot threads), nothing else running, %s us of CPU "
@@ -349,7 +356,8 @@ int gb_write_json(const gb_run *r, const char *path) {
                 "\"d2h_gbps\":%.6g,\"enqueue_us\":%.6g,\"mean_batch\":%.6g,\"verdict\":\"%s\","
                 "\"bottleneck\":\"%s\",\"window_batches\":%llu,"
                 "\"bound\":{\"items_per_s\":%.6g,\"h2d_us\":%.6g,\"compute_us\":%.6g,"
-                "\"d2h_us\":%.6g,\"compute_threads\":%d,\"pipeline_over_bound\":%.6g,"
+                "\"d2h_us\":%.6g,\"compute_threads\":%d,\"compute_cpu_in_slot\":%s,"
+                "\"pipeline_over_bound\":%.6g,"
                 "\"above_bound\":%s,\"note\":",
                 i ? "," : "", p->batch, p->inflight, p->producers, p->delay_us, fin(p->window_s),
                 (unsigned long long)p->completed, (unsigned long long)p->failed,
@@ -360,7 +368,8 @@ int gb_write_json(const gb_run *r, const char *path) {
                 gp_verdict_name(p->verdict), gp_verdict_name(p->bottleneck),
                 (unsigned long long)p->window_batches, fin(p->bound_items_per_s),
                 fin(p->bound_h2d_us), fin(p->bound_compute_us), fin(p->bound_d2h_us),
-                p->bound_threads, fin(over_bound(p)), above_bound(p) ? "true" : "false");
+                p->bound_threads, p->bound_in_slot ? "true" : "false", fin(over_bound(p)),
+                above_bound(p) ? "true" : "false");
         gb_json_str(f, p->bound_note);
         fprintf(f,
                 "},\"packing\":\"%s\",\"tokens_per_s\":%.6g,\"useful_bytes_per_s\":%.6g,"

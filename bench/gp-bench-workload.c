@@ -292,13 +292,40 @@ static int synth_compute(void *user, const gp_batch *b) {
     return rc == GP_OK ? report_tokens(f, b, &t) : rc;
 }
 
-/* A variable-length model's compute, then its padding report. */
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A variable-length model's compute, timed in CPU time on its thread, then its padding
+   report. */
 static int model_compute(void *user, const gp_batch *b) {
     gb_feed *f = user;
+    double c0 = thread_cpu_s();
     int rc = f->inner(f->inner_user, b);
+    double c1 = thread_cpu_s();
     if (rc != GP_OK) return rc;
+    pthread_mutex_lock(&f->tok_mu);
+    if (f->cpu_seen++ > 0) { /* the first batch warms the caches up */
+        f->cpu_s += c1 - c0;
+        f->cpu_batches++;
+        f->cpu_items += b->n;
+    }
+    pthread_mutex_unlock(&f->tok_mu);
     batch_tokens t = tokens_of(f, b);
     return report_tokens(f, b, &t);
+}
+
+void gb_feed_cpu(gb_feed *f, double *cpu_s, uint64_t *batches, uint64_t *items) {
+    *cpu_s = 0;
+    *batches = *items = 0;
+    if (!f->tok_ok) return;
+    pthread_mutex_lock(&f->tok_mu);
+    *cpu_s = f->cpu_s;
+    *batches = f->cpu_batches;
+    *items = f->cpu_items;
+    pthread_mutex_unlock(&f->tok_mu);
 }
 
 static int model_setup(void *user, const gp_batch *b) {
@@ -1033,6 +1060,10 @@ int gb_workload_supports(const gb_workload *w, gp_backend backend, char *err, si
 #endif
 }
 
+int gb_workload_slot_cpu(const gb_workload *w) {
+    return w->varlen && !w->synthetic;
+}
+
 int gb_workload_cpu_compute(const gb_workload *w, gp_backend backend) {
     /* A GPU batch and the host backend's simulated compute (one engine) run one at a time;
        real CPU compute on the host backend runs on each slot's thread. */
@@ -1053,12 +1084,6 @@ typedef struct alone_lane {
     double cpu_s;             /* thread CPU time of the batches after the warm-up one */
     _Atomic int rc;
 } alone_lane;
-
-static double thread_cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void *alone_main(void *arg) {
     alone_lane *l = arg;

@@ -874,6 +874,10 @@ static void fill_point(gb_point *pt, const point_spec *ps, const gp_stats *s, ui
 typedef struct stage_times {
     double h2d_us, compute_us, d2h_us, items; /* per batch */
     uint64_t batches;
+    /* gb_workload_slot_cpu: the compute's thread CPU time per batch, its items per batch, over
+       cpu_batches batches */
+    double cpu_us, cpu_items;
+    uint64_t cpu_batches;
 } stage_times;
 
 static int cmp_double(const void *a, const void *b) {
@@ -909,6 +913,12 @@ static int run_stages_alone(const gb_opts *o, gb_workload *w, size_t batch, gb_p
             }
             sleep_s(0.002);
         }
+        double cpu_s;
+        uint64_t cb, ci;
+        gb_feed_cpu(&r.feed, &cpu_s, &cb, &ci);
+        st->cpu_batches = cb;
+        st->cpu_us = cb ? cpu_s / (double)cb * 1e6 : 0;
+        st->cpu_items = cb ? (double)ci / (double)cb : 0;
     }
     rc = point_stop(&r, rc, err, len);
     /* The poller has stopped: its sums are final and visible. */
@@ -934,7 +944,8 @@ typedef struct bound_parts {
     int stages_ok;
     stage_times st;
     char stages_err[160];
-    int cpu; /* compute measured alone on threads */
+    int cpu;     /* compute measured alone on threads */
+    int in_slot; /* ... from its CPU time in the one-slot run (gb_workload_slot_cpu) */
     int alone_ok;
     double alone_items_per_s, alone_batch_us;
     char alone_err[160];
@@ -943,6 +954,7 @@ typedef struct bound_parts {
 static void set_bound(gb_point *pt, const bound_parts *b, int threads) {
     pt->bound_threads = b->cpu ? threads : 1;
     pt->bound_alone = b->cpu;
+    pt->bound_in_slot = b->in_slot;
     if (!b->stages_ok) {
         snprintf(pt->bound_note, sizeof pt->bound_note, "stages alone: %s", b->stages_err);
         return;
@@ -1043,12 +1055,35 @@ static int measure_bound(const gb_opts *o, gb_workload *w, gb_packing packing, i
         bc->have_alone[pk][bi][ii] = 1;
         bound_parts *cell = &bc->cell[pk][bi][ii];
         int threads = o->inflight[ii];
-        snprintf(line, sizeof line, "bound: batch %zu%s, compute alone on %d threads", batch, mode,
-                 threads);
-        progress(o, ++*step, steps, line);
-        int rc = gb_workload_compute_alone(w, packing, batch, threads, o->bound_s,
+        int rc;
+        if (gb_workload_slot_cpu(w)) {
+            snprintf(line, sizeof line,
+                     "bound: batch %zu%s, compute CPU time from the one-slot run, %d threads",
+                     batch, mode, threads);
+            progress(o, ++*step, steps, line);
+            cell->in_slot = 1;
+            const stage_times *st = &cell->st;
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            int at_once = cores > 0 && cores < threads ? (int)cores : threads;
+            rc = GP_OK;
+            if (!cell->stages_ok) {
+                snprintf(err, sizeof err, "the one-slot run failed");
+                rc = GP_ETIMEDOUT;
+            } else if (st->cpu_batches == 0 || st->cpu_us <= 0) {
+                snprintf(err, sizeof err, "no batch after the warm-up one was timed");
+                rc = GP_ETIMEDOUT;
+            } else {
+                cell->alone_batch_us = st->cpu_us;
+                cell->alone_items_per_s = at_once * st->cpu_items / (st->cpu_us * 1e-6);
+            }
+        } else {
+            snprintf(line, sizeof line, "bound: batch %zu%s, compute alone on %d threads", batch,
+                     mode, threads);
+            progress(o, ++*step, steps, line);
+            rc = gb_workload_compute_alone(w, packing, batch, threads, o->bound_s,
                                            &cell->alone_items_per_s, &cell->alone_batch_us, err,
                                            sizeof err);
+        }
         if (rc == GP_OK) {
             cell->alone_ok = 1;
         } else {

@@ -108,6 +108,7 @@ typedef struct gb_point {
        bound_threads threads (the pipeline's inflight), per thread. */
     double bound_items_per_s, bound_h2d_us, bound_compute_us, bound_d2h_us;
     int bound_threads, bound_alone; /* bound_alone: compute measured alone on threads */
+    int bound_in_slot; /* bound_alone from the compute's CPU time in the one-slot run */
     char bound_note[200];
     /* Variable-size items (0 for fixed-size runs): from the window's padding report
        (gp_batch_report_padding: useful and computed tokens) and its H2D bytes, per item carried
@@ -232,6 +233,10 @@ typedef struct gb_feed {
     pthread_mutex_t tok_mu;
     int tok_ok;
     gb_tokens tok; /* under tok_mu */
+    /* A variable-length model's compute: its thread CPU time over the batches after the first
+       (under tok_mu), the compute-alone figure of the bound (gb_workload_slot_cpu). */
+    double cpu_s;
+    uint64_t cpu_seen, cpu_batches, cpu_items;
 } gb_feed;
 
 /* Prepare `f` for `packing` (GB_PACK_NONE for fixed-size workloads). GP_OK or an error. */
@@ -239,6 +244,12 @@ int gb_feed_init(gb_feed *f, gb_workload *w, gb_packing packing, char *err, size
 void gb_feed_free(gb_feed *f);
 /* The sums so far (zeros for fixed-size items). Any thread. */
 gb_tokens gb_feed_tokens(gb_feed *f);
+/* The compute's CPU time so far (variable-length models; 0 batches otherwise). Any thread. */
+void gb_feed_cpu(gb_feed *f, double *cpu_s, uint64_t *batches, uint64_t *items);
+/* 1 when the compute alone is measured as CPU time inside a one-slot pipeline instead of by
+   gb_workload_compute_alone: variable-length models, whose gp_model_run_host_packed allocates
+   its scratch on every call (page faults the pipeline's per-slot compute never pays). */
+int gb_workload_slot_cpu(const gb_workload *w);
 /* Set compute, item sizes and (host) simulated costs in cfg, with f as the compute's context.
    cfg->max_batch and cfg->inflight must be set (padmax sizes its table from them). */
 int gb_workload_configure(gb_feed *f, gp_config *cfg, char *err, size_t len);
