@@ -216,8 +216,8 @@ void gb_print_table(const gb_run *r, FILE *f) {
         char compute[320];
         if (p->bound_in_slot)
             snprintf(compute, sizeof compute,
-                     "the compute's thread CPU time per batch in that one-slot run, %s us (the "
-                     "model's own per-slot buffers; gp_model_run_host_packed would allocate them "
+                     "the compute's thread CPU time per batch in that one-slot run, %s us (with "
+                     "the model's own per-slot buffers, which gp_model_run_host would allocate "
                      "on every call), as many batches at once as there are cores for the "
                      "pipeline's %d slot threads",
                      sig3(p->bound_compute_us).s, p->bound_threads);

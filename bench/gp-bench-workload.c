@@ -298,7 +298,7 @@ static double thread_cpu_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A variable-length model's compute, timed in CPU time on its thread, then its padding
+/* A model's compute, timed in CPU time on its thread, then (variable-length) its padding
    report. */
 static int model_compute(void *user, const gp_batch *b) {
     gb_feed *f = user;
@@ -313,6 +313,7 @@ static int model_compute(void *user, const gp_batch *b) {
         f->cpu_items += b->n;
     }
     pthread_mutex_unlock(&f->tok_mu);
+    if (f->packing == GB_PACK_NONE) return GP_OK;
     batch_tokens t = tokens_of(f, b);
     return report_tokens(f, b, &t);
 }
@@ -660,7 +661,7 @@ int gb_feed_init(gb_feed *f, gb_workload *w, gb_packing packing, char *err, size
         if (!err[0]) snprintf(err, len, "fixed-size workload: no packing");
         return rc;
     }
-    if (w->varlen) {
+    if (w->varlen || !w->synthetic) {
         if (pthread_mutex_init(&f->tok_mu, NULL) != 0) {
             snprintf(err, len, "pthread_mutex_init failed");
             return GP_ESYS;
@@ -770,7 +771,6 @@ int gb_workload_configure(gb_feed *f, gp_config *cfg, char *err, size_t len) {
         return rc;
     }
     f->in_bytes = cfg->item_in_bytes;
-    if (!w->varlen) return GP_OK;
     f->inner = cfg->compute;
     f->inner_user = cfg->compute_user;
     f->inner_setup = cfg->compute_setup;
@@ -779,6 +779,7 @@ int gb_workload_configure(gb_feed *f, gp_config *cfg, char *err, size_t len) {
     cfg->compute_setup = model_setup;
     cfg->compute_teardown = model_teardown;
     cfg->compute_user = f;
+    if (!w->varlen) return GP_OK;
     if ((rc = apply_budget(f, cfg, err, len)) != GP_OK) return rc;
     if (f->packing == GB_PADMAX) return padmax_table(f, cfg, err, len);
     cfg->arena_bytes = arena_for(w, cfg);
@@ -1061,7 +1062,7 @@ int gb_workload_supports(const gb_workload *w, gp_backend backend, char *err, si
 }
 
 int gb_workload_slot_cpu(const gb_workload *w) {
-    return w->varlen && !w->synthetic;
+    return !w->synthetic;
 }
 
 int gb_workload_cpu_compute(const gb_workload *w, gp_backend backend) {
@@ -1072,13 +1073,16 @@ int gb_workload_cpu_compute(const gb_workload *w, gp_backend backend) {
 
 /* ---- compute alone ---------------------------------------------------------------------- */
 
+/* The bound of CPU compute that gp-bench calls itself: the synthetic workload's busy loop
+   (--host-spin). A model's CPU compute is timed inside a one-slot pipeline instead
+   (gb_workload_slot_cpu): run alone through gp_model_run_host it would allocate its scratch on
+   every call, and the page faults put that "bound" below the pipeline. */
+
 typedef struct alone_lane {
-    gb_workload *w;
     const gp_config *cfg;
     gp_batch b;
-    uint64_t *off; /* variable-length models: the batch's n + 1 byte offsets */
     pthread_t th;
-    int started, ready;
+    int started;
     _Atomic int *go, *stop;
     _Atomic uint64_t batches; /* completed, the warm-up one included */
     double cpu_s;             /* thread CPU time of the batches after the warm-up one */
@@ -1091,17 +1095,7 @@ static void *alone_main(void *arg) {
         sched_yield();
     while (!atomic_load(l->stop)) {
         double c0 = thread_cpu_s();
-        int rc;
-#ifdef GB_HAVE_MODEL
-        /* A model's compute keeps its state in a pipeline's slot (gp_batch.slot_user): alone,
-           its host layers run through gp_model_run_host, the same layers on the same data. */
-        if (l->w->model && l->off)
-            rc = gp_model_run_host_packed(l->w->model, l->b.n, l->b.in, l->off, l->b.out, NULL, 0);
-        else if (l->w->model)
-            rc = gp_model_run_host(l->w->model, l->b.n, l->b.in, l->b.out, NULL, 0);
-        else
-#endif
-            rc = l->cfg->compute(l->cfg->compute_user, &l->b);
+        int rc = l->cfg->compute(l->cfg->compute_user, &l->b);
         double c1 = thread_cpu_s();
         if (rc != GP_OK) {
             atomic_store(&l->rc, rc);
@@ -1115,47 +1109,19 @@ static void *alone_main(void *arg) {
     return NULL;
 }
 
-/* The lane's input: items 0..batch-1, fixed-size, or packed at their own lengths (padmax: at
-   the maximum, real tokens then zeros) with offsets. */
-static int alone_input(gb_workload *w, gb_packing packing, size_t batch, size_t item_in_bytes,
-                       alone_lane *l) {
-    size_t total = batch * item_in_bytes;
-    if (w->varlen) {
-        l->off = malloc((batch + 1) * sizeof *l->off);
-        if (!l->off) return GP_ENOMEM;
-        l->off[0] = 0;
-        for (size_t k = 0; k < batch; k++)
-            l->off[k + 1] =
-                l->off[k] +
-                (packing == GB_PADMAX ? w->in_bytes : gb_lengths_draw(&w->len, k) * w->token_bytes);
-        total = (size_t)l->off[batch];
+int gb_workload_compute_alone(gb_workload *w, size_t batch, int threads, double seconds,
+                              double *items_per_s, double *batch_cpu_us, char *err, size_t len) {
+    if (!w->synthetic || w->varlen) {
+        snprintf(err, len, "compute alone: fixed-size synthetic workloads only");
+        return GP_ENOTSUP;
     }
-    unsigned char *in = malloc(total ? total : 1);
-    if (!in) return GP_ENOMEM;
-    l->b.in = in;
-    for (size_t k = 0; k < batch; k++) {
-        if (!w->varlen) {
-            memcpy(in + k * item_in_bytes, gb_workload_item(w, k), item_in_bytes);
-            continue;
-        }
-        size_t at = (size_t)l->off[k], room = (size_t)(l->off[k + 1] - l->off[k]);
-        size_t real = gb_lengths_draw(&w->len, k) * w->token_bytes;
-        memcpy(in + at, gb_workload_item(w, k), real);
-        memset(in + at + real, 0, room - real);
-    }
-    return GP_OK;
-}
-
-int gb_workload_compute_alone(gb_workload *w, gb_packing packing, size_t batch, int threads,
-                              double seconds, double *items_per_s, double *batch_cpu_us, char *err,
-                              size_t len) {
     gp_config cfg;
     gp_config_init(&cfg);
     cfg.backend = GP_BACKEND_HOST;
     cfg.max_batch = batch;
     cfg.inflight = threads;
     gb_feed feed;
-    int rc = gb_feed_init(&feed, w, packing, err, len);
+    int rc = gb_feed_init(&feed, w, GB_PACK_NONE, err, len);
     if (rc != GP_OK) return rc;
     if ((rc = gb_workload_configure(&feed, &cfg, err, len)) != GP_OK) {
         gb_feed_free(&feed);
@@ -1168,39 +1134,30 @@ int gb_workload_compute_alone(gb_workload *w, gb_packing packing, size_t batch, 
         snprintf(err, len, "out of memory");
         return GP_ENOMEM;
     }
-    /* Each thread owns buffers and per-slot state, as a pipeline slot does (compute_setup
-       with b->n == 0 first, compute_teardown last). */
+    /* Each thread owns its buffers, as a pipeline slot does. */
     for (int i = 0; rc == GP_OK && i < threads; i++) {
         alone_lane *l = &lanes[i];
-        l->w = w;
         l->cfg = &cfg;
         l->go = &go;
         l->stop = &stop;
+        unsigned char *in = malloc(batch * cfg.item_in_bytes);
         void *out = malloc(batch * cfg.item_out_bytes);
-        l->b = (gp_batch){.n = 0,
+        l->b = (gp_batch){.n = batch,
                           .capacity = batch,
+                          .in = in,
                           .out = out,
                           .in_bytes = cfg.item_in_bytes,
                           .out_bytes = cfg.item_out_bytes,
                           .slot = i,
                           .device = -1,
                           .backend = GP_BACKEND_HOST};
-        if (!out || alone_input(w, packing, batch, cfg.item_in_bytes, l) != GP_OK) {
+        if (!in || !out) {
             snprintf(err, len, "out of memory");
             rc = GP_ENOMEM;
             break;
         }
-        int model = 0;
-#ifdef GB_HAVE_MODEL
-        model = w->model != NULL; /* runs without setup (alone_main) */
-#endif
-        if (!model && cfg.compute_setup &&
-            (rc = cfg.compute_setup(cfg.compute_user, &l->b)) != GP_OK) {
-            snprintf(err, len, "compute_setup: %s", gp_strerror(rc));
-            break;
-        }
-        l->ready = !model;
-        l->b.n = batch;
+        for (size_t k = 0; k < batch; k++)
+            memcpy(in + k * cfg.item_in_bytes, gb_workload_item(w, k), cfg.item_in_bytes);
         if (pthread_create(&l->th, NULL, alone_main, l) != 0) {
             snprintf(err, len, "pthread_create failed");
             rc = GP_ESYS;
@@ -1244,11 +1201,8 @@ int gb_workload_compute_alone(gb_workload *w, gb_packing packing, size_t batch, 
             cpu_s += l->cpu_s;
             counted += n - 1;
         }
-        l->b.n = 0;
-        if (l->ready && cfg.compute_teardown) cfg.compute_teardown(cfg.compute_user, &l->b);
         free((void *)l->b.in);
         free(l->b.out);
-        free(l->off);
     }
     free(lanes);
     gb_feed_free(&feed);

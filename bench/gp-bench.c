@@ -1098,9 +1098,8 @@ static int measure_bound(const gb_opts *o, gb_workload *w, gb_packing packing, i
             snprintf(line, sizeof line, "bound: batch %zu%s, compute alone on %d threads", batch,
                      mode, threads);
             progress(o, ++*step, steps, line);
-            rc = gb_workload_compute_alone(w, packing, batch, threads, o->bound_s,
-                                           &cell->alone_items_per_s, &cell->alone_batch_us, err,
-                                           sizeof err);
+            rc = gb_workload_compute_alone(w, batch, threads, o->bound_s, &cell->alone_items_per_s,
+                                           &cell->alone_batch_us, err, sizeof err);
         }
         if (rc == GP_OK) {
             cell->alone_ok = 1;

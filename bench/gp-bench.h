@@ -216,7 +216,7 @@ typedef struct gb_feed {
        compute reads it, and the slot is not reused before the item is released). */
     uint32_t *lens;
     uint64_t lens_mask;
-    /* A variable-length model's own compute, wrapped to report padding. */
+    /* A model's own compute, wrapped to time it (and, variable-length, to report padding). */
     gp_compute_fn inner;
     void *inner_user;
     int (*inner_setup)(void *user, const gp_batch *b);
@@ -233,8 +233,8 @@ typedef struct gb_feed {
     pthread_mutex_t tok_mu;
     int tok_ok;
     gb_tokens tok; /* under tok_mu */
-    /* A variable-length model's compute: its thread CPU time over the batches after the first
-       (under tok_mu), the compute-alone figure of the bound (gb_workload_slot_cpu). */
+    /* A model's compute: its thread CPU time over the batches after the first (under tok_mu),
+       the compute-alone figure of the bound (gb_workload_slot_cpu). */
     double cpu_s;
     uint64_t cpu_seen, cpu_batches, cpu_items;
 } gb_feed;
@@ -244,11 +244,13 @@ int gb_feed_init(gb_feed *f, gb_workload *w, gb_packing packing, char *err, size
 void gb_feed_free(gb_feed *f);
 /* The sums so far (zeros for fixed-size items). Any thread. */
 gb_tokens gb_feed_tokens(gb_feed *f);
-/* The compute's CPU time so far (variable-length models; 0 batches otherwise). Any thread. */
+/* A model's compute: its thread CPU time so far (0 batches for the synthetic workload). Any
+   thread. */
 void gb_feed_cpu(gb_feed *f, double *cpu_s, uint64_t *batches, uint64_t *items);
-/* 1 when the compute alone is measured as CPU time inside a one-slot pipeline instead of by
-   gb_workload_compute_alone: variable-length models, whose gp_model_run_host_packed allocates
-   its scratch on every call (page faults the pipeline's per-slot compute never pays). */
+/* 1 when the compute alone is measured as the compute's thread CPU time inside a one-slot
+   pipeline instead of by gb_workload_compute_alone: models, whose gp_model_run_host(_packed)
+   allocates its scratch on every call (page faults the pipeline's per-slot compute never pays;
+   at batch 512 they put the demo MLP's old bound 20% below the pipeline). */
 int gb_workload_slot_cpu(const gb_workload *w);
 /* Set compute, item sizes and (host) simulated costs in cfg, with f as the compute's context.
    cfg->max_batch and cfg->inflight must be set (padmax sizes its table from them). */
@@ -258,16 +260,15 @@ int gb_workload_configure(gb_feed *f, gp_config *cfg, char *err, size_t len);
    the maximum in place (reserve, write, commit). Returns the submit's code. */
 int gb_feed_submit(gb_feed *f, gp_pipeline *p, uint64_t i, gp_done_fn done, void *user);
 
-/* The compute alone, outside any pipeline, as the host backend calls it: `threads` threads at
+/* The compute alone, outside any pipeline, as the host backend calls it (the fixed-size
+   synthetic workload with --host-spin; models: gb_workload_slot_cpu): `threads` threads at
    once, each with its own buffers of `batch` items, calling the configured compute back to back
    for at least `seconds` and GB_MIN_BATCHES batches per thread after one warm-up batch.
    *batch_cpu_us: the mean thread CPU time of one batch; *items_per_s: min(threads, cores)
    batches at once at that CPU time (what the threads could do with the cores to themselves,
-   whatever else runs on the machine). Variable-length models: items 0..batch-1 of the length
-   distribution, packed (or all at the maximum for padmax). GP_OK, or an error in err. */
-int gb_workload_compute_alone(gb_workload *w, gb_packing packing, size_t batch, int threads,
-                              double seconds, double *items_per_s, double *batch_cpu_us, char *err,
-                              size_t len);
+   whatever else runs on the machine). GP_OK, or an error with a message in err. */
+int gb_workload_compute_alone(gb_workload *w, size_t batch, int threads, double seconds,
+                              double *items_per_s, double *batch_cpu_us, char *err, size_t len);
 /* Input item number i (the workload's largest item, read-only): one of a pool of up to 64
    distinct deterministic inputs, so batches carry varied data. */
 const void *gb_workload_item(const gb_workload *w, uint64_t i);

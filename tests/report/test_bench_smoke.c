@@ -2,7 +2,7 @@
  * gp-bench smoke test: a tiny sweep on the host backend writes CSV, JSON and SVG that are well
  * formed, the table ends with the pipeline/naive and pipeline/bound ratios (a ratio above the
  * bound is flagged, a bound cell is never blank), its verdict column is the report's first
- * verdict, other arrivals and a demo model run (with the compute-alone bound), and bad flags
+ * verdict, other arrivals and a demo model run (with its CPU bound), and bad flags
  * give the usage and a nonzero exit. Variable-size items: every packing mode in one run, with
  * the token columns in the table, CSV and JSON, and the figures that follow from the lengths
  * alone (not the timing) checked; a variable-length model written here as a .safetensors file;
@@ -411,7 +411,7 @@ int main(int argc, char **argv) {
     check_csv(1, 0);
 
     /* A demo model through the same path (its host layers), fixed rate, two sweeps; the bound
-       of CPU compute: the compute alone on 1 and 2 threads. */
+       of CPU compute for 1 and 2 slot threads. */
     snprintf(args, sizeof args,
              "--backend host --workload mlp --batch 2 --inflight 1,2 --arrival rate=500 "
              "--duration 0.1 --warmup 0.05 --bound-duration 0.05 --baseline naive,bound -q");
@@ -422,8 +422,20 @@ int main(int argc, char **argv) {
         GPT_EQ(rc, 0);
         GPT_EQ(check_table(out, 1, verdicts_seen, sizeof verdicts_seen), 2);
         GPT_CHECK(strstr(out, "n/a[") == NULL);
-        GPT_CHECK(strstr(out, "compute called directly on") != NULL);
+        /* a model's CPU bound: its own CPU time per batch in the one-slot run */
+        GPT_CHECK(strstr(out, "thread CPU time per batch in that one-slot run") != NULL);
     }
+    free(out);
+    free(err);
+
+    /* CPU compute that gp-bench calls itself (--host-spin): its bound is the compute called
+       directly on inflight threads. */
+    GPT_EQ(run("--backend host --host-spin --batch 2 --compute-us 50 --compute-us-per-item 5 "
+               "--duration 0.05 --warmup 0 --bound-duration 0.03 --baseline bound -q",
+               &out, &err),
+           0);
+    GPT_EQ(check_table(out, 1, verdicts_seen, sizeof verdicts_seen), 1);
+    GPT_CHECK(strstr(out, "compute called directly on 3 threads") != NULL);
     free(out);
     free(err);
 
