@@ -233,10 +233,12 @@ void gb_print_table(const gb_run *r, FILE *f) {
         fprintf(f,
                 "  bound  the slowest stage alone at each batch size (bound/s column), each run "
                 "for at least %.3g s and %d batches after a warm-up batch: H2D and D2H timed per "
-                "batch (median) in a one-slot pipeline; %s. At batch %zu: h2d %s us, d2h %s us "
+                "batch (%s) in a one-slot pipeline; %s. At batch %zu: h2d %s us, d2h %s us "
                 "per batch -> %s items/s\n",
-                o->bound_s, GB_MIN_BATCHES, compute, p->batch, sig3(p->bound_h2d_us).s,
-                sig3(p->bound_d2h_us).s, rate(p->bound_items_per_s).s);
+                o->bound_s, GB_MIN_BATCHES,
+                varlen(r) ? "mean: variable-size batches differ in cost" : "median", compute,
+                p->batch, sig3(p->bound_h2d_us).s, sig3(p->bound_d2h_us).s,
+                rate(p->bound_items_per_s).s);
     } else if (o->bound) {
         fprintf(f, "  bound  not measured at the best point (see the notes above)\n");
     } else {
