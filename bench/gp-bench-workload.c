@@ -25,8 +25,9 @@
  * copy out, wait; the cost model is the same as the pipeline's (on the host backend the same
  * simulated copy and compute times, slept the same way).
  *
- * compute alone (the bound of CPU compute on the host backend): the configured compute called
- * directly on as many threads as the pipeline has slot threads, nothing else running.
+ * The bound of CPU compute on the host backend: a model's compute is timed in thread CPU time
+ * inside the pipeline's one-slot run (gb_feed_cpu); --host-spin's is called directly on as many
+ * threads as the pipeline has slot threads, nothing else running (compute alone).
  */
 #include <math.h>
 #include <pthread.h>
