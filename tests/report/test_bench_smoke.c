@@ -521,6 +521,33 @@ int main(int argc, char **argv) {
         free(t);
     }
 
+    /* A token budget: packed batches close on bytes (256 tokens of items of 8..64 tokens);
+       padmax batches hold 256 / 64 = 4 items. A budget below the longest item is refused. */
+    snprintf(args, sizeof args,
+             "--backend host --lengths uniform:8,64 --token-bytes 64 --max-batch-tokens 256 "
+             "--packing packed,padmax --batch 32 --duration 0.05 --warmup 0.02 --baseline none "
+             "--csv '%s/out.csv' -q",
+             dir);
+    GPT_EQ(run(args, &out, &err), 0);
+    free(out);
+    free(err);
+    check_csv(2, 0);
+    {
+        csv c;
+        csv_load(&c);
+        int pk = csv_row(&c, "packed"), pm = csv_row(&c, "padmax");
+        GPT_CHECK(pk >= 0 && pm >= 0);
+        double pk_batch = csv_num(&c, pk, "mean_batch");
+        GPT_CHECK(pk_batch >= 1 && pk_batch * csv_num(&c, pk, "mean_tokens") <= 256 * 1.1);
+        GPT_CHECK(csv_num(&c, pm, "mean_batch") <= 4);
+        free(c.text);
+    }
+    GPT_EQ(run("--backend host --lengths uniform:8,64 --max-batch-tokens 32 --batch 4", &out, &err),
+           1);
+    GPT_CHECK(strstr(err, "--max-batch-tokens 32: below the longest item (64 tokens)") != NULL);
+    free(out);
+    free(err);
+
     /* A variable-length model: items from the length distribution, packed and padmax (its
        default). */
     char model[512];
