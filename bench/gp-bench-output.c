@@ -42,6 +42,11 @@ static const char *arrival_name(const gb_opts *o, char *buf, size_t len) {
     return buf;
 }
 
+static double naive_tokens_per_s(const gb_run *r) {
+    return r->naive.items ? r->naive.items_per_s * (double)r->naive.tokens / (double)r->naive.items
+                          : 0;
+}
+
 int gb_best_point(const gb_run *r) {
     int best = -1;
     for (int i = 0; i < r->npts; i++)
@@ -54,6 +59,13 @@ void gb_print_header(const gb_run *r, FILE *f) {
     char arr[128];
     fprintf(f, "gp-bench %s, %s, %s\n", gp_version(), r->date, r->machine);
     fprintf(f, "workload  %s\n", r->workload_desc);
+    if (r->token_bytes) {
+        fprintf(f, "packing  ");
+        for (int i = 0; i < o->npacking; i++)
+            fprintf(f, " %s%s", gb_packing_name(o->packing[i]), i + 1 < o->npacking ? "," : "");
+        fprintf(f, " (same arrivals and item lengths in each; tok/s counts useful tokens, pad%% "
+                   "the computed tokens that were padding: gp_batch_report_padding)\n");
+    }
     fprintf(f, "backend   %s", gp_backend_name(r->backend));
     if (r->fell_back)
         fprintf(f, " - AUTO fell back, the GPU is not used: %s", r->fallback_reason);
@@ -76,6 +88,10 @@ static int swept_producers(const gb_opts *o) {
 static int swept_delay(const gb_opts *o) {
     return o->ndelay > 1;
 }
+/* Runs with token counts show the packing and the token columns. */
+static int varlen(const gb_run *r) {
+    return r->token_bytes > 0;
+}
 
 /* Pipeline over bound; 0 when there is no bound. */
 static double over_bound(const gb_point *p) {
@@ -86,21 +102,65 @@ static int above_bound(const gb_point *p) {
     return over_bound(p) > GB_OVER_BOUND;
 }
 
+/* Points of one series share inflight, producers and delay (and packing, within a series). */
+static int same_setting(const gb_point *a, const gb_point *b) {
+    return a->batch == b->batch && a->inflight == b->inflight && a->producers == b->producers &&
+           a->delay_us == b->delay_us;
+}
+
+/* Variable-size items: each setting's modes side by side, packed first. */
+static void print_packing(const gb_run *r, FILE *f) {
+    const gb_opts *o = r->o;
+    fprintf(f,
+            "\nvariable-size items (%s tokens of %zu B: mean %.1f, p50 %u, p99 %u; the same items "
+            "in every mode):\n",
+            r->lengths_spec, r->token_bytes, r->mean_tokens, r->p50_tokens, r->p99_tokens);
+    int done[GB_MAX_POINTS] = {0};
+    for (int i = 0; i < r->npts; i++) {
+        if (done[i]) continue;
+        const gb_point *base = NULL;
+        for (int j = i; j < r->npts; j++)
+            if (same_setting(&r->pts[i], &r->pts[j]) && r->pts[j].packing == GB_PACKED)
+                base = &r->pts[j];
+        fprintf(f, "  batch %zu", r->pts[i].batch);
+        if (swept_inflight(o)) fprintf(f, ", inflight %d", r->pts[i].inflight);
+        if (swept_producers(o)) fprintf(f, ", producers %d", r->pts[i].producers);
+        if (swept_delay(o)) fprintf(f, ", delay %u us", r->pts[i].delay_us);
+        fputs(":", f);
+        for (int j = i; j < r->npts; j++) {
+            const gb_point *p = &r->pts[j];
+            if (!same_setting(&r->pts[i], p)) continue;
+            done[j] = 1;
+            fprintf(f, "%s %s %s tok/s (%s MB/s useful), %s items/s, %s B H2D/item, %.0f%% padding",
+                    p == &r->pts[i] ? "" : ";", gb_packing_name(p->packing),
+                    rate(p->tokens_per_s).s, sig3(p->useful_bytes_per_s / 1e6).s,
+                    rate(p->items_per_s).s, rate(p->h2d_bytes_per_item).s, 100 * p->padding);
+            if (base && p != base && p->tokens_per_s > 0)
+                fprintf(f, " (packed does %sx the useful tokens/s)",
+                        sig3(base->tokens_per_s / p->tokens_per_s).s);
+        }
+        fputc('\n', f);
+    }
+}
+
 void gb_print_table(const gb_run *r, FILE *f) {
     const gb_opts *o = r->o;
     fprintf(f, "\n%6s", "batch");
+    if (varlen(r)) fprintf(f, " %-7s", "packing");
     if (swept_inflight(o)) fprintf(f, " %8s", "inflight");
     if (swept_producers(o)) fprintf(f, " %9s", "producers");
     if (swept_delay(o)) fprintf(f, " %8s", "delay us");
     fprintf(f, " %9s %8s %8s %8s %8s %8s %8s %8s %6s %-13s %-13s", "items/s", "p50 ms", "p95 ms",
             "p99 ms", "compute%", "H2D GB/s", "D2H GB/s", "enq us", "mean", "verdict",
             "bottleneck");
+    if (varlen(r)) fprintf(f, " %9s %9s %5s", "tok/s", "H2D B/it", "pad%");
     if (o->bound) fprintf(f, " %9s %7s", "bound/s", "%bound");
     fputc('\n', f);
     int notes = 0, above = 0;
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
         fprintf(f, "%6zu", p->batch);
+        if (varlen(r)) fprintf(f, " %-7s", gb_packing_name(p->packing));
         if (swept_inflight(o)) fprintf(f, " %8d", p->inflight);
         if (swept_producers(o)) fprintf(f, " %9d", p->producers);
         if (swept_delay(o)) fprintf(f, " %8u", p->delay_us);
@@ -109,6 +169,9 @@ void gb_print_table(const gb_run *r, FILE *f) {
                 100 * p->compute_busy, sig3(p->h2d_gbps).s, sig3(p->d2h_gbps).s,
                 sig3(p->enqueue_us).s, sig3(p->mean_batch).s, gp_verdict_name(p->verdict),
                 gp_verdict_name(p->bottleneck));
+        if (varlen(r))
+            fprintf(f, " %9s %9s %4.0f%%", rate(p->tokens_per_s).s, rate(p->h2d_bytes_per_item).s,
+                    100 * p->padding);
         if (o->bound && p->bound_items_per_s > 0) {
             fprintf(f, " %9s %5.0f%%%s", rate(p->bound_items_per_s).s, 100 * over_bound(p),
                     above_bound(p) ? "!" : " ");
@@ -132,21 +195,33 @@ void gb_print_table(const gb_run *r, FILE *f) {
     for (int i = 0, k = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
         if (o->bound && p->bound_items_per_s <= 0)
-            fprintf(f, "n/a[%d] batch %zu, inflight %d: no bound: %s\n", ++k, p->batch, p->inflight,
-                    p->bound_note[0] ? p->bound_note : "not measured");
+            fprintf(f, "n/a[%d] batch %zu%s%s, inflight %d: no bound: %s\n", ++k, p->batch,
+                    varlen(r) ? ", " : "", varlen(r) ? gb_packing_name(p->packing) : "",
+                    p->inflight, p->bound_note[0] ? p->bound_note : "not measured");
     }
 
     int best = gb_best_point(r);
     fprintf(f, "\nbaselines (same compute, same run):\n");
-    if (r->naive.ran)
+    if (r->naive.ran && varlen(r))
+        fprintf(f, "  naive  %s items/s, %s useful tok/s, p50 %s ms, p99 %s ms: %s\n",
+                rate(r->naive.items_per_s).s, rate(naive_tokens_per_s(r)).s,
+                sig3(r->naive.p50_us / 1e3).s, sig3(r->naive.p99_us / 1e3).s, r->naive.how);
+    else if (r->naive.ran)
         fprintf(f, "  naive  %s items/s, p50 %s ms, p99 %s ms: %s\n", rate(r->naive.items_per_s).s,
                 sig3(r->naive.p50_us / 1e3).s, sig3(r->naive.p99_us / 1e3).s, r->naive.how);
     else
         fprintf(f, "  naive  not run\n");
     if (o->bound && best >= 0 && r->pts[best].bound_items_per_s > 0) {
         const gb_point *p = &r->pts[best];
-        char compute[256];
-        if (p->bound_alone)
+        char compute[320];
+        if (p->bound_in_slot)
+            snprintf(compute, sizeof compute,
+                     "the compute's thread CPU time per batch in that one-slot run, %s us (with "
+                     "the model's own per-slot buffers, which gp_model_run_host would allocate "
+                     "on every call), as many batches at once as there are cores for the "
+                     "pipeline's %d slot threads",
+                     sig3(p->bound_compute_us).s, p->bound_threads);
+        else if (p->bound_alone)
             snprintf(compute, sizeof compute,
                      "compute called directly on %d threads at once (the pipeline's inflight: its "
                      "compute runs on that many slot threads), nothing else running, %s us of CPU "
@@ -158,10 +233,12 @@ void gb_print_table(const gb_run *r, FILE *f) {
         fprintf(f,
                 "  bound  the slowest stage alone at each batch size (bound/s column), each run "
                 "for at least %.3g s and %d batches after a warm-up batch: H2D and D2H timed per "
-                "batch (median) in a one-slot pipeline; %s. At batch %zu: h2d %s us, d2h %s us "
+                "batch (%s) in a one-slot pipeline; %s. At batch %zu: h2d %s us, d2h %s us "
                 "per batch -> %s items/s\n",
-                o->bound_s, GB_MIN_BATCHES, compute, p->batch, sig3(p->bound_h2d_us).s,
-                sig3(p->bound_d2h_us).s, rate(p->bound_items_per_s).s);
+                o->bound_s, GB_MIN_BATCHES,
+                varlen(r) ? "mean: variable-size batches differ in cost" : "median", compute,
+                p->batch, sig3(p->bound_h2d_us).s, sig3(p->bound_d2h_us).s,
+                rate(p->bound_items_per_s).s);
     } else if (o->bound) {
         fprintf(f, "  bound  not measured at the best point (see the notes above)\n");
     } else {
@@ -188,6 +265,7 @@ void gb_print_table(const gb_run *r, FILE *f) {
                 "(open-loop arrivals: the pipeline runs at the offered %s items/s, so the "
                 "ratios show the load, not the capacity; use --arrival closed for that)\n",
                 rate(o->rate).s);
+    if (varlen(r)) print_packing(r, f);
 }
 
 /* ---- CSV -------------------------------------------------------------------------------- */
@@ -198,24 +276,33 @@ int gb_write_csv(const gb_run *r, const char *path) {
     fprintf(f, "kind,batch,inflight,producers,max_delay_us,items_per_s,offered_per_s,p50_us,"
                "p95_us,p99_us,compute_busy_pct,h2d_busy_pct,d2h_busy_pct,h2d_gbps,d2h_gbps,"
                "enqueue_us,mean_batch,verdict,bound_items_per_s,pipeline_over_bound,repeats,"
-               "items_per_s_min,items_per_s_max,bottleneck,window_batches\n");
+               "items_per_s_min,items_per_s_max,bottleneck,window_batches,packing,tokens_per_s,"
+               "useful_bytes_per_s,h2d_bytes_per_item,padding,mean_tokens,computed_tokens\n");
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
         fprintf(f,
                 "pipeline,%zu,%d,%d,%u,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%.4g,%.4g,%.6g,%.6g,%.6g,"
-                "%.6g,%s,%.6g,%.6g,%d,%.6g,%.6g,%s,%llu\n",
+                "%.6g,%s,%.6g,%.6g,%d,%.6g,%.6g,%s,%llu,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
                 p->batch, p->inflight, p->producers, p->delay_us, p->items_per_s, p->offered_per_s,
                 p->p50_us, p->p95_us, p->p99_us, 100 * p->compute_busy, 100 * p->h2d_busy,
                 100 * p->d2h_busy, p->h2d_gbps, p->d2h_gbps, p->enqueue_us, p->mean_batch,
                 gp_verdict_name(p->verdict), p->bound_items_per_s, over_bound(p), p->repeats,
                 p->items_per_s_min, p->items_per_s_max, gp_verdict_name(p->bottleneck),
-                (unsigned long long)p->window_batches);
+                (unsigned long long)p->window_batches, gb_packing_name(p->packing), p->tokens_per_s,
+                p->useful_bytes_per_s, p->h2d_bytes_per_item, p->padding, p->mean_tokens,
+                p->computed_tokens);
     }
-    if (r->naive.ran)
+    if (r->naive.ran) {
+        /* One item per call at its own length: no padding. */
+        double mean = r->naive.items ? (double)r->naive.tokens / (double)r->naive.items : 0;
         fprintf(f,
-                "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0,%d,%.6g,%.6g,serial,0\n",
+                "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0,%d,%.6g,%.6g,serial,0,"
+                "serial,%.6g,%.6g,%.6g,0,%.6g,%.6g\n",
                 r->naive.items_per_s, r->naive.p50_us, r->naive.p99_us, r->o->repeat,
-                r->naive.items_per_s, r->naive.items_per_s);
+                r->naive.items_per_s, r->naive.items_per_s, naive_tokens_per_s(r),
+                naive_tokens_per_s(r) * (double)r->token_bytes, mean * (double)r->token_bytes, mean,
+                mean);
+    }
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -245,7 +332,21 @@ int gb_write_json(const gb_run *r, const char *path) {
     gb_json_str(f, r->fell_back ? r->fallback_reason : "");
     fprintf(f, ",\"arrival\":");
     gb_json_str(f, arrival_name(o, arr, sizeof arr));
-    fprintf(f, ",\"duration_s\":%.6g,\"warmup_s\":%.6g,\"points\":[", o->duration_s, o->warmup_s);
+    fprintf(f, ",\"duration_s\":%.6g,\"warmup_s\":%.6g,\"lengths\":", o->duration_s, o->warmup_s);
+    if (varlen(r)) {
+        fprintf(f, "{\"spec\":");
+        gb_json_str(f, r->lengths_spec);
+        fprintf(f,
+                ",\"token_bytes\":%zu,\"mean_tokens\":%.6g,\"p50_tokens\":%u,"
+                "\"p99_tokens\":%u,\"packing\":[",
+                r->token_bytes, fin(r->mean_tokens), r->p50_tokens, r->p99_tokens);
+        for (int i = 0; i < o->npacking; i++)
+            fprintf(f, "%s\"%s\"", i ? "," : "", gb_packing_name(o->packing[i]));
+        fputs("]}", f);
+    } else {
+        fputs("null", f);
+    }
+    fprintf(f, ",\"points\":[");
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
         fprintf(f,
@@ -257,7 +358,8 @@ int gb_write_json(const gb_run *r, const char *path) {
                 "\"d2h_gbps\":%.6g,\"enqueue_us\":%.6g,\"mean_batch\":%.6g,\"verdict\":\"%s\","
                 "\"bottleneck\":\"%s\",\"window_batches\":%llu,"
                 "\"bound\":{\"items_per_s\":%.6g,\"h2d_us\":%.6g,\"compute_us\":%.6g,"
-                "\"d2h_us\":%.6g,\"compute_threads\":%d,\"pipeline_over_bound\":%.6g,"
+                "\"d2h_us\":%.6g,\"compute_threads\":%d,\"compute_cpu_in_slot\":%s,"
+                "\"pipeline_over_bound\":%.6g,"
                 "\"above_bound\":%s,\"note\":",
                 i ? "," : "", p->batch, p->inflight, p->producers, p->delay_us, fin(p->window_s),
                 (unsigned long long)p->completed, (unsigned long long)p->failed,
@@ -268,15 +370,25 @@ int gb_write_json(const gb_run *r, const char *path) {
                 gp_verdict_name(p->verdict), gp_verdict_name(p->bottleneck),
                 (unsigned long long)p->window_batches, fin(p->bound_items_per_s),
                 fin(p->bound_h2d_us), fin(p->bound_compute_us), fin(p->bound_d2h_us),
-                p->bound_threads, fin(over_bound(p)), above_bound(p) ? "true" : "false");
+                p->bound_threads, p->bound_in_slot ? "true" : "false", fin(over_bound(p)),
+                above_bound(p) ? "true" : "false");
         gb_json_str(f, p->bound_note);
-        fputs("}}", f);
+        fprintf(f,
+                "},\"packing\":\"%s\",\"tokens_per_s\":%.6g,\"useful_bytes_per_s\":%.6g,"
+                "\"h2d_bytes_per_item\":%.6g,\"padding\":%.6g,\"mean_tokens\":%.6g,"
+                "\"computed_tokens\":%.6g}",
+                gb_packing_name(p->packing), fin(p->tokens_per_s), fin(p->useful_bytes_per_s),
+                fin(p->h2d_bytes_per_item), fin(p->padding), fin(p->mean_tokens),
+                fin(p->computed_tokens));
     }
     fprintf(f, "],\"naive\":");
     if (r->naive.ran) {
-        fprintf(f, "{\"items_per_s\":%.6g,\"p50_us\":%.6g,\"p99_us\":%.6g,\"items\":%llu,\"how\":",
+        fprintf(f,
+                "{\"items_per_s\":%.6g,\"p50_us\":%.6g,\"p99_us\":%.6g,\"items\":%llu,"
+                "\"tokens\":%llu,\"tokens_per_s\":%.6g,\"how\":",
                 fin(r->naive.items_per_s), fin(r->naive.p50_us), fin(r->naive.p99_us),
-                (unsigned long long)r->naive.items);
+                (unsigned long long)r->naive.items, (unsigned long long)r->naive.tokens,
+                fin(naive_tokens_per_s(r)));
         gb_json_str(f, r->naive.how);
         fputc('}', f);
     } else {
@@ -361,7 +473,8 @@ static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
 
 /* Points of one series share inflight, producers and delay. */
 static int same_series(const gb_point *a, const gb_point *b) {
-    return a->inflight == b->inflight && a->producers == b->producers && a->delay_us == b->delay_us;
+    return a->inflight == b->inflight && a->producers == b->producers &&
+           a->delay_us == b->delay_us && a->packing == b->packing;
 }
 
 static void axes(FILE *f, const panel *p, const xaxis *x, const gb_run *r, const char *ylabel) {
@@ -433,9 +546,12 @@ static void series(FILE *f, const gb_run *r, const panel *p, const xaxis *x, int
                 "stroke-width=\"2\"/>\n",
                 PLOT_X1 + 10, ly - 4, PLOT_X1 + 28, ly - 4, col);
         fprintf(f,
-                "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">inflight %d, prod %d, delay %u"
-                "</text>\n",
-                PLOT_X1 + 32, ly, r->pts[i].inflight, r->pts[i].producers, r->pts[i].delay_us);
+                "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">%s%sinflight %d, prod %d, delay "
+                "%u</text>\n",
+                PLOT_X1 + 32, ly,
+                r->pts[i].packing == GB_PACK_NONE ? "" : gb_packing_name(r->pts[i].packing),
+                r->pts[i].packing == GB_PACK_NONE ? "" : ", ", r->pts[i].inflight,
+                r->pts[i].producers, r->pts[i].delay_us);
     }
     if (latency) return;
     double ly = p->y0 + 14 + 16 * ncolor;

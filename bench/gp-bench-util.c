@@ -1,9 +1,12 @@
 /*
  * gp-bench's own helpers, so the tool needs nothing but the public headers: a latency
- * histogram for the naive baseline (the pipeline's latencies come from its own stats), and
- * JSON string escaping.
+ * histogram for the naive baseline (the pipeline's latencies come from its own stats), JSON
+ * string escaping, and the token-count distributions of variable-size items.
  */
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gp-bench.h"
 
@@ -51,4 +54,145 @@ void gb_json_str(FILE *f, const char *s) {
             fputc(*c, f);
     }
     fputc('"', f);
+}
+
+/* ---- token counts ----------------------------------------------------------------------- */
+
+const char *gb_packing_name(gb_packing p) {
+    switch (p) {
+    case GB_PACKED:
+        return "packed";
+    case GB_PADDED:
+        return "padded";
+    case GB_PADMAX:
+        return "padmax";
+    default:
+        return "fixed";
+    }
+}
+
+/* Comma-separated numbers after "name:"; the count read, or -1 on anything else. */
+static int numbers(const char *s, double *v, int max) {
+    int n = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        if (n == max) return -1;
+        v[n] = strtod(s, &end);
+        if (errno || end == s || !isfinite(v[n])) return -1;
+        n++;
+        if (*end == '\0') return n;
+        if (*end != ',') return -1;
+        s = end + 1;
+    }
+}
+
+static int whole(double v, uint32_t *out) {
+    if (v < 1 || v > GB_MAX_TOKENS || v != floor(v)) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int gb_lengths_parse(const char *s, gb_lengths *l, char *why, size_t len) {
+    memset(l, 0, sizeof *l);
+    snprintf(l->spec, sizeof l->spec, "%s", s);
+    double v[5];
+    int n;
+    if (!strcmp(s, "fixed")) {
+        l->kind = GB_LEN_NONE;
+        return 0;
+    }
+    if (!strncmp(s, "fixed:", 6)) {
+        if (numbers(s + 6, v, 5) != 1 || whole(v[0], &l->lo)) {
+            snprintf(why, len, "expected fixed:N, N tokens in 1..%u", GB_MAX_TOKENS);
+            return -1;
+        }
+        l->kind = GB_LEN_FIXED;
+        l->hi = l->lo;
+        return 0;
+    }
+    if (!strncmp(s, "uniform:", 8)) {
+        if (numbers(s + 8, v, 5) != 2 || whole(v[0], &l->lo) || whole(v[1], &l->hi) ||
+            l->lo > l->hi) {
+            snprintf(why, len, "expected uniform:A,B, whole token counts 1 <= A <= B <= %u",
+                     GB_MAX_TOKENS);
+            return -1;
+        }
+        l->kind = GB_LEN_UNIFORM;
+        return 0;
+    }
+    if (!strncmp(s, "lognormal:", 10)) {
+        if ((n = numbers(s + 10, v, 5)) != 4 || whole(v[2], &l->lo) || whole(v[3], &l->hi) ||
+            l->lo > l->hi || v[0] < -10 || v[0] > 20 || !(v[1] > 0) || v[1] > 10) {
+            snprintf(why, len,
+                     "expected lognormal:MU,SIGMA,A,B: the token count is exp(MU + SIGMA * Z), "
+                     "Z standard normal (MU in -10..20, SIGMA in (0, 10]), rounded and clipped "
+                     "to [A, B], whole counts 1 <= A <= B <= %u; e.g. lognormal:4.5,0.9,8,512",
+                     GB_MAX_TOKENS);
+            return -1;
+        }
+        l->kind = GB_LEN_LOGNORMAL;
+        l->mu = v[0];
+        l->sigma = v[1];
+        return 0;
+    }
+    snprintf(why, len,
+             "expected fixed, fixed:N, uniform:A,B or lognormal:MU,SIGMA,A,B (token counts)");
+    return -1;
+}
+
+/* splitmix64: a 64-bit hash of the item number. */
+static uint64_t mix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15u;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+/* In (0, 1). */
+static double unit(uint64_t z) {
+    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+
+uint32_t gb_lengths_draw(const gb_lengths *l, uint64_t i) {
+    const uint64_t seed = 0x6C656E6774687321u; /* one sequence of lengths for every run */
+    switch (l->kind) {
+    case GB_LEN_FIXED:
+        return l->lo;
+    case GB_LEN_UNIFORM:
+        return l->lo + (uint32_t)(mix(seed ^ i) % ((uint64_t)l->hi - l->lo + 1));
+    case GB_LEN_LOGNORMAL: {
+        /* Box-Muller from two hashes of i. */
+        double u1 = unit(mix(seed ^ (2 * i))), u2 = unit(mix(seed ^ (2 * i + 1)));
+        double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+        double x = round(exp(l->mu + l->sigma * z));
+        return x < l->lo ? l->lo : x > l->hi ? l->hi : (uint32_t)x;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+void gb_lengths_stats(const gb_lengths *l, double *mean, uint32_t *p50, uint32_t *p99) {
+    *mean = 0;
+    *p50 = *p99 = 0;
+    if (l->kind == GB_LEN_NONE) return;
+    uint32_t *v = malloc(GB_LEN_SAMPLE * sizeof *v);
+    double sum = 0;
+    for (uint64_t i = 0; i < GB_LEN_SAMPLE; i++) {
+        uint32_t t = gb_lengths_draw(l, i);
+        sum += t;
+        if (v) v[i] = t;
+    }
+    *mean = sum / GB_LEN_SAMPLE;
+    if (!v) return; /* no memory for the percentiles: they stay 0 */
+    qsort(v, GB_LEN_SAMPLE, sizeof *v, cmp_u32);
+    *p50 = v[GB_LEN_SAMPLE / 2];
+    *p99 = v[GB_LEN_SAMPLE * 99 / 100];
+    free(v);
 }

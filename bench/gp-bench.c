@@ -24,7 +24,7 @@ static const char usage[] =
     "verdict per point and baselines from the same run. No options: a quick demo sweep.\n"
     "\n"
     "workload\n"
-    "  --workload W          synthetic (default) | mlp | cnn | FILE.safetensors\n"
+    "  --workload W          synthetic (default) | mlp | cnn | encoder | FILE.safetensors\n"
     "  --in-bytes N          synthetic: input bytes per item (default 3072)\n"
     "  --out-bytes N         synthetic: output bytes per item (default 40)\n"
     "  --compute-us X        synthetic: compute per batch, us (default 200)\n"
@@ -33,6 +33,30 @@ static const char usage[] =
     "                        (default 12, a PCIe 3.0 x16 link)\n"
     "  --host-spin           host backend: compute as a busy loop, not simulated time\n"
     "  --precision P         model on CUDA: fp32 | tf32 | fp16 | bf16\n"
+    "variable-size items (token counts; item i always has the same count, in every mode)\n"
+    "  --lengths D           fixed (default: fixed-size items of --in-bytes) | fixed:N |\n"
+    "                        uniform:A,B | lognormal:MU,SIGMA,A,B (exp(MU + SIGMA * Z)\n"
+    "                        tokens, rounded, clipped to [A, B]; text-like:\n"
+    "                        lognormal:4.5,0.9,8,512, the default for a model whose input is\n"
+    "                        variable-length)\n"
+    "  --token-bytes N       synthetic: bytes per token (default 256)\n"
+    "  --compute-us-per-token X  synthetic: compute per computed token, padding included, us\n"
+    "                        (default 0.5), on top of --compute-us and --compute-us-per-item\n"
+    "  --max-batch-tokens N  token budget per batch (max_batch_bytes); padmax: N / max\n"
+    "                        tokens items per batch (default: none, max_batch only)\n"
+    "  --packing LIST        how batches carry items, every mode in the same run, same\n"
+    "                        arrivals and lengths (default: all when lengths vary, for a model\n"
+    "                        packed,padmax; else packed):\n"
+    "                        packed: each item at its own length (gp_pipeline_submit_ex);\n"
+    "                          H2D moves the real tokens, the compute pays for them\n"
+    "                        padded: moved packed as above; the compute pads the batch to its\n"
+    "                          longest item (gp_batch_pad, with a mask) and pays for n *\n"
+    "                          longest tokens, as a collate_fn that pads per batch (which\n"
+    "                          would also copy the padding)\n"
+    "                        padmax: every item padded to the maximum in a fixed-size ring\n"
+    "                          slot; H2D moves and the compute pays for n * max tokens\n"
+    "                        both = packed,padded; all = packed,padded,padmax\n"
+    "  --vocab N             models with token-id inputs: ids uniform in [0, N) (default 1000)\n"
     "pipeline and sweep (lists are comma separated; every combination is run)\n"
     "  --backend B           auto (default) | host | cuda\n"
     "  --batch LIST          max_batch values (default 1,2,4,...,512)\n"
@@ -45,7 +69,8 @@ static const char usage[] =
     "                        rate=R: R items/s in total, evenly spaced; poisson=R: Poisson\n"
     "                        arrivals at R items/s in total\n"
     "  --window N            closed: items in flight per producer (default: enough to fill\n"
-    "                        every slot and the next batch, (inflight+2)*batch/producers)\n"
+    "                        every slot and the next batch, (inflight+2)*batch/producers;\n"
+    "                        with heavy per-item costs 4*batch keeps batches full)\n"
     "  --duration S          measured seconds per point, at least; a window also holds at\n"
     "                        least 5 whole batches (default 0.5)\n"
     "  --warmup S            seconds before each measurement (default 0.1)\n"
@@ -55,8 +80,12 @@ static const char usage[] =
     "  --baseline LIST       naive,bound (default) | naive | bound | none\n"
     "  --bound-duration S    seconds per bound run, at least; each also runs 5 batches\n"
     "                        after a warm-up one (default 0.2). The bound: the slowest stage\n"
-    "                        alone; CPU compute (host backend) alone on inflight threads\n"
-    "  --csv F  --json F  --svg F   write the results (SVG: items/s and p99 vs batch)\n"
+    "                        alone, in a one-slot run of full batches; CPU compute (host\n"
+    "                        backend): its thread CPU time per batch, inflight batches at\n"
+    "                        once as the cores allow\n"
+    "  --csv F  --json F  --svg F   write the results (SVG: items/s and p99 vs batch);\n"
+    "                        with token counts also useful tokens/s, bytes/s, H2D bytes per\n"
+    "                        item and the padding share per point\n"
     "  --report              print the doctor's full report for every point\n"
     "  -q, --quiet           no progress line on stderr\n"
     "  -h, --help            this text\n";
@@ -102,6 +131,37 @@ static int parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, in
         n++;
     }
     return n ? n : -1;
+}
+
+/* "packed,padmax", "both", "all": the modes in the order given, each once. */
+static int parse_packing(const char *s, gb_opts *o) {
+    char buf[64];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    o->npacking = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        gb_packing add[GB_PACKING_COUNT_];
+        int n = 0;
+        if (!strcmp(t, "both") || !strcmp(t, "all")) {
+            add[n++] = GB_PACKED;
+            add[n++] = GB_PADDED;
+            if (t[0] == 'a') add[n++] = GB_PADMAX;
+        } else {
+            int k = 0;
+            while (k < GB_PACKING_COUNT_ && strcmp(t, gb_packing_name((gb_packing)k)) != 0)
+                k++;
+            if (k == GB_PACKING_COUNT_) return -1;
+            add[n++] = (gb_packing)k;
+        }
+        for (int i = 0; i < n; i++) {
+            int seen = 0;
+            for (int j = 0; j < o->npacking; j++)
+                seen |= o->packing[j] == add[i];
+            if (!seen) o->packing[o->npacking++] = add[i];
+        }
+    }
+    return o->npacking ? 0 : -1;
 }
 
 static int parse_args(int argc, char **argv, gb_opts *o) {
@@ -216,6 +276,30 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
                 return bad(a, val, "expected GB/s in 0..10000");
         } else if (!strcmp(a, "--precision")) {
             o->precision = val;
+        } else if (!strcmp(a, "--lengths")) {
+            char why[320];
+            if (gb_lengths_parse(val, &o->lengths, why, sizeof why)) return bad(a, val, why);
+        } else if (!strcmp(a, "--token-bytes")) {
+            if (parse_u64(val, 1, 1u << 20, v) != 0)
+                return bad(a, val, "expected bytes per token in 1..1048576");
+            o->token_bytes = (size_t)v[0];
+            o->token_bytes_set = 1;
+        } else if (!strcmp(a, "--compute-us-per-token")) {
+            if (parse_double(val, 0, 1e6, &o->compute_us_per_token))
+                return bad(a, val, "expected microseconds in 0..1e6");
+        } else if (!strcmp(a, "--max-batch-tokens")) {
+            if (parse_u64(val, 1, 1u << 30, v) != 0)
+                return bad(a, val, "expected tokens in 1..1073741824");
+            o->max_batch_tokens = (size_t)v[0];
+        } else if (!strcmp(a, "--vocab")) {
+            if (parse_u64(val, 1, INT32_MAX, v) != 0)
+                return bad(a, val, "expected a vocabulary size in 1..2147483647");
+            o->vocab = v[0];
+        } else if (!strcmp(a, "--packing")) {
+            if (parse_packing(val, o) != 0)
+                return bad(a, val,
+                           "expected a list of packed, padded, padmax, or both (packed,padded) "
+                           "or all");
         } else if (!strcmp(a, "--baseline")) {
             o->naive = o->bound = 0;
             char buf[64];
@@ -266,6 +350,9 @@ static void defaults(gb_opts *o) {
     o->compute_us = 200;
     o->compute_us_per_item = 5;
     o->copy_gbps = 12;
+    o->token_bytes = 256;
+    o->compute_us_per_token = 0.5;
+    o->vocab = 1000;
     o->completion_workers = 1;
     o->naive = o->bound = 1;
 }
@@ -289,8 +376,7 @@ typedef struct producer {
 struct point_ctx {
     gp_pipeline *p;
     const gb_opts *o;
-    const gb_workload *w;
-    size_t in_bytes;
+    gb_feed *feed;         /* the workload as this pipeline uses it */
     int64_t window;        /* closed loop */
     double per_producer_s; /* open loop: mean seconds between this producer's arrivals */
     _Atomic int stop;
@@ -370,9 +456,9 @@ static void *producer_main(void *arg) {
             break;
         }
         atomic_fetch_add(&pr->outstanding, 1);
-        const void *item = gb_workload_item(c->w, pr->next);
+        uint64_t item = pr->next;
         pr->next += (uint64_t)c->o->producers[0]; /* producers interleave the inputs */
-        int rc = gp_pipeline_submit(c->p, item, c->in_bytes, on_done, pr);
+        int rc = gb_feed_submit(c->feed, c->p, item, on_done, pr);
         if (rc != GP_OK) {
             atomic_fetch_sub(&pr->outstanding, 1);
             atomic_fetch_add(&c->submit_errors, 1);
@@ -423,7 +509,17 @@ typedef struct windower {
     _Atomic uint64_t traced;
     double *h2d_ns, *compute_ns, *d2h_ns; /* GB_MAX_TRACED each */
     double items;                         /* sum over traced batches */
+    /* Variable-size items: the compute's token sums at the window's open, and over the window
+       (written by the callback with mark and out). */
+    gb_feed *feed;
+    gb_tokens tok_open, tok_out;
 } windower;
+
+static gb_tokens tokens_since(gb_feed *f, const gb_tokens *open) {
+    gb_tokens now = gb_feed_tokens(f);
+    return (gb_tokens){now.items - open->items, now.useful - open->useful,
+                       now.computed - open->computed};
+}
 
 #define GB_MAX_TRACED 4096
 
@@ -441,6 +537,7 @@ static void on_batch(void *user, const gp_batch_trace *t) {
     int ph = atomic_load(&wd->phase);
     if (ph == W_START && atomic_compare_exchange_strong(&wd->phase, &ph, W_OPENING)) {
         wd->mark_rc = gp_pipeline_mark(wd->p, &wd->mark);
+        wd->tok_open = gb_feed_tokens(wd->feed);
         wd->mark_slot = t->slot;
         atomic_store(&wd->batches, 0);
         atomic_store(&wd->phase, W_OPEN);
@@ -453,6 +550,7 @@ static void on_batch(void *user, const gp_batch_trace *t) {
         wd->out.struct_size = sizeof wd->out;
         wd->since_rc =
             wd->mark_rc == GP_OK ? gp_pipeline_stats_since(wd->p, wd->mark, &wd->out) : wd->mark_rc;
+        wd->tok_out = tokens_since(wd->feed, &wd->tok_open);
         atomic_store(&wd->phase, W_DONE);
     }
 }
@@ -475,6 +573,7 @@ static int wait_phase(windower *wd, int from, int to_abandon, double cap_s) {
 
 typedef struct point_spec {
     size_t batch;
+    gb_packing packing;
     int inflight, producers;
     uint32_t delay_us;
     int64_t window; /* 0: auto */
@@ -486,12 +585,16 @@ typedef struct point_spec {
 typedef struct window_set {
     gp_stats s[99];
     uint64_t batches[99]; /* whole batches in each window; 0: not aligned */
+    gb_tokens tok[99];    /* the compute's token sums over each window */
     int n;
 } window_set;
 
 /* A pipeline with its producers, running. Lives in the caller's frame: threads point into it. */
 typedef struct point_run {
     gb_opts local; /* producer_main reads producers[0] and arrival */
+    gb_feed feed;
+    int fed;              /* feed initialized */
+    uint64_t arena_bytes; /* the pipeline's input arena (variable-size items), 0 if none */
     point_ctx c;
     producer *prs;
     int nprs;
@@ -518,6 +621,7 @@ static int point_start(const gb_opts *o, gb_workload *w, const point_spec *ps, i
         r->wd.d2h_ns = r->wd.compute_ns + GB_MAX_TRACED;
     }
     r->wd.trace_stages = trace_stages;
+    r->wd.feed = &r->feed;
     r->wd.skip = 1; /* the warm-up batch */
     gp_config cfg;
     gp_config_init(&cfg);
@@ -528,21 +632,23 @@ static int point_start(const gb_opts *o, gb_workload *w, const point_spec *ps, i
     cfg.completion_workers = o->completion_workers;
     cfg.on_batch = on_batch;
     cfg.on_batch_user = &r->wd;
-    int rc = gb_workload_configure(w, &cfg, err, len);
+    int rc = gb_feed_init(&r->feed, w, ps->packing, err, len);
     if (rc != GP_OK) return rc;
+    r->fed = 1;
+    if ((rc = gb_workload_configure(&r->feed, &cfg, err, len)) != GP_OK) return rc;
     r->local = *o;
     r->local.producers[0] = ps->producers;
     r->local.arrival = ps->arrival;
     point_ctx *c = &r->c;
     c->o = &r->local;
-    c->w = w;
-    c->in_bytes = cfg.item_in_bytes;
+    c->feed = &r->feed;
     c->window = ps->window ? ps->window
                            : (int64_t)(((size_t)ps->inflight + 2) * ps->batch + ps->producers - 1) /
                                  ps->producers;
     if (c->window < 1) c->window = 1;
     c->per_producer_s = o->rate > 0 ? ps->producers / o->rate : 0;
     if ((rc = gp_pipeline_create(&cfg, &c->p, err, len)) != GP_OK) return rc;
+    r->arena_bytes = cfg.arena_bytes;
     r->wd.p = c->p;
 
     r->prs = calloc((size_t)ps->producers, sizeof *r->prs);
@@ -618,13 +724,14 @@ static int point_stop(point_run *r, int rc, char *err, size_t len) {
     }
     free(r->prs);
     gp_stats_mark_free(r->wd.mark);
+    if (r->fed) gb_feed_free(&r->feed); /* after destroy: the compute used it */
     return rc;
 }
 
 /* One window of at least `duration_s` and GB_MIN_BATCHES whole batches into *s. When no batch
    completes for a long time, the window closes where it is (*batches = 0: not aligned). */
 static int measure_window(point_run *r, double duration_s, gp_stats *s, uint64_t *batches,
-                          char *err, size_t len) {
+                          gb_tokens *tok, char *err, size_t len) {
     windower *wd = &r->wd;
     gp_stats_mark_free(wd->mark);
     wd->mark = NULL;
@@ -644,6 +751,7 @@ static int measure_window(point_run *r, double duration_s, gp_stats *s, uint64_t
     ph = wait_phase(wd, W_END, W_ABANDONED, 120);
     if (ph == W_DONE) {
         *s = wd->out;
+        *tok = wd->tok_out;
         *batches = atomic_load(&wd->batches);
         if (wd->since_rc != GP_OK) {
             snprintf(err, len, "gp_pipeline_stats_since: %s", gp_strerror(wd->since_rc));
@@ -654,6 +762,7 @@ static int measure_window(point_run *r, double duration_s, gp_stats *s, uint64_t
     s->struct_size = sizeof *s;
     *batches = 0;
     int rc = gp_pipeline_stats_since(r->c.p, wd->mark, s);
+    *tok = tokens_since(wd->feed, &wd->tok_open);
     if (rc != GP_OK) snprintf(err, len, "gp_pipeline_stats_since: %s", gp_strerror(rc));
     return rc;
 }
@@ -669,9 +778,21 @@ static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, win
         sleep_s(ps->warmup_s);
         while (atomic_load(&r.wd.all) < 2 * (uint64_t)ps->inflight && now_s() - t0 < 120)
             sleep_s(0.001);
+        /* Variable-size items: also until the ring (and the input arena) went round once. On
+           the host backend they are plain malloc'ed memory that the first pass faults in page
+           by page, in the producers' writes and the H2D copies: padmax's ring of maximum-size
+           items is hundreds of MiB, which a measurement would otherwise mostly spend
+           faulting (a service runs warm; pinned memory on CUDA is resident from the start). */
+        if (ps->packing != GB_PACK_NONE) {
+            gp_stats s = {.struct_size = sizeof s};
+            while (gp_pipeline_stats(r.c.p, &s) == GP_OK &&
+                   (s.submitted < s.capacity || s.h2d_bytes < r.arena_bytes) && now_s() - t0 < 120)
+                sleep_s(0.002);
+        }
         ws->n = ps->repeat < 1 ? 1 : ps->repeat > 99 ? 99 : ps->repeat;
         for (int k = 0; rc == GP_OK && k < ws->n; k++)
-            rc = measure_window(&r, ps->duration_s, &ws->s[k], &ws->batches[k], err, len);
+            rc = measure_window(&r, ps->duration_s, &ws->s[k], &ws->batches[k], &ws->tok[k], err,
+                                len);
         if (rc == GP_OK && ws->s[0].completed == 0) {
             snprintf(err, len, "no item completed in %.2f s", ps->duration_s);
             rc = GP_ETIMEDOUT;
@@ -681,8 +802,11 @@ static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, win
             for (int b = a; b > 0 && window_rate(&ws->s[b]) < window_rate(&ws->s[b - 1]); b--) {
                 gp_stats t = ws->s[b];
                 uint64_t tb = ws->batches[b];
+                gb_tokens tt = ws->tok[b];
                 ws->s[b] = ws->s[b - 1];
                 ws->batches[b] = ws->batches[b - 1];
+                ws->tok[b] = ws->tok[b - 1];
+                ws->tok[b - 1] = tt;
                 ws->s[b - 1] = t;
                 ws->batches[b - 1] = tb;
             }
@@ -691,29 +815,50 @@ static int run_point(const gb_opts *o, gb_workload *w, const point_spec *ps, win
 }
 
 /* The backend AUTO picks here, by creating (and destroying) one small pipeline. */
-static int probe_backend(const gb_opts *o, gb_workload *w, gb_run *r, char *err, size_t len) {
+static int probe_backend(const gb_opts *o, gb_workload *w, gb_packing packing, gb_run *r, char *err,
+                         size_t len) {
     gp_config cfg;
     gp_config_init(&cfg);
     cfg.backend = o->backend;
     cfg.max_batch = 1;
     cfg.inflight = 1;
-    int rc = gb_workload_configure(w, &cfg, err, len);
+    gb_feed feed;
+    int rc = gb_feed_init(&feed, w, packing, err, len);
+    if (rc != GP_OK) return rc;
+    rc = gb_workload_configure(&feed, &cfg, err, len);
     gp_pipeline *p = NULL;
     if (rc == GP_OK) rc = gp_pipeline_create(&cfg, &p, err, len);
-    if (rc != GP_OK) return rc;
+    if (rc != GP_OK) {
+        gb_feed_free(&feed);
+        return rc;
+    }
     gp_stats s = {.struct_size = sizeof s};
     gp_pipeline_stats(p, &s);
     r->backend = s.backend;
     r->fell_back = s.fell_back;
     snprintf(r->fallback_reason, sizeof r->fallback_reason, "%s", s.fallback_reason);
     gp_pipeline_destroy(p, GP_DESTROY_CANCEL);
+    gb_feed_free(&feed);
     return GP_OK;
 }
 
-static void fill_point(gb_point *pt, const point_spec *ps, const gp_stats *s, uint64_t batches) {
+static void fill_point(gb_point *pt, const point_spec *ps, const gp_stats *s, uint64_t batches,
+                       const gb_tokens *tok, size_t token_bytes) {
     gp_diagnosis d = {.struct_size = sizeof d};
     gp_stats_diagnose(s, &d);
     pt->batch = ps->batch;
+    pt->packing = ps->packing;
+    if (ps->packing != GB_PACK_NONE && s->batch_items > 0 && tok->items > 0) {
+        /* Tokens per item from the compute's sums over the window's batches; H2D bytes per
+           item from the pipeline's (both count at dispatch). */
+        double items = (double)tok->items;
+        pt->mean_tokens = (double)tok->useful / items;
+        pt->computed_tokens = (double)tok->computed / items;
+        pt->padding = tok->computed ? 1 - (double)tok->useful / (double)tok->computed : 0;
+        pt->h2d_bytes_per_item = (double)s->h2d_bytes / (double)s->batch_items;
+        pt->tokens_per_s = d.items_per_s * pt->mean_tokens;
+        pt->useful_bytes_per_s = pt->tokens_per_s * (double)token_bytes;
+    }
     pt->inflight = ps->inflight;
     pt->producers = ps->producers;
     pt->delay_us = ps->delay_us;
@@ -740,11 +885,15 @@ static void fill_point(gb_point *pt, const point_spec *ps, const gp_stats *s, ui
 
 /* Each stage alone at one batch size: a one-slot pipeline, so H2D, compute and D2H of a batch
    never overlap anything, timed per batch by the pipeline's own stage timestamps (the median
-   over the batches), after one warm-up batch, for at least --bound-duration and GB_MIN_BATCHES
-   batches. */
+   over the batches; the mean for variable-size items), after one warm-up batch, for at least
+   --bound-duration and GB_MIN_BATCHES batches. */
 typedef struct stage_times {
     double h2d_us, compute_us, d2h_us, items; /* per batch */
     uint64_t batches;
+    /* gb_workload_slot_cpu: the compute's thread CPU time per batch, its items per batch, over
+       cpu_batches batches */
+    double cpu_us, cpu_items;
+    uint64_t cpu_batches;
 } stage_times;
 
 static int cmp_double(const void *a, const void *b) {
@@ -759,11 +908,24 @@ static double median(double *v, uint64_t n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static int run_stages_alone(const gb_opts *o, gb_workload *w, size_t batch, stage_times *st,
-                            char *err, size_t len) {
+static double mean(double *v, uint64_t n) {
+    double sum = 0;
+    for (uint64_t i = 0; i < n; i++)
+        sum += v[i];
+    return sum / (double)n;
+}
+
+static int run_stages_alone(const gb_opts *o, gb_workload *w, size_t batch, gb_packing packing,
+                            stage_times *st, char *err, size_t len) {
+    /* Full batches: with one slot, work-conserving dispatch would send whatever arrived when
+       the slot came free, and the median stage time of such mixed sizes over the mean batch
+       is no rate at all. The delay holds a batch until it is full (or the byte budget closes
+       it); it is not a stage time, so it does not enter the bound. */
     point_spec ps = {.batch = batch,
+                     .packing = packing,
                      .inflight = 1,
                      .producers = 1,
+                     .delay_us = 1000000,
                      .window = (int64_t)(3 * batch),
                      .arrival = GB_CLOSED};
     point_run r;
@@ -779,6 +941,12 @@ static int run_stages_alone(const gb_opts *o, gb_workload *w, size_t batch, stag
             }
             sleep_s(0.002);
         }
+        double cpu_s;
+        uint64_t cb, ci;
+        gb_feed_cpu(&r.feed, &cpu_s, &cb, &ci);
+        st->cpu_batches = cb;
+        st->cpu_us = cb ? cpu_s / (double)cb * 1e6 : 0;
+        st->cpu_items = cb ? (double)ci / (double)cb : 0;
     }
     rc = point_stop(&r, rc, err, len);
     /* The poller has stopped: its sums are final and visible. */
@@ -788,10 +956,14 @@ static int run_stages_alone(const gb_opts *o, gb_workload *w, size_t batch, stag
         rc = GP_ETIMEDOUT;
     }
     if (rc == GP_OK) {
+        /* Fixed-size items: the median, robust to a batch whose thread was preempted.
+           Variable-size items: batches differ in cost by design (padded: the longest item
+           sets it), and the rate of such a mix is the mean, not the median. */
+        double (*typical)(double *, uint64_t) = packing == GB_PACK_NONE ? median : mean;
         st->batches = n;
-        st->h2d_us = median(r.wd.h2d_ns, n) / 1e3;
-        st->compute_us = median(r.wd.compute_ns, n) / 1e3;
-        st->d2h_us = median(r.wd.d2h_ns, n) / 1e3;
+        st->h2d_us = typical(r.wd.h2d_ns, n) / 1e3;
+        st->compute_us = typical(r.wd.compute_ns, n) / 1e3;
+        st->d2h_us = typical(r.wd.d2h_ns, n) / 1e3;
         st->items = r.wd.items / (double)n;
     }
     free(r.wd.h2d_ns);
@@ -804,7 +976,8 @@ typedef struct bound_parts {
     int stages_ok;
     stage_times st;
     char stages_err[160];
-    int cpu; /* compute measured alone on threads */
+    int cpu;     /* compute measured alone on threads */
+    int in_slot; /* ... from its CPU time in the one-slot run (gb_workload_slot_cpu) */
     int alone_ok;
     double alone_items_per_s, alone_batch_us;
     char alone_err[160];
@@ -813,6 +986,7 @@ typedef struct bound_parts {
 static void set_bound(gb_point *pt, const bound_parts *b, int threads) {
     pt->bound_threads = b->cpu ? threads : 1;
     pt->bound_alone = b->cpu;
+    pt->bound_in_slot = b->in_slot;
     if (!b->stages_ok) {
         snprintf(pt->bound_note, sizeof pt->bound_note, "stages alone: %s", b->stages_err);
         return;
@@ -870,51 +1044,113 @@ static void run_info(gb_run *r, int argc, char **argv, char *cmd, size_t len) {
         k += (size_t)snprintf(cmd + k, len - k, "%s%s", i ? " " : "", argv[i]);
 }
 
-/* The bound parts of point (batch bi, inflight ii) that are not measured yet: the stages alone
-   once per batch size; the compute alone once per batch size and inflight (CPU compute runs on
-   that many threads). Returns the number of failures (each also noted in its cells). */
-static int measure_bound(const gb_opts *o, gb_workload *w, int bi, int ii, int cpu,
-                         bound_parts (*bound)[GB_MAX_LIST], int *have_stages,
-                         int (*have_alone)[GB_MAX_LIST], int *step, int steps) {
-    char line[160], err[512] = "";
-    int failures = 0;
+/* The bound parts of point (packing pk, batch bi, inflight ii) that are not measured yet: the
+   stages alone once per packing and batch size; the compute alone once per packing, batch size
+   and inflight (CPU compute runs on that many threads). Returns the number of failures (each
+   also noted in its cells). */
+typedef struct bound_cache {
+    bound_parts cell[GB_PACKING_COUNT_ + 1][GB_MAX_LIST]
+                    [GB_MAX_LIST]; /* [packing][batch][inflight] */
+    int have_stages[GB_PACKING_COUNT_ + 1][GB_MAX_LIST];
+    int have_alone[GB_PACKING_COUNT_ + 1][GB_MAX_LIST][GB_MAX_LIST];
+} bound_cache;
+
+/* GB_PACK_NONE shares the last row. */
+static int pack_row(gb_packing p) {
+    return p == GB_PACK_NONE ? GB_PACKING_COUNT_ : (int)p;
+}
+
+static int measure_bound(const gb_opts *o, gb_workload *w, gb_packing packing, int bi, int ii,
+                         int cpu, bound_cache *bc, int *step, int steps) {
+    char line[160], err[512] = "", mode[32] = "";
+    int failures = 0, pk = pack_row(packing);
     size_t batch = o->batch[bi];
-    if (!have_stages[bi]) {
-        have_stages[bi] = 1;
-        snprintf(line, sizeof line, "bound: batch %zu, each stage alone (one slot)", batch);
+    if (packing != GB_PACK_NONE) snprintf(mode, sizeof mode, ", %s", gb_packing_name(packing));
+    if (!bc->have_stages[pk][bi]) {
+        bc->have_stages[pk][bi] = 1;
+        snprintf(line, sizeof line, "bound: batch %zu%s, each stage alone (one slot)", batch, mode);
         progress(o, ++*step, steps, line);
         bound_parts bp = {.cpu = cpu};
-        int rc = run_stages_alone(o, w, batch, &bp.st, err, sizeof err);
+        int rc = run_stages_alone(o, w, batch, packing, &bp.st, err, sizeof err);
         if (rc == GP_OK) {
             bp.stages_ok = 1;
         } else {
             snprintf(bp.stages_err, sizeof bp.stages_err, "%s: %.140s", gp_err_name(rc), err);
-            fprintf(stderr, "%sgp-bench: bound at batch %zu, stages alone: %s\n",
-                    o->quiet ? "" : "\n", batch, bp.stages_err);
+            fprintf(stderr, "%sgp-bench: bound at batch %zu%s, stages alone: %s\n",
+                    o->quiet ? "" : "\n", batch, mode, bp.stages_err);
             failures++;
         }
         for (int k = 0; k < o->ninflight; k++)
-            bound[bi][k] = bp;
+            bc->cell[pk][bi][k] = bp;
     }
-    if (cpu && !have_alone[bi][ii]) {
-        have_alone[bi][ii] = 1;
-        bound_parts *cell = &bound[bi][ii];
+    if (cpu && !bc->have_alone[pk][bi][ii]) {
+        bc->have_alone[pk][bi][ii] = 1;
+        bound_parts *cell = &bc->cell[pk][bi][ii];
         int threads = o->inflight[ii];
-        snprintf(line, sizeof line, "bound: batch %zu, compute alone on %d threads", batch,
-                 threads);
-        progress(o, ++*step, steps, line);
-        int rc = gb_workload_compute_alone(w, batch, threads, o->bound_s, &cell->alone_items_per_s,
+        int rc;
+        if (gb_workload_slot_cpu(w)) {
+            snprintf(line, sizeof line,
+                     "bound: batch %zu%s, compute CPU time from the one-slot run, %d threads",
+                     batch, mode, threads);
+            progress(o, ++*step, steps, line);
+            cell->in_slot = 1;
+            const stage_times *st = &cell->st;
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            int at_once = cores > 0 && cores < threads ? (int)cores : threads;
+            rc = GP_OK;
+            if (!cell->stages_ok) {
+                snprintf(err, sizeof err, "the one-slot run failed");
+                rc = GP_ETIMEDOUT;
+            } else if (st->cpu_batches == 0 || st->cpu_us <= 0) {
+                snprintf(err, sizeof err, "no batch after the warm-up one was timed");
+                rc = GP_ETIMEDOUT;
+            } else {
+                cell->alone_batch_us = st->cpu_us;
+                cell->alone_items_per_s = at_once * st->cpu_items / (st->cpu_us * 1e-6);
+            }
+        } else {
+            snprintf(line, sizeof line, "bound: batch %zu%s, compute alone on %d threads", batch,
+                     mode, threads);
+            progress(o, ++*step, steps, line);
+            rc = gb_workload_compute_alone(w, batch, threads, o->bound_s, &cell->alone_items_per_s,
                                            &cell->alone_batch_us, err, sizeof err);
+        }
         if (rc == GP_OK) {
             cell->alone_ok = 1;
         } else {
             snprintf(cell->alone_err, sizeof cell->alone_err, "%s: %.140s", gp_err_name(rc), err);
-            fprintf(stderr, "%sgp-bench: bound at batch %zu, compute alone on %d threads: %s\n",
-                    o->quiet ? "" : "\n", batch, threads, cell->alone_err);
+            fprintf(stderr, "%sgp-bench: bound at batch %zu%s, compute alone on %d threads: %s\n",
+                    o->quiet ? "" : "\n", batch, mode, threads, cell->alone_err);
             failures++;
         }
     }
     return failures;
+}
+
+/* The packing modes of this run: --packing, or the default for the workload. */
+static int pick_packing(gb_opts *o, const gb_workload *w, char *err, size_t len) {
+    if (!gb_workload_varlen(w)) {
+        if (o->npacking) { /* fills err */
+            gb_workload_packing_ok(w, o->packing[0], err, len);
+            return -1;
+        }
+        o->packing[0] = GB_PACK_NONE;
+        o->npacking = 1;
+        return 0;
+    }
+    if (!o->npacking) {
+        const gb_lengths *l = gb_workload_lengths(w);
+        int vary = l->lo < l->hi;
+        o->packing[o->npacking++] = GB_PACKED;
+        if (vary && gb_workload_packing_ok(w, GB_PADDED, err, len) == GP_OK)
+            o->packing[o->npacking++] = GB_PADDED;
+        if (vary) o->packing[o->npacking++] = GB_PADMAX;
+        err[0] = '\0';
+        return 0;
+    }
+    for (int i = 0; i < o->npacking; i++)
+        if (gb_workload_packing_ok(w, o->packing[i], err, len) != GP_OK) return -1;
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -939,7 +1175,17 @@ int main(int argc, char **argv) {
         return 1;
     }
     snprintf(r.workload_desc, sizeof r.workload_desc, "%s", gb_workload_describe(w));
-    if ((rc = probe_backend(&o, w, &r, err, sizeof err)) != GP_OK ||
+    if (pick_packing(&o, w, err, sizeof err) != 0) {
+        fprintf(stderr, "gp-bench: %s\n", err);
+        gb_workload_close(w);
+        return 2;
+    }
+    if (gb_workload_varlen(w)) {
+        r.token_bytes = gb_workload_token_bytes(w);
+        gb_lengths_stats(gb_workload_lengths(w), &r.mean_tokens, &r.p50_tokens, &r.p99_tokens);
+        snprintf(r.lengths_spec, sizeof r.lengths_spec, "%s", gb_workload_lengths(w)->spec);
+    }
+    if ((rc = probe_backend(&o, w, o.packing[0], &r, err, sizeof err)) != GP_OK ||
         (rc = gb_workload_supports(w, r.backend, err, sizeof err)) != GP_OK) {
         /* The library's detail already names the code. */
         if (strncmp(err, "GP_E", 4) == 0)
@@ -952,7 +1198,7 @@ int main(int argc, char **argv) {
     gb_print_header(&r, stdout);
     fflush(stdout);
 
-    int total = o.nbatch * o.ninflight * o.nproducers * o.ndelay;
+    int total = o.nbatch * o.ninflight * o.nproducers * o.ndelay * o.npacking;
     if (total > GB_MAX_POINTS) {
         fprintf(stderr, "gp-bench: %d points; at most %d\n", total, GB_MAX_POINTS);
         gb_workload_close(w);
@@ -961,8 +1207,8 @@ int main(int argc, char **argv) {
     /* The bound: the stages alone once per batch size; for CPU compute, the compute alone
        once per batch size and inflight (it runs on that many threads). */
     int cpu = gb_workload_cpu_compute(w, r.backend);
-    int steps =
-        total + (o.naive ? 1 : 0) + (o.bound ? o.nbatch * (1 + (cpu ? o.ninflight : 0)) : 0);
+    int steps = total + (o.naive ? 1 : 0) +
+                (o.bound ? o.npacking * o.nbatch * (1 + (cpu ? o.ninflight : 0)) : 0);
     int step = 0, failures = 0;
     char line[256];
 
@@ -989,52 +1235,58 @@ int main(int argc, char **argv) {
         }
     }
     /* Measured just before the first point that needs it, so the bound and the pipeline see
-       the machine in the same state (a shared machine's load drifts over a sweep). */
-    static bound_parts bound[GB_MAX_LIST][GB_MAX_LIST]; /* [batch][inflight] */
-    static int have_stages[GB_MAX_LIST], have_alone[GB_MAX_LIST][GB_MAX_LIST];
+       the machine in the same state (a shared machine's load drifts over a sweep). The packing
+       modes of a batch size run one after the other, so they too see the same machine. */
+    static bound_cache bc;
     for (int ii = 0; ii < o.ninflight; ii++)
         for (int pi = 0; pi < o.nproducers; pi++)
             for (int di = 0; di < o.ndelay; di++)
-                for (int bi = 0; bi < o.nbatch; bi++) {
-                    point_spec ps = {.batch = o.batch[bi],
-                                     .inflight = o.inflight[ii],
-                                     .producers = o.producers[pi],
-                                     .delay_us = o.delay_us[di],
-                                     .window = o.window,
-                                     .warmup_s = o.warmup_s,
-                                     .duration_s = o.duration_s,
-                                     .repeat = o.repeat,
-                                     .arrival = o.arrival};
-                    snprintf(line, sizeof line,
-                             "batch %zu, inflight %d, producers %d, max_delay_us %u", ps.batch,
-                             ps.inflight, ps.producers, ps.delay_us);
-                    progress(&o, ++step, steps, line);
-                    if (o.bound)
-                        failures += measure_bound(&o, w, bi, ii, cpu, bound, have_stages,
-                                                  have_alone, &step, steps);
-                    static window_set ws;
-                    rc = run_point(&o, w, &ps, &ws, err, sizeof err);
-                    if (rc != GP_OK) {
-                        fprintf(stderr, "%sgp-bench: %s: %s: %s\n", o.quiet ? "" : "\n", line,
-                                gp_err_name(rc), err);
-                        failures++;
-                        continue;
+                for (int bi = 0; bi < o.nbatch; bi++)
+                    for (int ki = 0; ki < o.npacking; ki++) {
+                        point_spec ps = {.batch = o.batch[bi],
+                                         .packing = o.packing[ki],
+                                         .inflight = o.inflight[ii],
+                                         .producers = o.producers[pi],
+                                         .delay_us = o.delay_us[di],
+                                         .window = o.window,
+                                         .warmup_s = o.warmup_s,
+                                         .duration_s = o.duration_s,
+                                         .repeat = o.repeat,
+                                         .arrival = o.arrival};
+                        snprintf(line, sizeof line,
+                                 "batch %zu, inflight %d, producers %d, max_delay_us %u%s%s",
+                                 ps.batch, ps.inflight, ps.producers, ps.delay_us,
+                                 ps.packing == GB_PACK_NONE ? "" : ", ",
+                                 ps.packing == GB_PACK_NONE ? "" : gb_packing_name(ps.packing));
+                        progress(&o, ++step, steps, line);
+                        if (o.bound)
+                            failures +=
+                                measure_bound(&o, w, ps.packing, bi, ii, cpu, &bc, &step, steps);
+                        static window_set ws;
+                        rc = run_point(&o, w, &ps, &ws, err, sizeof err);
+                        if (rc != GP_OK) {
+                            fprintf(stderr, "%sgp-bench: %s: %s: %s\n", o.quiet ? "" : "\n", line,
+                                    gp_err_name(rc), err);
+                            failures++;
+                            continue;
+                        }
+                        gb_point *pt = &r.pts[r.npts++];
+                        const gp_stats *sm = &ws.s[ws.n / 2];
+                        fill_point(pt, &ps, sm, ws.batches[ws.n / 2], &ws.tok[ws.n / 2],
+                                   r.token_bytes);
+                        pt->repeats = ws.n;
+                        pt->items_per_s_min = window_rate(&ws.s[0]);
+                        pt->items_per_s_max = window_rate(&ws.s[ws.n - 1]);
+                        pt->offered_per_s = o.arrival == GB_CLOSED ? 0 : o.rate;
+                        if (o.bound)
+                            set_bound(pt, &bc.cell[pack_row(ps.packing)][bi][ii], ps.inflight);
+                        if (o.report) {
+                            if (!o.quiet && isatty(2)) fputc('\n', stderr);
+                            printf("---- %s\n", line);
+                            if (gp_stats_report(sm, stdout) != GP_OK) failures++;
+                            fflush(stdout);
+                        }
                     }
-                    gb_point *pt = &r.pts[r.npts++];
-                    const gp_stats *sm = &ws.s[ws.n / 2];
-                    fill_point(pt, &ps, sm, ws.batches[ws.n / 2]);
-                    pt->repeats = ws.n;
-                    pt->items_per_s_min = window_rate(&ws.s[0]);
-                    pt->items_per_s_max = window_rate(&ws.s[ws.n - 1]);
-                    pt->offered_per_s = o.arrival == GB_CLOSED ? 0 : o.rate;
-                    if (o.bound) set_bound(pt, &bound[bi][ii], ps.inflight);
-                    if (o.report) {
-                        if (!o.quiet && isatty(2)) fputc('\n', stderr);
-                        printf("---- %s\n", line);
-                        if (gp_stats_report(sm, stdout) != GP_OK) failures++;
-                        fflush(stdout);
-                    }
-                }
     if (!o.quiet && isatty(2)) fputc('\n', stderr);
 
     gb_print_table(&r, stdout);

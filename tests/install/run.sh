@@ -52,6 +52,11 @@ fi
 if readelf -d "$libdir/libgpupipe.so" | grep NEEDED | grep -Ei 'cuda|cublas|cudnn'; then
   echo "installed libgpupipe.so needs a CUDA library"; exit 1
 fi
+# gp-bench links the shared library and, in CUDA builds, the static CUDA runtime: it too must
+# load on a machine without CUDA libraries.
+if readelf -d "$prefix/bin/gp-bench" | grep NEEDED | grep -Ei 'cuda|cublas|cudnn'; then
+  echo "installed gp-bench needs a CUDA library"; exit 1
+fi
 echo "install: find_package (shared, static) and pkg-config consumers built and ran; installed tools ran"
 
 # 4. libgpupipe-torch, only when built: its headers, gpupipe-torch.pc, and a C++ consumer of
