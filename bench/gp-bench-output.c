@@ -177,7 +177,7 @@ void gb_print_table(const gb_run *r, FILE *f) {
                     above_bound(p) ? "!" : " ");
             above += above_bound(p);
         } else if (o->bound) {
-            char mark[16];
+            char mark[24]; /* "n/a[" + an int + "]" */
             snprintf(mark, sizeof mark, "n/a[%d]", ++notes);
             fprintf(f, " %9s %7s", mark, "-");
         }

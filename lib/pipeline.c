@@ -723,7 +723,7 @@ void gp_submit_args_init(gp_submit_args *a) {
 static int submit_item(gp_pipeline *p, const gp_submit_args *args, int prep, uint64_t *seq) {
     uint64_t idx, at_pos;
     uint32_t in_len, out_len;
-    unsigned char *at;
+    unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     gp_submit_args a = *args;
     if (!a.done ||
         (prep ? ((!a.prep_src && a.prep_src_bytes) || a.input || p->cfg.prep_workers == 0)
@@ -766,7 +766,7 @@ int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
                                 uint64_t deadline_ns, gp_done_fn done, void *user) {
     uint64_t idx;
     uint32_t in_len, out_len;
-    unsigned char *at;
+    unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     if (!p || !input || !done) return GP_EINVAL;
     int rc = item_sizes(p, bytes, 0, &in_len, &out_len);
     if (rc != GP_OK) return rc;
@@ -801,7 +801,7 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
                            gp_reservation *r) {
     uint64_t idx;
     uint32_t in_len, out_len;
-    unsigned char *at;
+    unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     if (!p || !r) return GP_EINVAL;
     int rc = item_sizes(p, input_bytes, output_bytes, &in_len, &out_len);
     if (rc != GP_OK) return rc;
