@@ -220,7 +220,10 @@ GP_API int gp_model_output_info(const gp_model *m, gp_tensor_info *info);
 GP_API size_t gp_model_input_bytes(const gp_model *m);
 GP_API size_t gp_model_output_bytes(const gp_model *m);
 
-/* Floating-point operations per item (multiply-add = 2), for throughput figures. */
+/* Floating-point operations per item (multiply-add = 2), for throughput figures. For a
+   variable-length model: those of an item of one token, attention's scores excluded (they grow
+   with the item's length: 4 x tokens x width per token and layer), so a T-token item costs
+   about T times this figure plus that term. */
 GP_API double gp_model_flops(const gp_model *m);
 
 /* The spec text the model was built from (valid until gp_model_free). */

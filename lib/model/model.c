@@ -302,8 +302,14 @@ int gp_model_describe(const gp_model *m, FILE *f) {
                     buf_name(op->dst, sd, sizeof sd), op->flops * 1e-6) < 0;
     }
     bad |= describe_output(m, f);
-    bad |= fprintf(f, "buffers: %d, scratch %zu floats per item; %.4g MFLOP per item\n", m->n_bufs,
-                   m->scratch_elems, m->flops * 1e-6) < 0;
+    if (m->token_bytes)
+        bad |= fprintf(f,
+                       "buffers: %d, scratch %zu floats per item + %zu per token; %.4g MFLOP for a "
+                       "one-token item (attention's scores excluded)\n",
+                       m->n_bufs, m->scratch_elems, m->scratch_tok_elems, m->flops * 1e-6) < 0;
+    else
+        bad |= fprintf(f, "buffers: %d, scratch %zu floats per item; %.4g MFLOP per item\n",
+                       m->n_bufs, m->scratch_elems, m->flops * 1e-6) < 0;
     return bad ? GP_EIO : GP_OK;
 }
 
