@@ -3,37 +3,25 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[GP__SPEC_KIND_COUNT_] = {
-    [GP__SPEC_INPUT] = "input",
-    [GP__SPEC_CONV2D] = "conv2d",
-    [GP__SPEC_BATCHNORM2D] = "batchnorm2d",
-    [GP__SPEC_LINEAR] = "linear",
-    [GP__SPEC_MAXPOOL2D] = "maxpool2d",
-    [GP__SPEC_AVGPOOL2D] = "avgpool2d",
-    [GP__SPEC_GLOBALAVGPOOL] = "globalavgpool",
-    [GP__SPEC_RELU] = "relu",
-    [GP__SPEC_GELU] = "gelu",
-    [GP__SPEC_SIGMOID] = "sigmoid",
-    [GP__SPEC_TANH] = "tanh",
-    [GP__SPEC_FLATTEN] = "flatten",
-    [GP__SPEC_SOFTMAX] = "softmax",
-    [GP__SPEC_SAVE] = "save",
-    [GP__SPEC_RESTORE] = "restore",
-    [GP__SPEC_ADD] = "add",
-    [GP__SPEC_ARGMAX] = "argmax",
-    [GP__SPEC_TOPK] = "topk",
-    [GP__SPEC_EMBEDDING] = "embedding",
-    [GP__SPEC_LAYERNORM] = "layernorm",
-    [GP__SPEC_ATTENTION] = "attention",
-    [GP__SPEC_POOL] = "pool",
-    [GP__SPEC_L2NORM] = "l2norm",
+static const struct {
+    const char *keyword;
+    int opts;     /* accepted */
+    int takes;    /* 1: a layer name, 2: a tag */
+    int required; /* options that must be given */
+    double eps;   /* default eps (0: the op has none) */
+} kinds[GP__SPEC_KIND_COUNT_] = {
+#define GP__SPEC_ROW(kind, keyword, opts, takes, required, eps)                                    \
+    [GP__SPEC_##kind] = {keyword, opts, takes, required, eps},
+    GP__SPEC_LIST(GP__SPEC_ROW)
+#undef GP__SPEC_ROW
 };
 
 const char *gp__spec_kind_name(gp__spec_kind k) {
-    return (unsigned)k < GP__SPEC_KIND_COUNT_ ? kind_names[k] : "?";
+    return (unsigned)k < GP__SPEC_KIND_COUNT_ ? kinds[k].keyword : "?";
 }
 
 #define MAX_TOKENS 32
@@ -125,45 +113,29 @@ static int lerr(lctx *c, const char *what, tok t) {
                     (int)(t.n > 80 ? 80 : t.n), t.p);
 }
 
-/* Which options each kind accepts. */
-enum {
-    O_KERNEL = 1 << 0,
-    O_STRIDE = 1 << 1,
-    O_PADDING = 1 << 2,
-    O_DILATION = 1 << 3,
-    O_GROUPS = 1 << 4,
-    O_EPS = 1 << 5,
-    O_K = 1 << 6,
-    O_LAYOUT = 1 << 7,
-    O_MEAN = 1 << 8,
-    O_STD = 1 << 9,
-    O_DIM = 1 << 10, /* softmax dim=1 | dim=-1: PyTorch's spelling of "over the features" */
-    O_HEADS = 1 << 11,
-    O_POSITION = 1 << 12,
-    O_TOKEN_TYPE = 1 << 13,
-    O_QKVO = 1 << 14, /* q=, k=, v=, out= (one bit: all four or none) */
-};
-
+/* Option keys; the first with a bit is its canonical name. */
 static const struct {
-    int opts;
-    int name; /* 1: takes a layer name, 2: takes a tag */
-} kind_info[GP__SPEC_KIND_COUNT_] = {
-    [GP__SPEC_INPUT] = {O_LAYOUT | O_MEAN | O_STD, 0},
-    [GP__SPEC_CONV2D] = {O_STRIDE | O_PADDING | O_DILATION | O_GROUPS, 1},
-    [GP__SPEC_BATCHNORM2D] = {O_EPS, 1},
-    [GP__SPEC_LINEAR] = {0, 1},
-    [GP__SPEC_MAXPOOL2D] = {O_KERNEL | O_STRIDE | O_PADDING, 0},
-    [GP__SPEC_AVGPOOL2D] = {O_KERNEL | O_STRIDE | O_PADDING, 0},
-    [GP__SPEC_SAVE] = {0, 2},
-    [GP__SPEC_RESTORE] = {0, 2},
-    [GP__SPEC_ADD] = {0, 2},
-    [GP__SPEC_SOFTMAX] = {O_DIM, 0},
-    [GP__SPEC_TOPK] = {O_K, 0},
-    [GP__SPEC_EMBEDDING] = {O_POSITION | O_TOKEN_TYPE, 1},
-    [GP__SPEC_LAYERNORM] = {O_EPS, 1},
-    [GP__SPEC_ATTENTION] = {O_HEADS | O_QKVO, 1},
-    [GP__SPEC_L2NORM] = {O_EPS, 0},
-};
+    const char *name;
+    int bit;
+} keys[] = {{"kernel", GP__O_KERNEL},
+            {"kernel_size", GP__O_KERNEL}, /* PyTorch's name */
+            {"dim", GP__O_DIM},
+            {"stride", GP__O_STRIDE},
+            {"padding", GP__O_PADDING},
+            {"dilation", GP__O_DILATION},
+            {"groups", GP__O_GROUPS},
+            {"eps", GP__O_EPS},
+            {"k", GP__O_K},
+            {"layout", GP__O_LAYOUT},
+            {"mean", GP__O_MEAN},
+            {"std", GP__O_STD},
+            {"heads", GP__O_HEADS},
+            {"num_heads", GP__O_HEADS}, /* nn.MultiheadAttention's name */
+            {"position", GP__O_POSITION},
+            {"token_type", GP__O_TOKEN_TYPE},
+            {"q", GP__O_QKVO},
+            {"v", GP__O_QKVO},
+            {"out", GP__O_QKVO}};
 
 /* A tensor prefix given as an option's value (position=, q=, ...): a state_dict path. */
 static int parse_ref(tok v, char *out) {
@@ -179,46 +151,24 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
     const char *eq = memchr(t.p, '=', t.n);
     tok key = {t.p, (size_t)(eq - t.p)};
     tok val = {eq + 1, t.n - key.n - 1};
-    static const struct {
-        const char *name;
-        int bit;
-    } keys[] = {{"kernel", O_KERNEL},
-                {"kernel_size", O_KERNEL}, /* PyTorch's name */
-                {"dim", O_DIM},
-                {"stride", O_STRIDE},
-                {"padding", O_PADDING},
-                {"dilation", O_DILATION},
-                {"groups", O_GROUPS},
-                {"eps", O_EPS},
-                {"k", O_K},
-                {"layout", O_LAYOUT},
-                {"mean", O_MEAN},
-                {"std", O_STD},
-                {"heads", O_HEADS},
-                {"num_heads", O_HEADS}, /* nn.MultiheadAttention's name */
-                {"position", O_POSITION},
-                {"token_type", O_TOKEN_TYPE},
-                {"q", O_QKVO},
-                {"v", O_QKVO},
-                {"out", O_QKVO}};
     int bit = 0, ref = -1;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (tok_is(key, keys[i].name)) bit = keys[i].bit;
     /* topk's k= and attention's k= share a key: the kind decides. */
-    if (bit == O_K && (allowed & O_QKVO)) bit = O_QKVO;
-    if (bit == O_QKVO) {
+    if (bit == GP__O_K && (allowed & GP__O_QKVO)) bit = GP__O_QKVO;
+    if (bit == GP__O_QKVO) {
         ref = tok_is(key, "q")   ? GP__REF_Q
               : tok_is(key, "k") ? GP__REF_K
               : tok_is(key, "v") ? GP__REF_V
                                  : GP__REF_OUT;
-        if (allowed & O_QKVO) {
+        if (allowed & GP__O_QKVO) {
             if (l->ref[ref][0]) return lerr(c, "option given twice", key);
             if (!parse_ref(val, l->ref[ref])) return lerr(c, "bad value (a layer name)", t);
             return GP_OK;
         }
     }
     if (!bit || !(allowed & bit)) {
-        if (bit == O_KERNEL && (allowed & O_GROUPS))
+        if (bit == GP__O_KERNEL && (allowed & GP__O_GROUPS))
             return gp__errf(c->e, GP_EMODEL,
                             "spec line %d: %s: unknown option '%.*s' (the kernel size comes from "
                             "the weight's shape)",
@@ -229,36 +179,36 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
     *seen |= bit;
     int ok = 0;
     switch (bit) {
-    case O_KERNEL:
+    case GP__O_KERNEL:
         ok = parse_pair(val, 1, l->kernel);
         break;
-    case O_STRIDE:
+    case GP__O_STRIDE:
         ok = parse_pair(val, 1, l->stride);
         l->has_stride = 1;
         break;
-    case O_PADDING:
+    case GP__O_PADDING:
         ok = parse_pair(val, 0, l->padding);
         break;
-    case O_DILATION:
+    case GP__O_DILATION:
         ok = parse_pair(val, 1, l->dilation);
         break;
-    case O_GROUPS:
+    case GP__O_GROUPS:
         ok = parse_int(val.p, val.n, 1, GP__SPEC_MAX_DIM, &l->groups);
         break;
-    case O_EPS:
+    case GP__O_EPS:
         ok = parse_double(val, &l->eps) && l->eps > 0;
         break;
-    case O_K:
+    case GP__O_K:
         ok = parse_int(val.p, val.n, 1, GP__SPEC_MAX_DIM, &l->k);
         break;
-    case O_LAYOUT:
+    case GP__O_LAYOUT:
         ok = tok_is(val, "hwc") || tok_is(val, "chw");
         l->hwc = tok_is(val, "hwc");
         break;
-    case O_MEAN:
+    case GP__O_MEAN:
         ok = parse_floats(val, l->mean, GP__SPEC_MAX_CH, &l->n_mean);
         break;
-    case O_DIM:
+    case GP__O_DIM:
         ok = tok_is(val, "1") || tok_is(val, "-1");
         if (!ok)
             return lerr(c,
@@ -266,16 +216,16 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
                         "dim=-1)",
                         t);
         break;
-    case O_HEADS:
+    case GP__O_HEADS:
         ok = parse_int(val.p, val.n, 1, GP__SPEC_MAX_DIM, &l->heads);
         break;
-    case O_POSITION:
+    case GP__O_POSITION:
         ok = parse_ref(val, l->ref[GP__REF_POSITION]);
         break;
-    case O_TOKEN_TYPE:
+    case GP__O_TOKEN_TYPE:
         ok = parse_ref(val, l->ref[GP__REF_TOKEN_TYPE]);
         break;
-    case O_STD:
+    case GP__O_STD:
         ok = parse_floats(val, l->std, GP__SPEC_MAX_CH, &l->n_std);
         for (int i = 0; ok && i < l->n_std; i++)
             ok = l->std[i] != 0.0f;
@@ -359,25 +309,27 @@ static int parse_adaptive(lctx *c, tok *tk, int *nt) {
 static int parse_line(lctx *c, gp__spec_line *l, tok *tk, int nt) {
     int kind = -1, rc;
     for (int k = 0; k < GP__SPEC_KIND_COUNT_; k++)
-        if (tok_is_ci(tk[0], kind_names[k])) kind = k;
+        if (tok_is_ci(tk[0], kinds[k].keyword)) kind = k;
     if (kind < 0 && tok_is_ci(tk[0], "MultiheadAttention")) kind = GP__SPEC_ATTENTION;
     if (kind < 0 && tok_is_ci(tk[0], "AdaptiveAvgPool2d")) {
         if ((rc = parse_adaptive(c, tk, &nt)) != GP_OK) return rc;
         kind = GP__SPEC_GLOBALAVGPOOL;
     }
-    if (kind < 0)
+    if (kind < 0) {
+        char ops[512];
+        size_t n = 0;
+        for (int k = 0; k < GP__SPEC_KIND_COUNT_; k++)
+            n += (size_t)snprintf(ops + n, sizeof ops - n, "%s%s", k ? ", " : "", kinds[k].keyword);
         return gp__errf(c->e, GP_EMODEL,
-                        "spec line %d: unknown op '%.*s' (ops: input, conv2d, batchnorm2d, "
-                        "linear, maxpool2d, avgpool2d, globalavgpool, relu, gelu, sigmoid, tanh, "
-                        "flatten, softmax, save, restore, add, argmax, topk, embedding, layernorm, "
-                        "attention, pool, l2norm; see docs/MODELS.md)",
-                        c->line, (int)(tk[0].n > 80 ? 80 : tk[0].n), tk[0].p);
+                        "spec line %d: unknown op '%.*s' (ops: %s; see docs/MODELS.md)", c->line,
+                        (int)(tk[0].n > 80 ? 80 : tk[0].n), tk[0].p, ops);
+    }
     l->kind = (gp__spec_kind)kind;
-    c->op = kind_names[kind];
+    c->op = kinds[kind].keyword;
     l->stride[0] = l->stride[1] = 1;
     l->dilation[0] = l->dilation[1] = 1;
     l->groups = 1;
-    l->eps = 1e-5;
+    l->eps = kinds[kind].eps;
     int used = 1;
     if (kind == GP__SPEC_INPUT && (rc = parse_input(c, l, tk, nt, &used)) != GP_OK) return rc;
     if (kind == GP__SPEC_POOL) {
@@ -389,8 +341,8 @@ static int parse_line(lctx *c, gp__spec_line *l, tok *tk, int nt) {
         l->pool_cls = tok_is(tk[1], "cls");
         used = 2;
     }
-    if (kind_info[kind].name) {
-        const char *what = kind_info[kind].name == 1 ? "layer name" : "tag";
+    if (kinds[kind].takes) {
+        const char *what = kinds[kind].takes == 1 ? "layer name" : "tag";
         if (nt < 2 || memchr(tk[1].p, '=', tk[1].n))
             return gp__errf(c->e, GP_EMODEL, "spec line %d: %s: expected a %s", c->line, c->op,
                             what);
@@ -402,18 +354,14 @@ static int parse_line(lctx *c, gp__spec_line *l, tok *tk, int nt) {
     int seen = 0;
     for (int i = used; i < nt; i++) {
         if (!memchr(tk[i].p, '=', tk[i].n)) return lerr(c, "unexpected word", tk[i]);
-        if ((rc = parse_option(c, l, tk[i], kind_info[kind].opts, &seen)) != GP_OK) return rc;
+        if ((rc = parse_option(c, l, tk[i], kinds[kind].opts, &seen)) != GP_OK) return rc;
     }
-    if ((kind == GP__SPEC_MAXPOOL2D || kind == GP__SPEC_AVGPOOL2D) && !(seen & O_KERNEL))
-        return gp__errf(c->e, GP_EMODEL, "spec line %d: %s: kernel=K is required", c->line, c->op);
-    if (kind == GP__SPEC_TOPK && !(seen & O_K))
-        return gp__errf(c->e, GP_EMODEL, "spec line %d: topk: k=K is required", c->line);
-    if (kind == GP__SPEC_L2NORM && !(seen & O_EPS)) l->eps = 1e-12; /* F.normalize's default */
+    int missing = kinds[kind].required & ~seen;
+    for (size_t i = 0; missing && i < sizeof keys / sizeof keys[0]; i++)
+        if (missing & keys[i].bit) /* "kernel=K is required" */
+            return gp__errf(c->e, GP_EMODEL, "spec line %d: %s: %s=%c is required", c->line, c->op,
+                            keys[i].name, (char)(keys[i].name[0] - 'a' + 'A'));
     if (kind == GP__SPEC_ATTENTION) {
-        if (!(seen & O_HEADS))
-            return gp__errf(c->e, GP_EMODEL,
-                            "spec line %d: attention: heads=H is required (the number of heads)",
-                            c->line);
         int given = 0;
         for (int r = GP__REF_Q; r <= GP__REF_OUT; r++)
             given += l->ref[r][0] != '\0';

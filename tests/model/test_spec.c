@@ -84,7 +84,16 @@ static void parse_forms(void) {
     GPT_EQ(sp.lines[1].padding[1], 0);
     GPT_EQ(sp.lines[1].stride[0], 2);
     GPT_EQ(sp.lines[1].stride[1], 1);
-    GPT_EQ(sp.lines[1].eps > 0, 1);
+    GPT_EQ(sp.lines[1].eps == 0, 1); /* conv2d takes no eps */
+    gp__spec_free(&sp);
+    /* eps defaults per op (spec.h's rows): PyTorch's */
+    GPT_RC(gp__spec_parse("input f32 8\nbatchnorm2d b\nlayernorm n\nl2norm\nl2norm eps=0.5\n", &sp,
+                          &e),
+           GP_OK);
+    GPT_EQ(sp.lines[1].eps == 1e-5, 1);
+    GPT_EQ(sp.lines[2].eps == 1e-5, 1);
+    GPT_EQ(sp.lines[3].eps == 1e-12, 1);
+    GPT_EQ(sp.lines[4].eps == 0.5, 1);
     gp__spec_free(&sp);
     printf("ok  every DESIGN §5 form parses\n");
 }
