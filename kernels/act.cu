@@ -3,6 +3,8 @@
 // convolution for builds without cuDNN. Semantics: lib/model/model_impl.h (host.c is the
 // reference); arithmetic in fp32 whatever the storage type.
 #include "kernel_util.cuh"
+#include "cuda/layers.h"
+#include "gpupipe/cuda.h"
 
 namespace {
 
@@ -215,3 +217,50 @@ extern "C" cudaError_t gp__k_conv2d_direct(cudaStream_t s, gp__kt t, const void 
     conv_geom g = {Cin, H, W, Cout, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, groups};
     return GPK_DISPATCH(t, conv_direct_t, s, in, w, bias, out, total, g, act);
 }
+
+// ---- the pooling, ACT and ADD layers (lib/cuda/layers.h): the launches above as the model runs
+// them ------------------
+
+static int run_pool(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_pool2d(gp_cuda_stream(b), st->kt, op->kind == GP__OP_MAXPOOL2D,
+                       gp__resolve(sp->src, b), gp__resolve(sp->dst, b), b->n, op->in.c, op->in.h,
+                       op->in.w, op->out.h, op->out.w, op->kh, op->kw, op->stride_h, op->stride_w,
+                       op->pad_h, op->pad_w));
+    return GP_OK;
+}
+
+static int run_globalavgpool(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    const gp__op *op = sp->op;
+    if (op->in.tokens) { // the mean over each item's own tokens (tokens.cu)
+        CK(c, gp__k_token_mean(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), st->d_tok,
+                               gp__resolve(sp->dst, b), b->n, op->in.c));
+        return GP_OK;
+    }
+    CK(c, gp__k_global_avgpool(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
+                               gp__resolve(sp->dst, b), b->n * (size_t)op->in.c,
+                               (size_t)op->in.h * (size_t)op->in.w));
+    return GP_OK;
+}
+
+static int run_act(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    CK(c, gp__k_act(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
+                    gp__rows(st, sp->op->out, b) * gp__shape_numel(sp->op->out), (int)sp->op->act));
+    return GP_OK;
+}
+
+static int run_add(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    CK(c, gp__k_add_act(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
+                        gp__resolve(sp->src2, b), gp__resolve(sp->dst, b),
+                        gp__rows(st, sp->op->out, b) * gp__shape_numel(sp->op->out),
+                        (int)sp->op->act));
+    return GP_OK;
+}
+
+// {consts, plan, bind, run, release}
+const cuda_layer GP__CUDA_LAYER(MAXPOOL2D) = {nullptr, nullptr, nullptr, run_pool, nullptr};
+const cuda_layer GP__CUDA_LAYER(AVGPOOL2D) = {nullptr, nullptr, nullptr, run_pool, nullptr};
+const cuda_layer GP__CUDA_LAYER(GLOBALAVGPOOL) = {nullptr, nullptr, nullptr, run_globalavgpool,
+                                                  nullptr};
+const cuda_layer GP__CUDA_LAYER(ACT) = {nullptr, nullptr, nullptr, run_act, nullptr};
+const cuda_layer GP__CUDA_LAYER(ADD) = {nullptr, nullptr, nullptr, run_add, nullptr};

@@ -2,6 +2,8 @@
 // layernorm, [CLS] pooling and l2norm, on token values (rows of the batch's packed token matrix)
 // or item values. Arithmetic in fp32 whatever the storage type.
 #include "kernel_util.cuh"
+#include "cuda/layers.h"
+#include "gpupipe/cuda.h"
 
 namespace {
 
@@ -193,3 +195,72 @@ extern "C" cudaError_t gp__k_pool_cls(cudaStream_t s, gp__kt t, const void *in, 
     if (n == 0 || C <= 0) return cudaSuccess;
     return GPK_DISPATCH(t, pool_cls_t, s, in, tok, out, n, C);
 }
+
+// ---- the encoder layers (lib/cuda/layers.h): the launches above as the model runs them
+// ------------------
+
+// EMBEDDING reads the ids as they came (the model input, never staged); the rest run on token
+// rows, POOL_CLS from tokens to items (lib/model/model_impl.h).
+
+// The tables as the IR must hold them: a mismatch would make the upload read past the host
+// arrays, so it is refused with what differs. Tables in the activation type, the type-0 row fp32.
+static int consts_embedding(const gp__op *op, gp__consts *k, ck *c) {
+    size_t C = (size_t)op->out.c;
+    if (!op->weight || op->vocab < 1 || op->weight_count != (size_t)op->vocab * C)
+        return CK_FAIL(c, GP_EMODEL, "embedding: word table of %zu floats, want vocab %d x %zu",
+                       op->weight_count, op->vocab, C);
+    if (op->weight2 && (op->positions < 1 || op->weight2_count != (size_t)op->positions * C))
+        return CK_FAIL(c, GP_EMODEL,
+                       "embedding: position table of %zu floats, want positions %d x %zu",
+                       op->weight2_count, op->positions, C);
+    gp__consts_put(k, GP__K_W, op->weight, 0.0f, (size_t)op->vocab * C, k->kt);
+    if (op->weight2)
+        gp__consts_put(k, GP__K_W2, op->weight2, 0.0f, (size_t)op->positions * C, k->kt);
+    gp__consts_put(k, GP__K_BIAS_F32, op->bias, 0.0f, C, GP__KT_F32);
+    return GP_OK;
+}
+
+static int run_embedding(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_embedding(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
+                          op->in_dtype == GP_DTYPE_I64, st->d_tok, b->n, st->max_len, sp->k->w,
+                          op->vocab, sp->k->w2, op->positions, sp->k->bias_f32,
+                          gp__resolve(sp->dst, b), op->out.c));
+    return GP_OK;
+}
+
+// gamma (ones when none) and beta in fp32
+static int consts_layernorm(const gp__op *op, gp__consts *k, ck *) {
+    gp__consts_put(k, GP__K_W_F32, op->weight, 1.0f, (size_t)op->out.c, GP__KT_F32);
+    gp__consts_put(k, GP__K_BIAS_F32, op->bias, 0.0f, (size_t)op->out.c, GP__KT_F32);
+    return GP_OK;
+}
+
+static int run_layernorm(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c,
+       gp__k_layernorm(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
+                       gp__rows(st, op->in, b), op->in.c, sp->k->w_f32, sp->k->bias_f32, op->eps));
+    return GP_OK;
+}
+
+static int run_l2norm(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_l2norm(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
+                       gp__rows(st, op->in, b), op->in.c, op->eps));
+    return GP_OK;
+}
+
+static int run_pool_cls(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    CK(c, gp__k_pool_cls(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), st->d_tok,
+                         gp__resolve(sp->dst, b), b->n, sp->op->in.c));
+    return GP_OK;
+}
+
+// {consts, plan, bind, run, release}
+const cuda_layer GP__CUDA_LAYER(EMBEDDING) = {consts_embedding, nullptr, nullptr, run_embedding,
+                                              nullptr};
+const cuda_layer GP__CUDA_LAYER(LAYERNORM) = {consts_layernorm, nullptr, nullptr, run_layernorm,
+                                              nullptr};
+const cuda_layer GP__CUDA_LAYER(L2NORM) = {nullptr, nullptr, nullptr, run_l2norm, nullptr};
+const cuda_layer GP__CUDA_LAYER(POOL_CLS) = {nullptr, nullptr, nullptr, run_pool_cls, nullptr};

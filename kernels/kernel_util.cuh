@@ -1,4 +1,4 @@
-// Device helpers shared by the model runtime's kernels (prep.cu, act.cu, post.cu): storage-type
+// Device helpers shared by the model runtime's kernels (kernels/<name>.cu): storage-type
 // loads and stores, the activations exactly as the host applies them (lib/model/gemm.h), grid
 // sizing, and dispatch over the storage type.
 #ifndef GP_KERNELS_KERNEL_UTIL_CUH
@@ -15,7 +15,7 @@
 
 namespace gpk {
 
-// gp__act values (lib/model/model_impl.h); checked against the enum in lib/model/cuda_layers.c.
+// gp__act values (lib/model/model_impl.h); checked against the enum in lib/cuda/model.c.
 enum { ACT_NONE = 0, ACT_RELU = 1, ACT_GELU = 2, ACT_SIGMOID = 3, ACT_TANH = 4 };
 
 __device__ __forceinline__ float ld(const float *p) {

@@ -1,6 +1,8 @@
 // Output stage on the device: softmax, argmax and top-k per item, so the device-to-host copy
 // carries only what the caller wants. One block per item; features are rank-1 per item.
 #include "kernel_util.cuh"
+#include "cuda/layers.h"
+#include "gpupipe/cuda.h"
 
 namespace {
 
@@ -134,3 +136,24 @@ extern "C" cudaError_t gp__k_topk(cudaStream_t s, gp__kt t, const void *in, int6
     if (n > 0x7fffffffu || k > F) return cudaErrorInvalidValue;
     return GPK_DISPATCH(t, topk_t, s, in, out, n, F, k);
 }
+
+// ---- the SOFTMAX, ARGMAX and TOPK layers (lib/cuda/layers.h): the launches above as the model
+// runs them ------------------
+
+static int run_softmax(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    CK(c, gp__k_softmax(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
+                        b->n, sp->op->in.c));
+    return GP_OK;
+}
+
+// ARGMAX is TOPK with k = 1; both write the model's i64 output.
+static int run_topk(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    CK(c, gp__k_topk(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
+                     (int64_t *)gp__resolve(sp->dst, b), b->n, sp->op->in.c, sp->op->k));
+    return GP_OK;
+}
+
+// {consts, plan, bind, run, release}
+const cuda_layer GP__CUDA_LAYER(SOFTMAX) = {nullptr, nullptr, nullptr, run_softmax, nullptr};
+const cuda_layer GP__CUDA_LAYER(ARGMAX) = {nullptr, nullptr, nullptr, run_topk, nullptr};
+const cuda_layer GP__CUDA_LAYER(TOPK) = {nullptr, nullptr, nullptr, run_topk, nullptr};

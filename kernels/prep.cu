@@ -2,6 +2,8 @@
 // so producers send one byte per channel. Also the storage-type conversions the model runtime
 // uses around 16-bit activations.
 #include "kernel_util.cuh"
+#include "cuda/layers.h"
+#include "gpupipe/cuda.h"
 
 namespace {
 
@@ -91,3 +93,32 @@ extern "C" cudaError_t gp__k_convert(cudaStream_t s, const void *in, gp__kt it, 
     }
     return GPK_DISPATCH(it, convert_from, s, in, out, ot, count);
 }
+
+// ---- the PREP and COPY layers (lib/cuda/layers.h): the launches above as the model runs them
+// ------------------
+
+static int consts_prep(const gp__op *op, gp__consts *k, ck *) {
+    gp__consts_put(k, GP__K_MEAN, op->mean, 0.0f, (size_t)op->out.c, GP__KT_F32);
+    gp__consts_put(k, GP__K_STD, op->std, 1.0f, (size_t)op->out.c, GP__KT_F32);
+    return GP_OK;
+}
+
+static int run_prep(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    const gp__op *op = sp->op;
+    CK(c, gp__k_prep(gp_cuda_stream(b), b->n, gp__resolve(sp->src, b), op->in_dtype == GP_DTYPE_U8,
+                     op->hwc, op->out.c, op->out.h, op->out.w, sp->k->mean, sp->k->std,
+                     gp__resolve(sp->dst, b), st->kt));
+    return GP_OK;
+}
+
+// COPY converts between storage types; its ends may be the f32 model input / output.
+static int run_copy(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
+    CK(c,
+       gp__k_convert(gp_cuda_stream(b), gp__resolve(sp->src, b), sp->src_t, gp__resolve(sp->dst, b),
+                     sp->dst_t, gp__rows(st, sp->op->out, b) * gp__shape_numel(sp->op->out)));
+    return GP_OK;
+}
+
+// {consts, plan, bind, run, release}
+const cuda_layer GP__CUDA_LAYER(PREP) = {consts_prep, nullptr, nullptr, run_prep, nullptr};
+const cuda_layer GP__CUDA_LAYER(COPY) = {nullptr, nullptr, nullptr, run_copy, nullptr};

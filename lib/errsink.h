@@ -9,6 +9,10 @@
 
 #include "gpupipe/gpupipe.h"
 
+#ifdef __cplusplus /* the CUDA layers in kernels/<name>.cu include these headers */
+extern "C" {
+#endif
+
 typedef struct gp__errsink {
     pthread_mutex_t mu; /* guards code and msg */
     int code;
@@ -39,5 +43,9 @@ void gp__log(gp__errsink *s, gp_log_level level, const char *fmt, ...)
         int gp__rc_ = (call);                                                                      \
         if (gp__rc_ != 0) return GP__ERR((sink), GP_ESYS, "%s failed: errno %d", #call, gp__rc_);  \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

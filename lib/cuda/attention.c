@@ -124,7 +124,25 @@ static void attn_release(step *sp, int n_buckets) {
     sp->plan = NULL;
 }
 
-const cuda_layer gp__cuda_attention = {
+/* Wqkv, Wo and both biases (fp32 and the activation type, for the cuBLASLt epilogues), as the
+   IR must hold them: a mismatch would make the upload read past the host arrays. */
+static int attn_consts(const gp__op *op, gp__consts *k, ck *c) {
+    size_t C = (size_t)op->out.c;
+    if (!op->weight || op->weight_count != 3 * C * C || !op->weight2 ||
+        op->weight2_count != C * C || (size_t)op->in.c != C)
+        return CK_FAIL(c, GP_EMODEL,
+                       "attention: weights of %zu and %zu floats, want 3 x %zu x %zu and "
+                       "%zu x %zu",
+                       op->weight_count, op->weight2 ? op->weight2_count : 0, C, C, C, C);
+    gp__consts_put(k, GP__K_W, op->weight, 0.0f, 3 * C * C, k->kt);
+    gp__consts_bias(k, GP__K_BIAS_F32, GP__K_BIAS_T, op->bias, 3 * C);
+    gp__consts_put(k, GP__K_W2, op->weight2, 0.0f, C * C, k->kt);
+    gp__consts_bias(k, GP__K_BIAS2_F32, GP__K_BIAS2_T, op->bias2, C);
+    return GP_OK;
+}
+
+const cuda_layer GP__CUDA_LAYER(ATTENTION) = {
+    .consts = attn_consts,
     .plan = attn_plan_step,
     .bind = attn_bind,
     .run = attn_run,

@@ -1,6 +1,6 @@
 /*
  * The one way CUDA Runtime, cuBLAS(Lt) and cuDNN results are turned into gpupipe errors, for the
- * backend (backend.c) and the model layers (model.c, linear.c, conv.c) alike. The library is
+ * backend (backend.c) and the model layers (lib/cuda/, kernels/<name>.cu) alike. The library is
  * told apart by the status type, so one macro checks any call:
  *
  *     gp__cu_status st = GP__CU_STATUS(cudaMalloc(&p, n));
@@ -23,6 +23,10 @@
 
 #include "../errsink.h"
 
+#ifdef __cplusplus /* the CUDA layers in kernels/<name>.cu check their launches with CK too */
+extern "C" {
+#endif
+
 enum { GP__LIB_CUDART = 0, GP__LIB_CUBLAS = 1, GP__LIB_CUDNN = 2 };
 
 typedef struct gp__cu_status {
@@ -31,23 +35,22 @@ typedef struct gp__cu_status {
 } gp__cu_status;
 
 static inline gp__cu_status gp__cu_rt(cudaError_t e) {
-    return (gp__cu_status){GP__LIB_CUDART, (int)e};
+    gp__cu_status s = {GP__LIB_CUDART, (int)e};
+    return s;
 }
 static inline gp__cu_status gp__cu_blas(cublasStatus_t e) {
-    return (gp__cu_status){GP__LIB_CUBLAS, (int)e};
+    gp__cu_status s = {GP__LIB_CUBLAS, (int)e};
+    return s;
 }
 #ifdef GP_HAVE_CUDNN
 static inline gp__cu_status gp__cu_dnn(cudnnStatus_t e) {
-    return (gp__cu_status){GP__LIB_CUDNN, (int)e};
+    gp__cu_status s = {GP__LIB_CUDNN, (int)e};
+    return s;
 }
 #define GP__CU_DNN_ASSOC , cudnnStatus_t : gp__cu_dnn
 #else
 #define GP__CU_DNN_ASSOC
 #endif
-
-/* The status of a call of any of the three libraries; `call` is evaluated once. */
-#define GP__CU_STATUS(call)                                                                        \
-    _Generic((call), cudaError_t : gp__cu_rt, cublasStatus_t : gp__cu_blas GP__CU_DNN_ASSOC)(call)
 
 /* The native name ("cudaErrorIllegalAddress", "CUBLAS_STATUS_NOT_SUPPORTED", ...) and text. */
 void gp__cu_describe(gp__cu_status s, const char **name, const char **text);
@@ -73,5 +76,26 @@ int gp__cu_record(gp__errsink *sink, gp__cu_status s, const char *call, const ch
         gp__cu_status gp__st_ = GP__CU_STATUS(call);                                               \
         if (gp__st_.code) return gp__cu_record((sink), gp__st_, #call, NULL, __FILE__, __LINE__);  \
     } while (0)
+
+#ifdef __cplusplus
+}
+/* C++ has no _Generic: overloads tell the libraries apart. */
+static inline gp__cu_status gp__cu_of(cudaError_t e) {
+    return gp__cu_rt(e);
+}
+static inline gp__cu_status gp__cu_of(cublasStatus_t e) {
+    return gp__cu_blas(e);
+}
+#ifdef GP_HAVE_CUDNN
+static inline gp__cu_status gp__cu_of(cudnnStatus_t e) {
+    return gp__cu_dnn(e);
+}
+#endif
+#define GP__CU_STATUS(call) gp__cu_of(call)
+#else
+/* The status of a call of any of the three libraries; `call` is evaluated once. */
+#define GP__CU_STATUS(call)                                                                        \
+    _Generic((call), cudaError_t : gp__cu_rt, cublasStatus_t : gp__cu_blas GP__CU_DNN_ASSOC)(call)
+#endif
 
 #endif

@@ -234,7 +234,8 @@ static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, c
     return GP_OK;
 }
 
-const cuda_layer gp__cuda_conv2d = {
+const cuda_layer GP__CUDA_LAYER(CONV2D) = {
+    .consts = gp__consts_weight_bias,
     .plan = conv_plan_op,
     .bind = conv_bind,
     .run = conv_run,
@@ -246,5 +247,5 @@ static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, c
     return conv_run_direct(st, sp, b, c);
 }
 
-const cuda_layer gp__cuda_conv2d = {.run = conv_run};
+const cuda_layer GP__CUDA_LAYER(CONV2D) = {.consts = gp__consts_weight_bias, .run = conv_run};
 #endif

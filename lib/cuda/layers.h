@@ -1,12 +1,14 @@
 /*
  * The CUDA model layers' shared internals: the slot state that model.c plans and runs, one step
- * per op, and the per-op layer table (docs/DESIGN.md §5). model.c owns setup / run / teardown
- * and the simple kernel layers; linear.c (cuBLASLt), conv.c (cuDNN, or the direct kernel) and
- * attention.c (two planned GEMMs around the fused attention kernel) are the layers that plan.
+ * per op, and the per-op layer table (docs/DESIGN.md §5). model.c owns the weights, setup / run /
+ * teardown and the table; each layer lives beside its code: the ones that are a kernel launch in
+ * kernels/<name>.cu (C++, with this header), the ones that plan in linear.c (cuBLASLt), conv.c
+ * (cuDNN, or the direct kernel) and attention.c (two planned GEMMs around the fused kernel).
  *
- * A layer's life, per slot: plan (before the slot's buffers exist: descriptors, algorithms,
- * workspace and scratch sizes), then bind (after: anything that needs the operand pointers), then run per
- * batch (enqueue only), then release. Every entry is optional except run.
+ * A layer's life: consts (once per device: its weights into the model's arena), then per slot
+ * plan (before the slot's buffers exist: descriptors, algorithms, workspace and scratch sizes),
+ * bind (after: anything that needs the operand pointers), run per batch (enqueue only), and
+ * release. Every entry is optional except run.
  *
  * Errors: CK() checks a CUDA / cuBLASLt / cuDNN call and records the failure with the op's spec
  * line in the model's error sink (or, while a layer only probes, in a note), returning GP_E*.
@@ -20,6 +22,10 @@
 #include "../model/model_impl.h"
 #include "check.h"
 #include "kernels.h"
+
+#ifdef __cplusplus /* the CUDA layers in kernels/<name>.cu include these headers */
+extern "C" {
+#endif
 
 #define GP__CUDA_ALIGN 256 /* bytes: every buffer, weight and workspace */
 
@@ -45,10 +51,9 @@ int gp__ck_fail(ck *c, int code, const char *file, int line, const char *fmt, ..
     } while (0)
 #define CK_FAIL(c, code, ...) gp__ck_fail((c), (code), __FILE__, __LINE__, __VA_ARGS__)
 
-/* ---- weights on a device (model-wide) ----------------------------------------------------------
- */
+/* ---- weights on a device (model-wide) ------------------------------------------------------ */
 
-/* Device copies of one op's constants (NULL where the op has none). */
+/* Device copies of one op's constants (NULL where the op has none), one GP__K_* slot each. */
 typedef struct op_consts {
     void *w;         /* CONV2D / LINEAR weight; EMBEDDING word table; ATTENTION Wqkv [3c][c]:
                         activation type */
@@ -61,6 +66,34 @@ typedef struct op_consts {
     float *bias2_f32; /* ATTENTION bias2 (the output projection's) */
     void *bias2_t;
 } op_consts;
+
+enum {
+    GP__K_W,
+    GP__K_BIAS_F32,
+    GP__K_BIAS_T,
+    GP__K_MEAN,
+    GP__K_STD,
+    GP__K_W2,
+    GP__K_W_F32,
+    GP__K_BIAS2_F32,
+    GP__K_BIAS2_T,
+    GP__K_SLOTS
+};
+
+/* The model-wide device arena while it is laid out (model.c): a layer's consts hook puts each
+   of its op's constants into a slot. Called twice per device: to size (img NULL), then to fill. */
+typedef struct gp__consts {
+    gp__kt kt;              /* the activation type */
+    unsigned char *img;     /* the host image, or NULL while sizing */
+    size_t off;             /* the next free byte (256-byte aligned) */
+    size_t at[GP__K_SLOTS]; /* this op's slots: byte offsets, SIZE_MAX where none */
+} gp__consts;
+
+/* Put n floats (v NULL: n copies of fill) into `slot`, converted to t. */
+void gp__consts_put(gp__consts *k, int slot, const float *v, float fill, size_t n, gp__kt t);
+/* A bias of n floats (v NULL: zeros) in fp32 (f32_slot) and in the activation type (t_slot,
+   the same bytes when that is fp32): for the bias kernel and for cuBLASLt / cuDNN epilogues. */
+void gp__consts_bias(gp__consts *k, int f32_slot, int t_slot, const float *v, size_t n);
 
 /* ---- slot state ---------------------------------------------------------------------------------
  */
@@ -115,7 +148,11 @@ typedef struct slot_state {
 
 /* ---- the layer table ------------------------------------------------------------------------- */
 
+/* Every hook but run is optional. consts (model-wide, once per device) refuses weights the op
+   cannot run with (GP_EMODEL through CK_FAIL) and puts the rest into the arena; plan and bind
+   run per slot (see the top), run per batch. */
 typedef struct cuda_layer {
+    int (*consts)(const gp__op *op, gp__consts *k, ck *c);
     int (*plan)(slot_state *st, step *sp, const gp_batch *slot, ck *c);
     int (*bind)(slot_state *st, step *sp, const gp_batch *slot, ck *c);
     /* bi: index of the batch's bucket in st->buckets */
@@ -123,9 +160,18 @@ typedef struct cuda_layer {
     void (*release)(step *sp, int n_buckets);
 } cuda_layer;
 
-extern const cuda_layer gp__cuda_linear;    /* linear.c */
-extern const cuda_layer gp__cuda_conv2d;    /* conv.c */
-extern const cuda_layer gp__cuda_attention; /* attention.c */
+/* The layer table: one `const cuda_layer GP__CUDA_LAYER(KIND)` per op of model_impl.h's
+   GP__OP_LIST, defined beside its code (kernels/<name>.cu for a layer that is one kernel launch,
+   written as C++ aggregates in the field order above; linear.c, conv.c, attention.c for those
+   that plan). model.c indexes them by op kind: an op without one is a link error of the module. */
+#define GP__CUDA_LAYER(kind) gp__cuda_layer_##kind
+#define GP__CUDA_LAYER_DECL(kind, name) extern const cuda_layer GP__CUDA_LAYER(kind);
+GP__OP_LIST(GP__CUDA_LAYER_DECL)
+#undef GP__CUDA_LAYER_DECL
+
+/* The consts hook of a layer with a weight [n][...] of weight_count floats and a bias [out.c]
+   (LINEAR, CONV2D). */
+int gp__consts_weight_bias(const gp__op *op, gp__consts *k, ck *c);
 
 /* ---- planned GEMMs (linear.c) -------------------------------------------------------------- */
 
@@ -164,5 +210,9 @@ static inline size_t gp__rows(const slot_state *st, gp__shape s, const gp_batch 
 static inline void *gp__resolve(ref r, const gp_batch *b) {
     return r.kind == REF_IN ? (void *)(uintptr_t)b->in : r.kind == REF_OUT ? b->out : r.p;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

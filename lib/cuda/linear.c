@@ -249,8 +249,8 @@ static int lin_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck
     return GP_OK;
 }
 
-const cuda_layer gp__cuda_linear = {
-    .plan = NULL,
+const cuda_layer GP__CUDA_LAYER(LINEAR) = {
+    .consts = gp__consts_weight_bias,
     .bind = lin_bind,
     .run = lin_run,
     .release = lin_release,

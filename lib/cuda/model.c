@@ -24,11 +24,12 @@
  * a result written by LINEAR, CONV2D or an elementwise op goes through an output staging
  * buffer and one conversion to f32. COPY reads / writes f32 ends directly.
  *
- * The layer table below maps each op kind to its CUDA layer (layers.h): linear and conv2d plan
- * per bucket, attention (attention.c) plans two GEMMs and runs the fused kernel between them;
- * the rest are one kernel launch each (kernels/). Token ids (a model whose input is i32 / i64 / u32)
- * are read only by EMBEDDING, as they came; an id outside the vocabulary gives that token a
- * row of NaN on CUDA (kernels.h, gp__k_embedding), where the host backend fails the batch.
+ * The layer table below maps each op kind to its CUDA layer (layers.h), defined beside its
+ * code: linear and conv2d plan per bucket, attention (attention.c) plans two GEMMs and runs the
+ * fused kernel between them; the rest are one kernel launch each (kernels/<name>.cu). Token ids (a
+ * model whose input is i32 / i64 / u32) are read only by EMBEDDING, as they came; an id outside the
+ * vocabulary gives that token a row of NaN on CUDA (kernels.h, gp__k_embedding), where the host
+ * backend fails the batch.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -101,6 +102,19 @@ static gp__kt act_type(gp_precision p) {
     return p == GP_PRECISION_FP16 ? GP__KT_F16 : p == GP_PRECISION_BF16 ? GP__KT_BF16 : GP__KT_F32;
 }
 
+/* ---- the layer table (layers.h) ------------------------------------------------------------ */
+
+/* Indexed by op kind: every op of model_impl.h's list has a CUDA layer, defined beside its code. */
+static const cuda_layer *const layers[GP__OP_COUNT_] = {
+#define GP__CUDA_LAYER_ROW(kind, name) [GP__OP_##kind] = &GP__CUDA_LAYER(kind),
+    GP__OP_LIST(GP__CUDA_LAYER_ROW)
+#undef GP__CUDA_LAYER_ROW
+};
+
+static const cuda_layer *layer_of(const gp__op *op) {
+    return (unsigned)op->kind < GP__OP_COUNT_ ? layers[op->kind] : NULL;
+}
+
 /* ---- model-wide state: weights per device ------------------------------------------------- */
 
 typedef struct dev_weights {
@@ -114,109 +128,64 @@ typedef struct model_cuda {
     dev_weights *devs;
 } model_cuda;
 
-/* Append `n` floats to the host image at *off, converted to `t` (v NULL: n copies of `fill`);
-   returns the offset used. */
-static size_t put(unsigned char *img, size_t *off, const float *v, float fill, size_t n, gp__kt t) {
-    size_t at = *off;
-    if (img) {
+void gp__consts_put(gp__consts *k, int slot, const float *v, float fill, size_t n, gp__kt t) {
+    size_t at = k->off;
+    if (k->img) {
         if (t == GP__KT_F32) {
-            float *d = (float *)(void *)(img + at);
+            float *d = (float *)(void *)(k->img + at);
             if (v)
                 memcpy(d, v, n * sizeof(float));
             else
                 for (size_t i = 0; i < n; i++)
                     d[i] = fill;
         } else {
-            uint16_t *d = (uint16_t *)(void *)(img + at);
+            uint16_t *d = (uint16_t *)(void *)(k->img + at);
             for (size_t i = 0; i < n; i++) {
                 float x = v ? v[i] : fill;
                 d[i] = t == GP__KT_F16 ? gp__f32_to_f16(x) : gp__f32_to_bf16(x);
             }
         }
     }
-    *off = align_up(at + n * gp__kt_size(t));
-    return at;
+    k->off = align_up(at + n * gp__kt_size(t));
+    k->at[slot] = at;
 }
 
-/* The constants of an op, by slot in the device arena (op_consts in layers.h). */
-enum { K_W, K_BIAS_F32, K_BIAS_T, K_MEAN, K_STD, K_W2, K_W_F32, K_BIAS2_F32, K_BIAS2_T, K_SLOTS };
+void gp__consts_bias(gp__consts *k, int f32_slot, int t_slot, const float *v, size_t n) {
+    gp__consts_put(k, f32_slot, v, 0.0f, n, GP__KT_F32);
+    if (k->kt == GP__KT_F32)
+        k->at[t_slot] = k->at[f32_slot];
+    else
+        gp__consts_put(k, t_slot, v, 0.0f, n, k->kt);
+}
 
-/* The encoder ops' weights as the IR must hold them (lib/model/model_impl.h): a mismatch would
-   make the upload read past the host arrays, so it is refused with what differs. */
-static int check_consts(const gp__op *op, ck *c) {
-    size_t C = (size_t)op->out.c;
-    c->op = op;
-    switch (op->kind) {
-    case GP__OP_EMBEDDING:
-        if (!op->weight || op->vocab < 1 || op->weight_count != (size_t)op->vocab * C)
-            return CK_FAIL(c, GP_EMODEL, "embedding: word table of %zu floats, want vocab %d x %zu",
-                           op->weight_count, op->vocab, C);
-        if (op->weight2 && (op->positions < 1 || op->weight2_count != (size_t)op->positions * C))
-            return CK_FAIL(c, GP_EMODEL,
-                           "embedding: position table of %zu floats, want positions %d x %zu",
-                           op->weight2_count, op->positions, C);
-        break;
-    case GP__OP_ATTENTION:
-        if (!op->weight || op->weight_count != 3 * C * C || !op->weight2 ||
-            op->weight2_count != C * C || (size_t)op->in.c != C)
-            return CK_FAIL(c, GP_EMODEL,
-                           "attention: weights of %zu and %zu floats, want 3 x %zu x %zu and "
-                           "%zu x %zu",
-                           op->weight_count, op->weight2 ? op->weight2_count : 0, C, C, C, C);
-        break;
-    default:
-        break;
-    }
-    c->op = NULL;
+int gp__consts_weight_bias(const gp__op *op, gp__consts *k, ck *c) {
+    (void)c;
+    gp__consts_put(k, GP__K_W, op->weight, 0.0f, op->weight_count, k->kt);
+    gp__consts_bias(k, GP__K_BIAS_F32, GP__K_BIAS_T, op->bias, (size_t)op->out.c);
     return GP_OK;
 }
 
-/* Lay out (img == NULL: size only) the device arena of every op's constants. offs receives
-   per op the byte offsets of each K_* slot (SIZE_MAX: none). */
-static size_t layout_consts(const gp__model *m, gp__kt kt, unsigned char *img,
-                            size_t (*offs)[K_SLOTS]) {
-    size_t off = 0;
+/* Lay out (img == NULL: size only) the device arena of every op's constants through the
+   layers' consts hooks. offs receives per op the byte offset of each GP__K_* slot (SIZE_MAX:
+   none); *bytes the arena's size. */
+static int layout_consts(const gp__model *m, gp__kt kt, unsigned char *img,
+                         size_t (*offs)[GP__K_SLOTS], size_t *bytes, ck *c) {
+    gp__consts k = {.kt = kt, .img = img};
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
-        size_t *o = offs[i], C = (size_t)op->out.c;
-        for (int k = 0; k < K_SLOTS; k++)
-            o[k] = SIZE_MAX;
-        switch (op->kind) {
-        case GP__OP_CONV2D:
-        case GP__OP_LINEAR:
-            o[K_W] = put(img, &off, op->weight, 0.0f, op->weight_count, kt);
-            o[K_BIAS_F32] = put(img, &off, op->bias, 0.0f, C, GP__KT_F32);
-            o[K_BIAS_T] = kt == GP__KT_F32 ? o[K_BIAS_F32] : put(img, &off, op->bias, 0.0f, C, kt);
-            break;
-        case GP__OP_PREP:
-            o[K_MEAN] = put(img, &off, op->mean, 0.0f, C, GP__KT_F32);
-            o[K_STD] = put(img, &off, op->std, 1.0f, C, GP__KT_F32);
-            break;
-        case GP__OP_EMBEDDING: /* tables in the activation type, the type-0 row in fp32 */
-            o[K_W] = put(img, &off, op->weight, 0.0f, (size_t)op->vocab * C, kt);
-            if (op->weight2)
-                o[K_W2] = put(img, &off, op->weight2, 0.0f, (size_t)op->positions * C, kt);
-            o[K_BIAS_F32] = put(img, &off, op->bias, 0.0f, C, GP__KT_F32);
-            break;
-        case GP__OP_LAYERNORM: /* gamma (ones when none) and beta in fp32 */
-            o[K_W_F32] = put(img, &off, op->weight, 1.0f, C, GP__KT_F32);
-            o[K_BIAS_F32] = put(img, &off, op->bias, 0.0f, C, GP__KT_F32);
-            break;
-        case GP__OP_ATTENTION: /* Wqkv, Wo and both biases for the cuBLASLt epilogues */
-            o[K_W] = put(img, &off, op->weight, 0.0f, 3 * C * C, kt);
-            o[K_BIAS_F32] = put(img, &off, op->bias, 0.0f, 3 * C, GP__KT_F32);
-            o[K_BIAS_T] =
-                kt == GP__KT_F32 ? o[K_BIAS_F32] : put(img, &off, op->bias, 0.0f, 3 * C, kt);
-            o[K_W2] = put(img, &off, op->weight2, 0.0f, C * C, kt);
-            o[K_BIAS2_F32] = put(img, &off, op->bias2, 0.0f, C, GP__KT_F32);
-            o[K_BIAS2_T] =
-                kt == GP__KT_F32 ? o[K_BIAS2_F32] : put(img, &off, op->bias2, 0.0f, C, kt);
-            break;
-        default:
-            break;
+        const cuda_layer *l = layer_of(op);
+        for (int s = 0; s < GP__K_SLOTS; s++)
+            k.at[s] = SIZE_MAX;
+        if (l && l->consts) {
+            c->op = op;
+            int rc = l->consts(op, &k, c);
+            if (rc != GP_OK) return rc;
+            c->op = NULL;
         }
+        memcpy(offs[i], k.at, sizeof k.at);
     }
-    return off;
+    *bytes = k.off;
+    return GP_OK;
 }
 
 static void dev_weights_free(dev_weights *d) {
@@ -229,26 +198,23 @@ static void dev_weights_free(dev_weights *d) {
 /* Upload the weights to the current device (d->device) through `stream`, synchronously. */
 static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck *c) {
     gp__kt kt = act_type(m->precision);
-    for (int i = 0; i < m->n_ops; i++) {
-        int rc = check_consts(&m->ops[i], c);
-        if (rc != GP_OK) return rc;
-    }
-    size_t(*offs)[K_SLOTS] = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *offs);
+    size_t(*offs)[GP__K_SLOTS] = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *offs);
     d->ops = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *d->ops);
     if (!offs || !d->ops) {
         free(offs);
         return CK_FAIL(c, GP_ENOMEM, "out of memory laying out the weights");
     }
-    size_t bytes = layout_consts(m, kt, NULL, offs);
-    int rc = GP_OK;
+    size_t bytes = 0;
     unsigned char *img = NULL;
+    int rc = layout_consts(m, kt, NULL, offs, &bytes, c);
+    if (rc != GP_OK) goto out;
     if (bytes) {
         img = malloc(bytes);
         if (!img) {
             rc = CK_FAIL(c, GP_ENOMEM, "out of memory staging %zu bytes of weights", bytes);
             goto out;
         }
-        layout_consts(m, kt, img, offs);
+        if ((rc = layout_consts(m, kt, img, offs, &bytes, c)) != GP_OK) goto out;
         cudaError_t e = cudaMalloc(&d->arena, bytes);
         if (e != cudaSuccess) {
             d->arena = NULL;
@@ -267,18 +233,18 @@ static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck 
     for (int i = 0; i < m->n_ops; i++) {
         unsigned char *base = d->arena;
         op_consts *oc = &d->ops[i];
-        void *p[K_SLOTS];
-        for (int k = 0; k < K_SLOTS; k++)
+        void *p[GP__K_SLOTS];
+        for (int k = 0; k < GP__K_SLOTS; k++)
             p[k] = offs[i][k] != SIZE_MAX ? base + offs[i][k] : NULL;
-        oc->w = p[K_W];
-        oc->bias_f32 = p[K_BIAS_F32];
-        oc->bias_t = p[K_BIAS_T];
-        oc->mean = p[K_MEAN];
-        oc->std = p[K_STD];
-        oc->w2 = p[K_W2];
-        oc->w_f32 = p[K_W_F32];
-        oc->bias2_f32 = p[K_BIAS2_F32];
-        oc->bias2_t = p[K_BIAS2_T];
+        oc->w = p[GP__K_W];
+        oc->bias_f32 = p[GP__K_BIAS_F32];
+        oc->bias_t = p[GP__K_BIAS_T];
+        oc->mean = p[GP__K_MEAN];
+        oc->std = p[GP__K_STD];
+        oc->w2 = p[GP__K_W2];
+        oc->w_f32 = p[GP__K_W_F32];
+        oc->bias2_f32 = p[GP__K_BIAS2_F32];
+        oc->bias2_t = p[GP__K_BIAS2_T];
     }
 out:
     free(img);
@@ -338,137 +304,6 @@ static void cuda_model_free(gp__model *m, void *shared) {
     }
     if (have_prev) cudaSetDevice(prev);
     free(mc);
-}
-
-/* ---- the simple layers: one kernel launch each ---------------------------------------------- */
-
-static int run_prep(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    const gp__op *op = sp->op;
-    CK(c, gp__k_prep(gp_cuda_stream(b), b->n, gp__resolve(sp->src, b), op->in_dtype == GP_DTYPE_U8,
-                     op->hwc, op->out.c, op->out.h, op->out.w, sp->k->mean, sp->k->std,
-                     gp__resolve(sp->dst, b), st->kt));
-    return GP_OK;
-}
-
-static int run_pool(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    const gp__op *op = sp->op;
-    CK(c, gp__k_pool2d(gp_cuda_stream(b), st->kt, op->kind == GP__OP_MAXPOOL2D,
-                       gp__resolve(sp->src, b), gp__resolve(sp->dst, b), b->n, op->in.c, op->in.h,
-                       op->in.w, op->out.h, op->out.w, op->kh, op->kw, op->stride_h, op->stride_w,
-                       op->pad_h, op->pad_w));
-    return GP_OK;
-}
-
-static int run_globalavgpool(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    const gp__op *op = sp->op;
-    if (op->in.tokens) { /* the mean over each item's own tokens */
-        CK(c, gp__k_token_mean(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), st->d_tok,
-                               gp__resolve(sp->dst, b), b->n, op->in.c));
-        return GP_OK;
-    }
-    CK(c, gp__k_global_avgpool(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
-                               gp__resolve(sp->dst, b), b->n * (size_t)op->in.c,
-                               (size_t)op->in.h * (size_t)op->in.w));
-    return GP_OK;
-}
-
-static int run_act(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    CK(c, gp__k_act(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
-                    gp__rows(st, sp->op->out, b) * gp__shape_numel(sp->op->out), (int)sp->op->act));
-    return GP_OK;
-}
-
-static int run_add(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    CK(c, gp__k_add_act(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
-                        gp__resolve(sp->src2, b), gp__resolve(sp->dst, b),
-                        gp__rows(st, sp->op->out, b) * gp__shape_numel(sp->op->out),
-                        (int)sp->op->act));
-    return GP_OK;
-}
-
-static int run_softmax(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    CK(c, gp__k_softmax(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
-                        b->n, sp->op->in.c));
-    return GP_OK;
-}
-
-static int run_topk(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    CK(c, gp__k_topk(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
-                     (int64_t *)gp__resolve(sp->dst, b), b->n, sp->op->in.c, sp->op->k));
-    return GP_OK;
-}
-
-static int run_copy(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    CK(c,
-       gp__k_convert(gp_cuda_stream(b), gp__resolve(sp->src, b), sp->src_t, gp__resolve(sp->dst, b),
-                     sp->dst_t, gp__rows(st, sp->op->out, b) * gp__shape_numel(sp->op->out)));
-    return GP_OK;
-}
-
-/* Transformer encoders (model_impl.h). EMBEDDING reads the ids as they came (the model input,
-   never staged); the rest run on token rows, POOL_CLS from tokens to items. */
-static int run_embedding(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    const gp__op *op = sp->op;
-    CK(c, gp__k_embedding(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
-                          op->in_dtype == GP_DTYPE_I64, st->d_tok, b->n, st->max_len, sp->k->w,
-                          op->vocab, sp->k->w2, op->positions, sp->k->bias_f32,
-                          gp__resolve(sp->dst, b), op->out.c));
-    return GP_OK;
-}
-
-static int run_layernorm(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    const gp__op *op = sp->op;
-    CK(c,
-       gp__k_layernorm(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
-                       gp__rows(st, op->in, b), op->in.c, sp->k->w_f32, sp->k->bias_f32, op->eps));
-    return GP_OK;
-}
-
-static int run_l2norm(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    const gp__op *op = sp->op;
-    CK(c, gp__k_l2norm(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), gp__resolve(sp->dst, b),
-                       gp__rows(st, op->in, b), op->in.c, op->eps));
-    return GP_OK;
-}
-
-static int run_pool_cls(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
-    CK(c, gp__k_pool_cls(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), st->d_tok,
-                         gp__resolve(sp->dst, b), b->n, sp->op->in.c));
-    return GP_OK;
-}
-
-/* Indexed by op kind: every op of model_impl.h's list has a CUDA layer. */
-static const cuda_layer simple_prep = {.run = run_prep}, simple_pool = {.run = run_pool},
-                        simple_gap = {.run = run_globalavgpool}, simple_act = {.run = run_act},
-                        simple_add = {.run = run_add}, simple_softmax = {.run = run_softmax},
-                        simple_topk = {.run = run_topk}, simple_copy = {.run = run_copy},
-                        simple_embedding = {.run = run_embedding},
-                        simple_layernorm = {.run = run_layernorm},
-                        simple_pool_cls = {.run = run_pool_cls},
-                        simple_l2norm = {.run = run_l2norm};
-
-static const cuda_layer *const layers[GP__OP_COUNT_] = {
-    [GP__OP_PREP] = &simple_prep,
-    [GP__OP_CONV2D] = &gp__cuda_conv2d,
-    [GP__OP_LINEAR] = &gp__cuda_linear,
-    [GP__OP_MAXPOOL2D] = &simple_pool,
-    [GP__OP_AVGPOOL2D] = &simple_pool,
-    [GP__OP_GLOBALAVGPOOL] = &simple_gap,
-    [GP__OP_ACT] = &simple_act,
-    [GP__OP_ADD] = &simple_add,
-    [GP__OP_SOFTMAX] = &simple_softmax,
-    [GP__OP_ARGMAX] = &simple_topk,
-    [GP__OP_TOPK] = &simple_topk,
-    [GP__OP_COPY] = &simple_copy,
-    [GP__OP_EMBEDDING] = &simple_embedding,
-    [GP__OP_LAYERNORM] = &simple_layernorm,
-    [GP__OP_ATTENTION] = &gp__cuda_attention,
-    [GP__OP_POOL_CLS] = &simple_pool_cls,
-    [GP__OP_L2NORM] = &simple_l2norm,
-};
-
-static const cuda_layer *layer_of(const gp__op *op) {
-    return (unsigned)op->kind < GP__OP_COUNT_ ? layers[op->kind] : NULL;
 }
 
 /* ---- setup / teardown ---------------------------------------------------------------------- */

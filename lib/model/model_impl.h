@@ -101,6 +101,10 @@
 #include "gpupipe/model.h"
 #include "util.h"
 
+#ifdef __cplusplus /* the CUDA layers in kernels/<name>.cu include these headers */
+extern "C" {
+#endif
+
 #define GP__MODEL_BACKENDS 3 /* indexed by gp_backend: AUTO (unused), HOST, CUDA */
 
 /* ---- ops --------------------------------------------------------------------------------- */
@@ -276,5 +280,9 @@ int gp__model_options_copy(gp_model_options *dst, const gp_model_options *src, g
 /* Name of an op kind / activation ("conv2d", "relu", ...). */
 const char *gp__op_name(gp__op_kind k);
 const char *gp__act_name(gp__act a);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GP_LIB_MODEL_IMPL_H */

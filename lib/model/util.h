@@ -5,6 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus /* the CUDA layers in kernels/<name>.cu include these headers */
+extern "C" {
+#endif
+
 /* An error destination: the caller's buffer (may be NULL / 0). */
 typedef struct gp__err {
     char *buf;
@@ -26,5 +30,9 @@ static inline int gp__add_ok(size_t a, size_t b, size_t *out) {
     *out = a + b;
     return 1;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
