@@ -255,7 +255,9 @@ GP_API int gp_model_configure(gp_model *m, gp_config *cfg);
 /*
  * Run `n` items through the host implementation on the calling thread, without a pipeline:
  * `in` holds n input items, `out` receives n output items. The reference the tests compare
- * other backends with. @return GP_OK, GP_EINVAL, GP_ENOMEM. Any thread, concurrently.
+ * other backends with. It allocates its scratch on every call (and frees it before returning):
+ * a compute that runs batch after batch should use gp_model_configure, whose slots allocate
+ * theirs once. @return GP_OK, GP_EINVAL, GP_ENOMEM. Any thread, concurrently.
  */
 GP_API int gp_model_run_host(gp_model *m, size_t n, const void *in, void *out, char *err,
                              size_t err_len);
