@@ -8,32 +8,33 @@ typedef struct gp__fmtbuf {
     char s[24];
 } gp__fmtbuf;
 
+/* v in steps of 1000 with 3 significant digits: unit[k] after v / 1000^k (k = 0..3). */
+static inline gp__fmtbuf gp__fmt_si(double v, const char *const unit[4]) {
+    gp__fmtbuf b;
+    int k = 0;
+    while (k < 3 && v >= 1e3) {
+        v /= 1e3;
+        k++;
+    }
+    snprintf(b.s, sizeof b.s, "%.*f%s",
+             k == 0             ? 0
+             : k == 3 || v < 10 ? 2
+             : v < 100          ? 1
+                                : 0,
+             v, unit[k]);
+    return b;
+}
+
 /* "850 ns", "12.5 us", "3.20 ms", "1.04 s" */
 static inline gp__fmtbuf gp__fmt_ns(double ns) {
-    gp__fmtbuf b;
-    if (ns < 1e3)
-        snprintf(b.s, sizeof b.s, "%.0f ns", ns);
-    else if (ns < 1e6)
-        snprintf(b.s, sizeof b.s, "%.*f us", ns < 1e4 ? 2 : ns < 1e5 ? 1 : 0, ns / 1e3);
-    else if (ns < 1e9)
-        snprintf(b.s, sizeof b.s, "%.*f ms", ns < 1e7 ? 2 : ns < 1e8 ? 1 : 0, ns / 1e6);
-    else
-        snprintf(b.s, sizeof b.s, "%.2f s", ns / 1e9);
-    return b;
+    static const char *const unit[4] = {" ns", " us", " ms", " s"};
+    return gp__fmt_si(ns, unit);
 }
 
 /* "950", "2.08k", "1.25M", "3.00G" */
 static inline gp__fmtbuf gp__fmt_count(double v) {
-    gp__fmtbuf b;
-    if (v < 1e3)
-        snprintf(b.s, sizeof b.s, "%.0f", v);
-    else if (v < 1e6)
-        snprintf(b.s, sizeof b.s, "%.*fk", v < 1e4 ? 2 : v < 1e5 ? 1 : 0, v / 1e3);
-    else if (v < 1e9)
-        snprintf(b.s, sizeof b.s, "%.*fM", v < 1e7 ? 2 : v < 1e8 ? 1 : 0, v / 1e6);
-    else
-        snprintf(b.s, sizeof b.s, "%.2fG", v / 1e9);
-    return b;
+    static const char *const unit[4] = {"", "k", "M", "G"};
+    return gp__fmt_si(v, unit);
 }
 
 /* "40 B", "3.0 KiB", "12.5 MiB", "1.2 GiB" */
