@@ -591,13 +591,6 @@ static int run_ops(const gp__model *m, const gp__run *r, const void *in, void *o
     return run_ops_upto(m, r, in, out, sc, m->n_ops - 1, e);
 }
 
-int gp__host_run(const gp__model *m, size_t n, const void *in, void *out, float *scratch_items,
-                 size_t capacity, float *work) {
-    gp__run r = {.n = n};
-    scratch sc = {.items = scratch_items, .work = work, .cap = capacity};
-    return run_ops(m, &r, in, out, &sc, NULL);
-}
-
 /* ---- the host backend's model table (model/exec.h) ------------------------------------------ */
 
 /* A slot runs a fixed-size batch through the whole op list a chunk of items at a time, the
@@ -681,12 +674,13 @@ static int token_offsets(const gp__model *m, size_t n, const uint64_t *off, int6
     return GP_OK;
 }
 
+/* Ops 0..last on n packed items: item k is in[off[k] - off[0] .. off[k + 1] - off[0]). */
 static int run_packed(const gp__model *m, host_slot *s, size_t n, const void *in,
-                      const uint64_t *off, void *out, gp__err *e) {
+                      const uint64_t *off, int last, void *out, gp__err *e) {
     int rc = token_offsets(m, n, off, s->tok, e);
     if (rc != GP_OK) return rc;
     gp__run r = {.n = n, .tokens = (size_t)s->tok[n], .tok = s->tok};
-    return run_ops(m, &r, in, out, &s->sc, e);
+    return run_ops_upto(m, &r, (const char *)in + off[0], out, &s->sc, last, e);
 }
 
 int gp__host_run_alone(gp__model *m, size_t n, const void *in, void *out) {
@@ -697,35 +691,34 @@ int gp__host_run_alone(gp__model *m, size_t n, const void *in, void *out) {
     return rc;
 }
 
-int gp__host_run_packed(gp__model *m, size_t n, const void *in, const uint64_t *off, void *out,
-                        gp__err *e) {
+/* n packed items on scratch of their own: ops 0..last into `out`, or, with `tokens_out`, op
+   last's token buffer copied there. */
+static int run_packed_alone(gp__model *m, size_t n, const void *in, const uint64_t *off, int last,
+                            void *out, float *tokens_out, gp__err *e) {
+    if (off[n] < off[0])
+        return gp__errf(e, GP_EINVAL, "offsets go backwards: %llu after %llu",
+                        (unsigned long long)off[n], (unsigned long long)off[0]);
     host_slot s;
-    uint64_t tokens = (off[n] - off[0]) / m->token_bytes;
-    if (slot_alloc(m, &s, n, (size_t)tokens) != GP_OK)
+    if (slot_alloc(m, &s, n, (size_t)((off[n] - off[0]) / m->token_bytes)) != GP_OK)
         return gp__errf(e, GP_ENOMEM, "out of memory for the host scratch of %zu items", n);
-    int rc = run_packed(m, &s, n, in, off, out, e);
+    int rc = run_packed(m, &s, n, in, off, last, out, e);
+    if (rc == GP_OK && tokens_out)
+        memcpy(tokens_out, bufp(m, &s.sc, m->ops[last].dst, in, NULL),
+               (size_t)s.tok[n] * (size_t)m->ops[last].out.c * sizeof *tokens_out);
     free(s.mem);
     return rc;
+}
+
+int gp__host_run_packed(gp__model *m, size_t n, const void *in, const uint64_t *off, void *out,
+                        gp__err *e) {
+    return run_packed_alone(m, n, in, off, m->n_ops - 1, out, NULL, e);
 }
 
 int gp__host_run_tokens(gp__model *m, size_t n, const void *in, const uint64_t *off, int op,
                         float *out, gp__err *e) {
     if (!m->token_bytes || op < 0 || op >= m->n_ops || !m->ops[op].out.tokens || m->ops[op].dst < 0)
         return gp__errf(e, GP_EINVAL, "op %d does not write a token buffer", op);
-    host_slot s;
-    uint64_t tokens = (off[n] - off[0]) / m->token_bytes;
-    if (slot_alloc(m, &s, n, (size_t)tokens) != GP_OK)
-        return gp__errf(e, GP_ENOMEM, "out of memory for the host scratch of %zu items", n);
-    int rc = token_offsets(m, n, off, s.tok, e);
-    if (rc == GP_OK) {
-        gp__run r = {.n = n, .tokens = (size_t)s.tok[n], .tok = s.tok};
-        rc = run_ops_upto(m, &r, in, NULL, &s.sc, op, e);
-        if (rc == GP_OK)
-            memcpy(out, bufp(m, &s.sc, m->ops[op].dst, in, NULL),
-                   r.tokens * (size_t)m->ops[op].out.c * sizeof *out);
-    }
-    free(s.mem);
-    return rc;
+    return run_packed_alone(m, n, in, off, op, NULL, out, e);
 }
 
 static int host_setup(gp__model *m, const gp_batch *slot, void **state) {
@@ -746,10 +739,11 @@ static int host_compute(gp__model *m, void *state, const gp_batch *b) {
     if (m->token_bytes) {
         char msg[320];
         gp__err e = {msg, sizeof msg};
-        int rc = b->in_offsets_host ? run_packed(m, s, b->n, b->in, b->in_offsets_host, b->out, &e)
-                                    : gp__errf(&e, GP_EINVAL,
-                                               "a variable-length model needs "
-                                               "variable-size items (offsets)");
+        int rc = b->in_offsets_host
+                     ? run_packed(m, s, b->n, b->in, b->in_offsets_host, m->n_ops - 1, b->out, &e)
+                     : gp__errf(&e, GP_EINVAL,
+                                "a variable-length model needs "
+                                "variable-size items (offsets)");
         return rc == GP_OK ? GP_OK : GP__ERR(&m->err, rc, "%s", msg);
     }
     char msg[256] = "";

@@ -9,17 +9,12 @@
    set m->host_work_elems. GP_ENOMEM. */
 int gp__host_prepare(gp__model *m, gp__err *e);
 
-/* Run the op list on n items. scratch: capacity * m->scratch_elems floats (n <= capacity);
-   work: m->host_work_elems floats, 64-byte aligned. */
-int gp__host_run(const gp__model *m, size_t n, const void *in, void *out, float *scratch,
-                 size_t capacity, float *work);
-
 /* Run n items on the calling thread with scratch of its own (gp_model_run_host).
    GP_OK, GP_ENOMEM, GP_EINVAL. */
 int gp__host_run_alone(gp__model *m, size_t n, const void *in, void *out);
 
-/* The same for a variable-length model: items at in + off[k] .. off[k + 1] (bytes). Errors
-   (an item that is not whole tokens) go to `e`. */
+/* The same for a variable-length model: item k at in + off[k] .. in + off[k + 1] (bytes; off[0]
+   need not be 0). Errors (an item that is not whole tokens) go to `e`. */
 int gp__host_run_packed(gp__model *m, size_t n, const void *in, const uint64_t *off, void *out,
                         gp__err *e);
 

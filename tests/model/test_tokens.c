@@ -142,6 +142,12 @@ int main(int argc, char **argv) {
     double e_alone = mt_rel_err(alone, D.want, N * OUT);
     printf("host layers alone: %d items of 1..%d tokens, max rel. error %.2e\n", N, MAXT, e_alone);
     GPT_CHECK(e_alone < 1e-5);
+    /* Offsets need not start at 0: item k is in[off[k] .. off[k + 1]) (model.h). */
+    GPT_RC(gp_model_run_host_packed(m, N - 2, D.x, D.off + 2, alone, err, sizeof err), GP_OK);
+    GPT_CHECK(mt_rel_err(alone, D.want + 2 * OUT, (N - 2) * OUT) < 1e-5);
+    uint64_t backwards[2] = {D.off[1], D.off[0]};
+    GPT_RC(gp_model_run_host_packed(m, 1, D.x, backwards, alone, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "backwards") != NULL);
     GPT_RC(gp_model_run_host(m, 1, D.x, alone, err, sizeof err), GP_EINVAL);
     uint64_t ragged[2] = {0, F * sizeof(float) + 2}; /* not whole tokens */
     GPT_RC(gp_model_run_host_packed(m, 1, D.x, ragged, alone, err, sizeof err), GP_EINVAL);
