@@ -70,10 +70,6 @@ cudaError_t convert_from(cudaStream_t s, const void *in, void *out, gp__kt ot, s
     return gpk::launched();
 }
 
-size_t kt_size(gp__kt t) {
-    return t == GP__KT_F32 ? 4 : 2;
-}
-
 } // namespace
 
 extern "C" cudaError_t gp__k_prep(cudaStream_t s, size_t n, const void *in, int in_u8, int hwc,
@@ -89,7 +85,7 @@ extern "C" cudaError_t gp__k_convert(cudaStream_t s, const void *in, gp__kt it, 
     if (count == 0) return cudaSuccess;
     if (it == ot) {
         if (in == out) return cudaSuccess;
-        return cudaMemcpyAsync(out, in, count * kt_size(it), cudaMemcpyDeviceToDevice, s);
+        return cudaMemcpyAsync(out, in, count * gp__kt_size(it), cudaMemcpyDeviceToDevice, s);
     }
     return GPK_DISPATCH(it, convert_from, s, in, out, ot, count);
 }

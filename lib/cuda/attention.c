@@ -36,10 +36,6 @@ typedef struct attn_plan {
     int heads, d, arch;
 } attn_plan;
 
-static size_t align256(size_t x) {
-    return (x + GP__CUDA_ALIGN - 1) / GP__CUDA_ALIGN * GP__CUDA_ALIGN;
-}
-
 /* Before the buffers exist: check the op against the kernels, ask for the scratch. */
 static int attn_plan_step(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     (void)slot;
@@ -66,7 +62,8 @@ static int attn_plan_step(slot_state *st, step *sp, const gp_batch *slot, ck *c)
                        "by the CUDA kernel (1..%d)",
                        ap->d, C, op->heads, GP__ATTN_MAX_HEAD_DIM);
     size_t es = gp__kt_size(st->kt);
-    sp->tmp_bytes = align256(st->tcap * 3 * (size_t)C * es) + align256(st->tcap * (size_t)C * es);
+    sp->tmp_bytes =
+        gp__align_up(st->tcap * 3 * (size_t)C * es) + gp__align_up(st->tcap * (size_t)C * es);
     return GP_OK;
 }
 
@@ -78,7 +75,7 @@ static int attn_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     size_t es = gp__kt_size(st->kt);
     if (!sp->tmp) return CK_FAIL(c, GP_EDEVICE, "attention: no scratch was given to the step");
     ap->d_qkv = sp->tmp;
-    ap->d_o = (unsigned char *)sp->tmp + align256(st->tcap * 3 * (size_t)C * es);
+    ap->d_o = (unsigned char *)sp->tmp + gp__align_up(st->tcap * 3 * (size_t)C * es);
     gp__gemm_desc in = {
         .M = 3 * C,
         .K = C,

@@ -6,8 +6,9 @@
  *     gp__cu_status st = GP__CU_STATUS(cudaMalloc(&p, n));
  *     if (st.code) return gp__cu_record(sink, st, "cudaMalloc(&p, n)", NULL, __FILE__, __LINE__);
  *
- * which GP__CU(sink, call) writes in one line. The detail recorded names the call, the native
- * code, its name and text, file:line and an optional context (the model layer being run).
+ * which GP__CU (backend.c) and CK (layers.h) write in one line. The detail recorded names the call,
+ * the native code, its name and text, file:line and an optional context (the model layer being
+ * run).
  */
 #ifndef GP_LIB_CUDA_CHECK_H
 #define GP_LIB_CUDA_CHECK_H
@@ -69,13 +70,6 @@ void gp__cu_format(gp__cu_status s, const char *call, char *buf, size_t len);
    gp__cu_code(s); GP_OK for success. */
 int gp__cu_record(gp__errsink *sink, gp__cu_status s, const char *call, const char *context,
                   const char *file, int line);
-
-/* Check `call` and return its gp code from the enclosing function on failure, recorded. */
-#define GP__CU_RETURN(sink, call)                                                                  \
-    do {                                                                                           \
-        gp__cu_status gp__st_ = GP__CU_STATUS(call);                                               \
-        if (gp__st_.code) return gp__cu_record((sink), gp__st_, #call, NULL, __FILE__, __LINE__);  \
-    } while (0)
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,10 @@ extern "C" {
 
 #define GP__CUDA_ALIGN 256 /* bytes: every buffer, weight and workspace */
 
+static inline size_t gp__align_up(size_t x) {
+    return (x + GP__CUDA_ALIGN - 1) / GP__CUDA_ALIGN * GP__CUDA_ALIGN;
+}
+
 /* ---- checked calls ----------------------------------------------------------------------- */
 
 typedef struct ck {

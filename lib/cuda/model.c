@@ -94,10 +94,6 @@ unsigned gp__align_of(const void *p) {
     return a == 0 || low >= GP__CUDA_ALIGN ? GP__CUDA_ALIGN : (unsigned)low;
 }
 
-static size_t align_up(size_t x) {
-    return (x + GP__CUDA_ALIGN - 1) / GP__CUDA_ALIGN * GP__CUDA_ALIGN;
-}
-
 static gp__kt act_type(gp_precision p) {
     return p == GP_PRECISION_FP16 ? GP__KT_F16 : p == GP_PRECISION_BF16 ? GP__KT_BF16 : GP__KT_F32;
 }
@@ -146,7 +142,7 @@ void gp__consts_put(gp__consts *k, int slot, const float *v, float fill, size_t 
             }
         }
     }
-    k->off = align_up(at + n * gp__kt_size(t));
+    k->off = gp__align_up(at + n * gp__kt_size(t));
     k->at[slot] = at;
 }
 
@@ -399,23 +395,23 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
     }
     for (int i = 0; i < m->n_bufs; i++) {
         offs[i] = off;
-        off = align_up(off + (m->bufs[i].tokens ? st->tcap : cap) * m->bufs[i].elems * es);
+        off = gp__align_up(off + (m->bufs[i].tokens ? st->tcap : cap) * m->bufs[i].elems * es);
     }
     /* The input's staging copy: items, or the batch's tokens. */
     size_t in_off = off;
-    off = align_up(off + (m->token_bytes ? st->tcap : cap) * st->in_elems * es);
+    off = gp__align_up(off + (m->token_bytes ? st->tcap : cap) * st->in_elems * es);
     size_t tok_off = off;
-    if (m->token_bytes) off = align_up(off + (cap + 1) * sizeof(int64_t));
+    if (m->token_bytes) off = gp__align_up(off + (cap + 1) * sizeof(int64_t));
     size_t out_off = off;
-    off = align_up(off + cap * st->out_elems * es);
+    off = gp__align_up(off + cap * st->out_elems * es);
     /* The steps' scratch: one region, as large as the largest step asks for. */
     size_t tmp_off = off, tmp_bytes = 0;
     for (int i = 0; i < st->n_steps; i++)
         if (st->steps[i].tmp_bytes > tmp_bytes) tmp_bytes = st->steps[i].tmp_bytes;
-    off = align_up(off + tmp_bytes);
+    off = gp__align_up(off + tmp_bytes);
     size_t ws_off = off, lt_bytes = 0;
     (void)gp_cuda_workspace(slot, &lt_bytes);
-    if (st->conv_ws_bytes > lt_bytes) off = align_up(off + st->conv_ws_bytes);
+    if (st->conv_ws_bytes > lt_bytes) off = gp__align_up(off + st->conv_ws_bytes);
     int rc = GP_OK;
     if (off) {
         cudaError_t e = cudaMalloc(&st->arena, off);
