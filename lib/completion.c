@@ -162,19 +162,15 @@ static void run_callbacks(gp_pipeline *p, const gp__batchrec *r) {
    Called with recs.mu held. */
 static void release_done(gp_pipeline *p) {
     gp__recqueue *q = &p->recs;
-    uint64_t cap = p->ring.capacity, upto = 0;
+    uint64_t cap = p->ring.capacity, before = q->released;
     while (q->released < q->taken && q->buf[q->released % cap].done) {
         gp__batchrec *d = &q->buf[q->released % cap];
         /* Release: the callbacks' reads of the outputs happen before the batcher reuses them. */
         if (p->var_out) atomic_store_explicit(&p->out_released, d->out_end, memory_order_release);
         gp__ring_release(&p->ring, d->first, d->n, d->in_end);
-        upto = d->first + d->n;
         q->released++;
     }
-    if (upto) {
-        atomic_store_explicit(&p->released_upto, upto, memory_order_release);
-        gp__notify_wake(&p->drained);
-    }
+    if (q->released != before) gp__notify_wake(&p->drained);
 }
 
 void *gp__worker_main(void *arg) {

@@ -73,10 +73,6 @@ static int check_variable(gp_config *c, char *err, size_t len) {
             return invalid(err, len, "config.%s: only for variable-size inputs (max_item_in_bytes)",
                            c->arena_bytes ? "arena_bytes" : "max_batch_bytes");
     } else {
-        if (c->capacity > (UINT64_C(1) << 30))
-            return invalid(err, len,
-                           "config.capacity: %zu is over 2^30 items (the variable-size limit)",
-                           c->capacity);
         if (c->max_batch_bytes == 0) {
             if (c->max_item_in_bytes > ARENA_LIMIT / c->max_batch)
                 return invalid(err, len,
@@ -719,37 +715,53 @@ void gp_submit_args_init(gp_submit_args *a) {
     a->struct_size = sizeof *a;
 }
 
-/* One item, copied in or handed to the prep pool (prep: a.prep_src may be NULL with 0 bytes). */
-static int submit_item(gp_pipeline *p, const gp_submit_args *args, int prep, uint64_t *seq) {
-    uint64_t idx, at_pos;
+/* One item copied into the ring: the submit family's common path. */
+HOT int submit_copy(gp_pipeline *p, const void *input, size_t in_bytes, size_t out_bytes,
+                    uint64_t deadline_ns, gp_done_fn done, void *user, uint64_t *seq) {
+    uint64_t idx;
     uint32_t in_len, out_len;
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
-    gp_submit_args a = *args;
-    if (!a.done ||
-        (prep ? ((!a.prep_src && a.prep_src_bytes) || a.input || p->cfg.prep_workers == 0)
-              : !a.input))
-        return GP_EINVAL;
-    if (prep && a.prep_src_bytes > UINT32_MAX)
-        return GP__ERR(&p->err, GP_EINVAL, "prep_src_bytes: %zu is over 4 GiB - 1",
-                       a.prep_src_bytes);
-    int rc = item_sizes(p, a.input_bytes, a.output_bytes, &in_len, &out_len);
+    int rc = item_sizes(p, in_bytes, out_bytes, &in_len, &out_len);
     if (rc != GP_OK) return rc;
     unsigned call = call_enter(p);
-    if ((rc = claim(p, in_len, &idx, &at, &at_pos)) != GP_OK) return call_leave(p, call, rc);
-    if (prep) {
-        gp__item *it = gp__ring_item(&p->ring, idx);
-        it->src = a.prep_src;
-        it->src_bytes = (uint32_t)a.prep_src_bytes;
-        fill(p, idx, a.done, a.user, a.deadline_ns, out_len);
-        if (seq) *seq = idx;
-        prepq_push(p, idx, at_pos); /* the prep worker publishes */
-        return call_leave(p, call, GP_OK);
-    }
-    memcpy(at, a.input, a.input_bytes);
-    fill(p, idx, a.done, a.user, a.deadline_ns, out_len);
+    if ((rc = claim(p, in_len, &idx, &at, NULL)) != GP_OK) return call_leave(p, call, rc);
+    memcpy(at, input, in_bytes);
+    fill(p, idx, done, user, deadline_ns, out_len);
     if (seq) *seq = idx;
     publish(p, idx);
     return call_leave(p, call, GP_OK);
+}
+
+/* One item handed to the prep pool (a->prep_src may be NULL with 0 bytes); its worker writes
+   the input and publishes. */
+static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *seq) {
+    uint64_t idx, at_pos;
+    uint32_t in_len, out_len;
+    unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
+    if (!a->done || (!a->prep_src && a->prep_src_bytes) || a->input || p->cfg.prep_workers == 0)
+        return GP_EINVAL;
+    if (a->prep_src_bytes > UINT32_MAX)
+        return GP__ERR(&p->err, GP_EINVAL, "prep_src_bytes: %zu is over 4 GiB - 1",
+                       a->prep_src_bytes);
+    int rc = item_sizes(p, a->input_bytes, a->output_bytes, &in_len, &out_len);
+    if (rc != GP_OK) return rc;
+    unsigned call = call_enter(p);
+    if ((rc = claim(p, in_len, &idx, &at, &at_pos)) != GP_OK) return call_leave(p, call, rc);
+    gp__item *it = gp__ring_item(&p->ring, idx);
+    it->src = a->prep_src;
+    it->src_bytes = (uint32_t)a->prep_src_bytes;
+    fill(p, idx, a->done, a->user, a->deadline_ns, out_len);
+    if (seq) *seq = idx;
+    prepq_push(p, idx, at_pos); /* the prep worker publishes */
+    return call_leave(p, call, GP_OK);
+}
+
+/* One item, copied in or handed to the prep pool. */
+static int submit_item(gp_pipeline *p, const gp_submit_args *a, int prep, uint64_t *seq) {
+    if (prep) return submit_prep_item(p, a, seq);
+    if (!a->done || !a->input) return GP_EINVAL;
+    return submit_copy(p, a->input, a->input_bytes, a->output_bytes, a->deadline_ns, a->done,
+                       a->user, seq);
 }
 
 int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *args, uint64_t *seq) {
@@ -764,18 +776,8 @@ int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *args, uint64_t *
 
 int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
                                 uint64_t deadline_ns, gp_done_fn done, void *user) {
-    uint64_t idx;
-    uint32_t in_len, out_len;
-    unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     if (!p || !input || !done) return GP_EINVAL;
-    int rc = item_sizes(p, bytes, 0, &in_len, &out_len);
-    if (rc != GP_OK) return rc;
-    unsigned call = call_enter(p);
-    if ((rc = claim(p, in_len, &idx, &at, NULL)) != GP_OK) return call_leave(p, call, rc);
-    memcpy(at, input, bytes);
-    fill(p, idx, done, user, deadline_ns, out_len);
-    publish(p, idx);
-    return call_leave(p, call, GP_OK);
+    return submit_copy(p, input, bytes, 0, deadline_ns, done, user, NULL);
 }
 
 int gp_pipeline_submit(gp_pipeline *p, const void *input, size_t bytes, gp_done_fn done,
@@ -963,7 +965,8 @@ int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us) {
     uint64_t deadline = timeout_us < 0 ? 0 : gp__now_ns() + (uint64_t)timeout_us * 1000u;
     int rc = GP_OK;
     gp__notify_lock(&p->drained);
-    while (atomic_load_explicit(&p->released_upto, memory_order_acquire) < target) {
+    /* Acquire: pairs with gp__ring_release's store; the callbacks ran before it. */
+    while (atomic_load_explicit(&p->ring.released, memory_order_acquire) < target) {
         if (deadline && gp__now_ns() >= deadline) {
             rc = GP_ETIMEDOUT;
             break;

@@ -135,9 +135,8 @@ struct gp_pipeline {
     gp__recqueue recs;
     gp__prepq prepq;
 
-    /* Drain waiters: released_upto moved. */
+    /* Drain waiters: ring.released moved (woken after the ring's release store). */
     gp__notify drained;
-    _Atomic uint64_t released_upto; /* every index below is released; written by workers */
 
     pthread_t batcher, poller;
     pthread_t *workers;
