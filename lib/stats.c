@@ -90,7 +90,8 @@ static void from_hists(gp_stats *s, const uint64_t *qw, const uint64_t *lat) {
 
 /* ---- the field list as data ------------------------------------------------------------- */
 
-/* Every field a window subtracts is a uint64_t (or an array of them). */
+/* Every field a window subtracts is a uint64_t (or an array of them). LATENCY fields are
+   subtracted through the fine histograms they are rebuilt from (gp__stats_window). */
 #define GP__SUBTRACTS_META 0
 #define GP__SUBTRACTS_BACKEND 0
 #define GP__SUBTRACTS_FLAG 0

@@ -66,13 +66,6 @@ static int new_val(bctx *c, gp__shape s, int producer) {
     return v;
 }
 
-static void fmt_shape(gp__shape s, char *buf, size_t len) {
-    if (s.rank == 1)
-        snprintf(buf, len, s.tokens ? "*x%d" : "%d", s.c);
-    else
-        snprintf(buf, len, "%dx%dx%d", s.c, s.h, s.w);
-}
-
 static void fmt_dims(const uint64_t *d, int rank, char *buf, size_t len) {
     size_t o = 0;
     o += (size_t)snprintf(buf, len, "[");
@@ -139,6 +132,14 @@ static int load_f32(bctx *c, const gp__st_tensor *t, size_t numel, float **out) 
     return gp__st_read_f32(c->st, t, *out, c->e);
 }
 
+/* A tensor the file may lack: its fp32 copy, or n zeros. */
+static int load_or_zeros(bctx *c, const gp__st_tensor *t, size_t n, float **out) {
+    if (t) return load_f32(c, t, n, out);
+    if (!(*out = gp__model_alloc(c->m, n))) return oom(c);
+    memset(*out, 0, n * sizeof **out);
+    return GP_OK;
+}
+
 #define GP__MAX_ACT_ELEMS (1u << 28) /* per item: 1 GiB of fp32 */
 
 /* Append an op reading value `src` and producing a new value of shape `out`. -1 on failure
@@ -147,7 +148,7 @@ static int new_op(bctx *c, gp__op_kind kind, gp__shape in, gp__shape out, int sr
     gp__model *m = c->m;
     if (gp__shape_numel(out) > GP__MAX_ACT_ELEMS) {
         char b[64];
-        fmt_shape(out, b, sizeof b);
+        gp__shape_str(out, b, sizeof b);
         c->rc = lerr(c, "the output (%s) is too large", b);
         return -1;
     }
@@ -205,14 +206,14 @@ static int need_rank3(bctx *c, gp__shape s) {
     if (s.tokens) return need_items(c, s);
     if (s.rank == 3) return GP_OK;
     char b[64];
-    fmt_shape(s, b, sizeof b);
+    gp__shape_str(s, b, sizeof b);
     return lerr(c, "needs a C x H x W input, got %s features", b);
 }
 
 static int need_rank1(bctx *c, gp__shape s) {
     if (s.rank == 1) return s.tokens ? need_items(c, s) : GP_OK;
     char b[64];
-    fmt_shape(s, b, sizeof b);
+    gp__shape_str(s, b, sizeof b);
     return lerr(c, "needs features (rank 1), got %s: add flatten", b);
 }
 
@@ -241,7 +242,7 @@ static int build_conv(bctx *c, int *cur) {
     if (!out_dim(in.h, l->padding[0], l->dilation[0], kh, l->stride[0], &out.h) ||
         !out_dim(in.w, l->padding[1], l->dilation[1], kw, l->stride[1], &out.w)) {
         char m[64];
-        fmt_shape(in, m, sizeof m);
+        gp__shape_str(in, m, sizeof m);
         return lerr(c, "the kernel does not fit the padded %s input", m);
     }
     int i = new_op(c, GP__OP_CONV2D, in, out, *cur);
@@ -256,12 +257,7 @@ static int build_conv(bctx *c, int *cur) {
     op->weight_count = (size_t)cout * (size_t)(in.c / l->groups) * (size_t)kh * (size_t)kw;
     float *wp, *bp;
     if ((rc = load_f32(c, w, op->weight_count, &wp)) != GP_OK) return rc;
-    if (b) {
-        if ((rc = load_f32(c, b, (size_t)cout, &bp)) != GP_OK) return rc;
-    } else {
-        if (!(bp = gp__model_alloc(c->m, (size_t)cout))) return oom(c);
-        memset(bp, 0, (size_t)cout * sizeof *bp);
-    }
+    if ((rc = load_or_zeros(c, b, (size_t)cout, &bp)) != GP_OK) return rc;
     op->weight = wp;
     op->bias = bp;
     op->flops = 2.0 * (double)op->weight_count * (double)out.h * (double)out.w;
@@ -325,12 +321,7 @@ static int build_linear(bctx *c, int *cur) {
     op->weight_count = (size_t)out_f * (size_t)in.c;
     float *wp, *bp;
     if ((rc = load_f32(c, w, op->weight_count, &wp)) != GP_OK) return rc;
-    if (b) {
-        if ((rc = load_f32(c, b, (size_t)out_f, &bp)) != GP_OK) return rc;
-    } else {
-        if (!(bp = gp__model_alloc(c->m, (size_t)out_f))) return oom(c);
-        memset(bp, 0, (size_t)out_f * sizeof *bp);
-    }
+    if ((rc = load_or_zeros(c, b, (size_t)out_f, &bp)) != GP_OK) return rc;
     op->weight = wp;
     op->bias = bp;
     op->flops = 2.0 * (double)op->weight_count;
@@ -351,7 +342,7 @@ static int build_pool(bctx *c, int *cur, gp__op_kind kind) {
     if (!out_dim(in.h, l->padding[0], 1, l->kernel[0], sh, &out.h) ||
         !out_dim(in.w, l->padding[1], 1, l->kernel[1], sw, &out.w)) {
         char m[64];
-        fmt_shape(in, m, sizeof m);
+        gp__shape_str(in, m, sizeof m);
         return lerr(c, "the kernel does not fit the padded %s input", m);
     }
     int i = new_op(c, kind, in, out, *cur);
@@ -384,18 +375,10 @@ static int build_act(bctx *c, int *cur, gp__act act) {
 
 /* ---- transformer encoders (token values; model_impl.h) -------------------------------------- */
 
-/* A tensor the file may lack: its fp32 copy, or n zeros. */
-static int load_or_zeros(bctx *c, const gp__st_tensor *t, size_t n, float **out) {
-    if (t) return load_f32(c, t, n, out);
-    if (!(*out = gp__model_alloc(c->m, n))) return oom(c);
-    memset(*out, 0, n * sizeof **out);
-    return GP_OK;
-}
-
 static int need_features(bctx *c, gp__shape s) {
     if (s.rank == 1) return GP_OK;
     char b[64];
-    fmt_shape(s, b, sizeof b);
+    gp__shape_str(s, b, sizeof b);
     return lerr(c, "needs tokens or features (rank 1), got %s: add flatten", b);
 }
 
@@ -538,7 +521,7 @@ static int build_attention(bctx *c, int *cur) {
     gp__model *m = c->m;
     gp__shape in = c->vals[*cur].shape;
     char b[64];
-    fmt_shape(in, b, sizeof b);
+    gp__shape_str(in, b, sizeof b);
     if (!in.tokens)
         return lerr(c,
                     "attends over each item's tokens: it needs a token value (an embedding's "
@@ -740,8 +723,8 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
             if (a.rank != b.rank || a.c != b.c || a.h != b.h || a.w != b.w ||
                 a.tokens != b.tokens) {
                 char sa[64], sb[64], msg[160];
-                fmt_shape(a, sa, sizeof sa);
-                fmt_shape(b, sb, sizeof sb);
+                gp__shape_str(a, sa, sizeof sa);
+                gp__shape_str(b, sb, sizeof sb);
                 snprintf(msg, sizeof msg, "shapes differ: current %s, saved %s", sa, sb);
                 return lerr(c, "%s", msg);
             }
@@ -784,7 +767,7 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
             gp__shape in = c->vals[cur].shape;
             if (!in.tokens) {
                 char b[64];
-                fmt_shape(in, b, sizeof b);
+                gp__shape_str(in, b, sizeof b);
                 return lerr(c,
                             "pools each item's tokens, got a per-item value (%s); images pool "
                             "with globalavgpool",

@@ -4,6 +4,7 @@
  * activation names.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -75,6 +76,13 @@ uint16_t gp__f32_to_bf16(float f) {
 
 float gp__bf16_to_f32(uint16_t h) {
     return u2f((uint32_t)h << 16);
+}
+
+void gp__shape_str(gp__shape s, char *buf, size_t len) {
+    if (s.rank == 1)
+        snprintf(buf, len, s.tokens ? "*x%d" : "%d", s.c);
+    else
+        snprintf(buf, len, "%dx%dx%d", s.c, s.h, s.w);
 }
 
 const char *gp__op_name(gp__op_kind k) {

@@ -285,14 +285,8 @@ int gp_model_describe(const gp_model *m, FILE *f) {
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
         char si[32], so[32], ss[8], sd[8], s2[8];
-        gp__shape sh[2] = {op->in, op->out};
-        char *dst[2] = {si, so};
-        for (int k = 0; k < 2; k++) {
-            if (sh[k].rank == 1)
-                snprintf(dst[k], 32, sh[k].tokens ? "*x%d" : "%d", sh[k].c);
-            else
-                snprintf(dst[k], 32, "%dx%dx%d", sh[k].c, sh[k].h, sh[k].w);
-        }
+        gp__shape_str(op->in, si, sizeof si);
+        gp__shape_str(op->out, so, sizeof so);
         bad |=
             fprintf(f, "%3d  line %-3d %-13s %-20s %12s -> %-12s %-7s %s%s%s -> %s  %.3g MFLOP\n",
                     i, op->line, gp__op_name(op->kind), op->name, si, so,

@@ -279,6 +279,8 @@ int gp__model_options_copy(gp_model_options *dst, const gp_model_options *src, g
 
 /* Name of an op kind / activation ("conv2d", "relu", ...). */
 const char *gp__op_name(gp__op_kind k);
+/* "256", "*x256" (per token), "3x224x224" */
+void gp__shape_str(gp__shape s, char *buf, size_t len);
 const char *gp__act_name(gp__act a);
 
 #ifdef __cplusplus
