@@ -117,13 +117,21 @@ static uint64_t largest_preferred(const gp_config *c, uint64_t n) {
     return best;
 }
 
-/* Variable-size outputs: bytes of output the next n items take. */
-static uint64_t out_bytes_of(batcher *b, uint64_t n) {
+/* The slot the next batch takes (free when slot_free says so). */
+static gp__slot *next_slot(batcher *b) {
+    return &b->p->slots[b->dev_batches % (uint64_t)b->p->nslots];
+}
+
+/* Variable-size outputs: the next n items' output offsets, written where dispatch hands them
+   to the compute (the next slot's h_off, after its n + 1 input offsets; the slot is free, so
+   its previous batch no longer reads them); returns the bytes they take. */
+static uint64_t out_offsets(batcher *b, uint64_t n) {
     gp_pipeline *p = b->p;
-    uint64_t total = 0;
-    for (uint64_t i = 0; i < n; i++)
-        total += gp__ring_item(&p->ring, b->head + i)->out_len;
-    return total;
+    uint64_t *off = next_slot(b)->h_off + n + 1;
+    off[0] = 0;
+    for (uint64_t k = 0; k < n; k++)
+        off[k + 1] = off[k] + gp__ring_item(&p->ring, b->head + k)->out_len;
+    return off[n];
 }
 
 /* Where a batch's `total` output bytes go in the output arena, or UINT64_MAX while that space
@@ -209,7 +217,7 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t ou
        later than `now` (a wrapped queue wait). */
     uint64_t now = gp__now_ns();
     gp__stats *st = &p->stats;
-    gp__slot *s = &p->slots[b->dev_batches % (uint64_t)p->nslots];
+    gp__slot *s = next_slot(b);
     const gp__device_ops *o = p->ops;
     gp_batch *bt = &s->launch.batch;
     gp__batchrec r = {.first = b->head, .n = n, .slot = s->index, .reason = reason};
@@ -240,10 +248,7 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t ou
     } else {
         bt->in_total = n * p->ring.in_bytes;
     }
-    if (p->var_out) {
-        out_off[0] = 0;
-        for (uint64_t k = 0; k < n; k++)
-            out_off[k + 1] = out_off[k] + gp__ring_item(&p->ring, b->head + k)->out_len;
+    if (p->var_out) { /* out_off[0..n] written by out_offsets */
         bt->out_offsets_host = out_off;
         bt->out_offsets = (uint64_t *)s->d_off + n + 1;
         bt->out_total = out_off[n];
@@ -388,7 +393,7 @@ void *gp__batcher_main(void *arg) {
         }
         uint64_t out_at = 0;
         if (p->var_out) { /* the batch's outputs need room in the output arena */
-            uint64_t total = out_bytes_of(&b, take);
+            uint64_t total = out_offsets(&b, take);
             if ((out_at = out_place(&b, total)) == UINT64_MAX) {
                 gp__wait_begin(&st->saturated_since, now);
                 wait_out_space(&b, total);
