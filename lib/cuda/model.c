@@ -580,16 +580,10 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
             return CK_FAIL(&c, GP_EDEVICE, "a batch of %zu tokens exceeds the slot's %zu",
                            st->tokens, st->tcap);
         in_rows = st->tokens;
-        cudaError_t e = gp__k_tok_offsets(s, b->n, b->in_offsets, m->token_bytes, st->d_tok);
-        if (e != cudaSuccess)
-            return gp__ck_status(&c, gp__cu_rt(e), "gp__k_tok_offsets", __FILE__, __LINE__);
+        CK(&c, gp__k_tok_offsets(s, b->n, b->in_offsets, m->token_bytes, st->d_tok));
     }
-    if (st->instage) {
-        cudaError_t e =
-            gp__k_convert(s, b->in, GP__KT_F32, st->instage, st->kt, in_rows * st->in_elems);
-        if (e != cudaSuccess)
-            return gp__ck_status(&c, gp__cu_rt(e), "gp__k_convert(input)", __FILE__, __LINE__);
-    }
+    if (st->instage)
+        CK(&c, gp__k_convert(s, b->in, GP__KT_F32, st->instage, st->kt, in_rows * st->in_elems));
     for (int i = 0; i < st->n_steps && rc == GP_OK; i++) {
         c.op = st->steps[i].op;
         rc = layer_of(c.op)->run(st, &st->steps[i], b, bi, &c);
