@@ -239,10 +239,14 @@ class ResNet18(nn.Module):
             self.strides[f"layer{i}"] = s
             cin = c
         self.fc = nn.Linear(512, classes)
+        # Buffers, not tensors made in forward: they follow .to(device) (a CPU (1,3,1,1) tensor
+        # cannot meet a CUDA one) and CUDA graph capture; not persistent: not in the weights.
+        self.register_buffer("mean", torch.tensor(MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(STD).view(1, 3, 1, 1), persistent=False)
 
     def forward(self, u8_nhwc):
         x = u8_nhwc.permute(0, 3, 1, 2).float().div(255)
-        x = (x - torch.tensor(MEAN).view(1, 3, 1, 1)) / torch.tensor(STD).view(1, 3, 1, 1)
+        x = (x - self.mean) / self.std
         x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, stride=2, padding=1)
         for i in range(1, 5):
             x = getattr(self, f"layer{i}")(x)
