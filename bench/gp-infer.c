@@ -5,7 +5,8 @@
  *   gp-infer --model M.safetensors [--spec FILE] --input X.npy [--lengths L.npy] --output Y.npy
  *            [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]
  *            [--max-delay-us US] [--max-tokens T]
- *            [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe] [--quiet]
+ *            [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]
+ *            [--capacity C] [--repeat R] [--report R.json] [--quiet]
  *   gp-infer --demo mlp|cnn|encoder [--save-demo FILE] [--input X.npy --output Y.npy] ...
  *
  * X holds N items: shape (N, *item shape), dtype as the model's input (f32 '<f4', u8 '|u1').
@@ -14,8 +15,11 @@
  * or '<u4' as the model's input; f32 tokens: shape (T, F)), and L.npy (int64 or int32, shape
  * (N,)) says how many tokens each item has (sum = T).
  * Y gets shape (N, *output shape), f32 '<f4' or i64 '<i8'. C order, little-endian.
- * Exit status: 0 ok; 1 a run-time failure; 2 usage; 3 bad model or input file (shape/dtype
- * mismatch, missing tensor, ...); 4 the requested backend is not usable here.
+ * Timing: items/s is N x R (--repeat) submissions over first submit to drained; every item's
+ * latency is its submit call to its callback (gp_now_ns(), CLOCK_MONOTONIC), p50/p99 nearest rank.
+ * --report writes both, and the window's ends on that clock (to line up samples taken beside the
+ * run), as JSON. Exit status: 0 ok; 1 a run-time failure; 2 usage; 3 bad model or input file
+ * (shape/dtype mismatch, missing tensor, ...); 4 the requested backend is not usable here.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -246,6 +250,7 @@ typedef struct run {
     const unsigned char *in;
     unsigned char *out;
     size_t in_bytes, out_bytes, n;
+    size_t total;        /* submissions: n x --repeat */
     const uint64_t *off; /* variable-length items: n + 1 byte offsets into `in`, else NULL */
     gp_pipeline *p;
     atomic_size_t next;   /* next item a producer takes */
@@ -257,6 +262,7 @@ typedef struct run {
 typedef struct item_ctx {
     run *r;
     size_t index;
+    uint64_t t_submit, latency_ns; /* gp_now_ns() before the submit; callback - that */
 } item_ctx;
 
 typedef struct producer {
@@ -266,6 +272,7 @@ typedef struct producer {
 
 static void done(void *user, int status, const void *output, size_t bytes) {
     item_ctx *it = user;
+    it->latency_ns = gp_now_ns() - it->t_submit;
     if (status != GP_OK) {
         int zero = GP_OK;
         atomic_compare_exchange_strong(&it->r->first_status, &zero, status);
@@ -280,10 +287,12 @@ static void *produce(void *arg) {
     run *r = pr->r;
     for (;;) {
         size_t i = atomic_fetch_add(&r->next, 1);
-        if (i >= r->n) break;
-        int rc = r->off ? gp_pipeline_submit(r->p, r->in + r->off[i], r->off[i + 1] - r->off[i],
+        if (i >= r->total) break;
+        size_t k = i % r->n; /* the input item */
+        pr->items[i].t_submit = gp_now_ns();
+        int rc = r->off ? gp_pipeline_submit(r->p, r->in + r->off[k], r->off[k + 1] - r->off[k],
                                              done, &pr->items[i])
-                        : gp_pipeline_submit(r->p, r->in + i * r->in_bytes, r->in_bytes, done,
+                        : gp_pipeline_submit(r->p, r->in + k * r->in_bytes, r->in_bytes, done,
                                              &pr->items[i]);
         if (rc != GP_OK) {
             int zero = GP_OK;
@@ -294,6 +303,18 @@ static void *produce(void *arg) {
     return NULL;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile (per mille: 500 = p50) of v[0..n), sorted ascending, in ms. */
+static double pct_ms(const uint64_t *v, size_t n, size_t permille) {
+    if (n == 0) return 0.0;
+    size_t k = (permille * n + 999) / 1000;
+    return (double)v[k ? k - 1 : 0] * 1e-6;
+}
+
 static void usage(FILE *f) {
     fprintf(
         f, "usage: gp-infer (--model M.safetensors [--spec FILE] | --demo mlp|cnn|encoder\n"
@@ -301,7 +322,11 @@ static void usage(FILE *f) {
            "                [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]\n"
            "                [--max-delay-us US] [--max-tokens T]\n"
            "                [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]\n"
-           "                [--quiet]\n"
+           "                [--capacity C] [--repeat R] [--report R.json] [--quiet]\n"
+           "  --capacity C: the ring's items (a power of two >= --batch; default: the library's)\n"
+           "  --repeat R: submit every item R times (a longer run; Y gets each item once)\n"
+           "  --report R.json: items/s, the run's window and every item's latency (submit to\n"
+           "                   callback) as p50/p99/max, as JSON (bench/symptom-bench.py)\n"
            "  --lengths L.npy: a variable-length model's tokens per item (X: all tokens packed)\n");
 }
 
@@ -343,8 +368,9 @@ static int parse_size(const char *s, size_t lo, size_t hi, size_t *out) {
 int main(int argc, char **argv) {
     const char *model_path = NULL, *demo = NULL, *save_demo = NULL, *spec = NULL;
     const char *in_path = NULL, *out_path = NULL, *backend_s = "auto", *prec_s = "fp32";
-    const char *len_path = NULL;
-    size_t batch = 64, inflight = 3, producers = 2, delay_us = 0, max_tokens = 0;
+    const char *len_path = NULL, *report_path = NULL;
+    size_t batch = 64, inflight = 3, producers = 2, delay_us = 0, max_tokens = 0, repeat = 1,
+           capacity = 0;
     int describe = 0, quiet = 0, graphs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -364,6 +390,8 @@ int main(int argc, char **argv) {
             sval = &out_path;
         else if (!strcmp(a, "--lengths"))
             sval = &len_path;
+        else if (!strcmp(a, "--report"))
+            sval = &report_path;
         else if (!strcmp(a, "--max-delay-us"))
             nval = &delay_us, lo = 0, hi = 60000000;
         else if (!strcmp(a, "--max-tokens"))
@@ -378,6 +406,10 @@ int main(int argc, char **argv) {
             nval = &inflight, hi = 64;
         else if (!strcmp(a, "--producers"))
             nval = &producers, hi = 64;
+        else if (!strcmp(a, "--capacity"))
+            nval = &capacity, lo = 0, hi = (size_t)1 << 30;
+        else if (!strcmp(a, "--repeat"))
+            nval = &repeat, hi = 1u << 20;
         else if (!strcmp(a, "--describe")) {
             describe = 1;
             continue;
@@ -588,14 +620,15 @@ int main(int argc, char **argv) {
         }
     }
     run r = {.in = x.data, .in_bytes = ii.bytes, .out_bytes = oi.bytes, .n = n, .off = off};
+    r.total = n * repeat; /* repeat <= 2^20, n < 2^40 (an .npy this program read) */
     r.out = calloc(n ? n : 1, oi.bytes);
-    item_ctx *items = malloc((n ? n : 1) * sizeof *items);
+    item_ctx *items = malloc((r.total ? r.total : 1) * sizeof *items);
     if (!r.out || !items) {
         fprintf(stderr, "gp-infer: out of memory\n");
         return EXIT_RUN;
     }
-    for (size_t i = 0; i < n; i++)
-        items[i] = (item_ctx){&r, i};
+    for (size_t i = 0; i < r.total; i++)
+        items[i] = (item_ctx){.r = &r, .index = i % n};
 
     gp_config cfg;
     gp_config_init(&cfg);
@@ -604,6 +637,7 @@ int main(int argc, char **argv) {
     cfg.inflight = (int)inflight;
     cfg.cuda_graphs = graphs;
     cfg.max_delay_us = (uint32_t)delay_us;
+    if (capacity) cfg.capacity = capacity;
     gp_model_configure(m, &cfg);
     int exit_code = 0;
     rc = gp_pipeline_create(&cfg, &r.p, err, sizeof err);
@@ -616,7 +650,7 @@ int main(int argc, char **argv) {
         exit_code = rc == GP_ENODEV || rc == GP_ENOTSUP ? EXIT_NODEV : EXIT_RUN;
         goto out;
     }
-    double t0 = (double)gp_now_ns();
+    uint64_t t0 = gp_now_ns();
     pthread_t th[64];
     producer pr = {&r, items};
     size_t started = 0;
@@ -626,21 +660,62 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     gp_pipeline_drain(r.p, -1);
-    double secs = ((double)gp_now_ns() - t0) * 1e-9;
+    uint64_t t1 = gp_now_ns();
+    double secs = (double)(t1 - t0) * 1e-9;
     gp_stats st;
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
     gp_pipeline_stats(r.p, &st);
+    /* Every item's latency, sorted (a failed run exits below; its latencies are not used). */
+    size_t total = r.total;
+    uint64_t *lat = malloc((total ? total : 1) * sizeof *lat);
+    if (!lat) {
+        fprintf(stderr, "gp-infer: out of memory\n");
+        gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
+        exit_code = EXIT_RUN;
+        goto out;
+    }
+    for (size_t i = 0; i < total; i++)
+        lat[i] = items[i].latency_ns;
+    qsort(lat, total, sizeof *lat, cmp_u64);
+    const char *prec_name =
+        st.backend == GP_BACKEND_CUDA ? gp_precision_name(opt.precision) : "fp32";
+    double mean_batch = st.batches ? (double)st.batch_items / (double)st.batches : 0.0;
     if (!quiet) {
         fprintf(stderr,
                 "gp-infer: %zu items in %.3f s (%.1f items/s), backend %s%s%s%s, %s, mean batch "
-                "%.1f\n",
-                n, secs, secs > 0 ? (double)n / secs : 0.0, gp_backend_name(st.backend),
+                "%.1f, latency p50 %.3f ms p99 %.3f ms\n",
+                total, secs, secs > 0 ? (double)total / secs : 0.0, gp_backend_name(st.backend),
                 st.fell_back ? " (AUTO fell back: " : "", st.fell_back ? st.fallback_reason : "",
-                st.fell_back ? ")" : "",
-                st.backend == GP_BACKEND_CUDA ? gp_precision_name(opt.precision) : "fp32",
-                st.batches ? (double)st.batch_items / (double)st.batches : 0.0);
+                st.fell_back ? ")" : "", prec_name, mean_batch, pct_ms(lat, total, 500),
+                pct_ms(lat, total, 990));
     }
+    if (report_path) {
+        FILE *f = fopen(report_path, "w");
+        int bad = !f;
+        if (f) {
+            bad =
+                fprintf(f,
+                        "{\"items\": %zu, \"seconds\": %.9f, \"items_per_s\": %.3f, "
+                        "\"t_start_ns\": %" PRIu64 ", \"t_end_ns\": %" PRIu64 ", "
+                        "\"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
+                        "\"backend\": \"%s\", \"precision\": \"%s\", "
+                        "\"cuda_graphs\": %s, \"graph_replays\": %" PRIu64
+                        ", \"max_batch\": %zu, \"inflight\": %zu, "
+                        "\"producers\": %zu, \"batches\": %" PRIu64 ", \"mean_batch\": %.2f}\n",
+                        total, secs, secs > 0 ? (double)total / secs : 0.0, t0, t1,
+                        pct_ms(lat, total, 500), pct_ms(lat, total, 990), pct_ms(lat, total, 1000),
+                        gp_backend_name(st.backend), prec_name, st.cuda_graphs ? "true" : "false",
+                        st.graph_replays, batch, inflight, producers, st.batches, mean_batch) < 0;
+            bad = fclose(f) != 0 || bad;
+        }
+        if (bad) {
+            fprintf(stderr, "gp-infer: report %s: cannot write: %s\n", report_path,
+                    strerror(errno));
+            exit_code = EXIT_RUN;
+        }
+    }
+    free(lat);
     int dr = gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
     if (atomic_load(&r.submit_rc) != GP_OK) {
         fprintf(stderr, "gp-infer: submit failed: %s\n", gp_err_name(atomic_load(&r.submit_rc)));
@@ -650,7 +725,8 @@ int main(int argc, char **argv) {
     if (atomic_load(&r.failed) || dr != GP_OK) {
         char detail[256] = "";
         gp_model_last_error(m, detail, sizeof detail);
-        fprintf(stderr, "gp-infer: %zu of %zu items failed (%s)%s%s\n", atomic_load(&r.failed), n,
+        fprintf(stderr, "gp-infer: %zu of %zu items failed (%s)%s%s\n", atomic_load(&r.failed),
+                r.total,
                 gp_err_name(atomic_load(&r.first_status) ? atomic_load(&r.first_status) : dr),
                 detail[0] ? ": " : "", detail);
         exit_code = EXIT_RUN;

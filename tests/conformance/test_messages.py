@@ -130,6 +130,38 @@ def main():
     expect(gp, "--model and --demo", ["--model", w("lin.safetensors"), "--demo", "mlp",
                                       "--describe"], 2, "--model and --demo are exclusive")
 
+    # Timing flags (bench/symptom-bench.py reads --report): --repeat R submits every item R
+    # times and writes each item once; the report counts every submission.
+    rc, _, err = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",
+                     w("y1.npy"), "--backend", "host")
+    rc3, _, err3 = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",
+                       w("y3.npy"), "--backend", "host", "--repeat", "3", "--producers", "4",
+                       "--batch", "2", "--capacity", "8", "--report", w("r.json"))
+    rep = {}
+    if rc3 == 0:
+        with open(w("r.json")) as f:
+            rep = json.load(f)
+    n = len(x)
+    record(rc == 0 and rc3 == 0 and np.array_equal(np.load(w("y1.npy")), np.load(w("y3.npy")))
+           and rep.get("items") == 3 * n and rep.get("producers") == 4
+           and rep.get("max_batch") == 2 and rep.get("backend") == "host"
+           and 0 < rep["p50_ms"] <= rep["p99_ms"] <= rep["max_ms"]
+           and rep["t_end_ns"] > rep["t_start_ns"]
+           and abs(rep["items_per_s"] * rep["seconds"] - 3 * n) < 0.01 * 3 * n
+           and rep["batches"] >= (3 * n + 1) // 2 and "latency p50 " in err3,
+           "--repeat 3 --report: same outputs, 3 x N submissions, p50 <= p99 <= max", str(rep))
+    expect(gp, "--capacity not a power of two",
+           ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output", w("y.npy"),
+            "--backend", "host", "--batch", "4", "--capacity", "12"], 1,
+           "config.capacity: 12 must be a power of two")
+    expect(gp, "--repeat 0", ["--model", w("lin.safetensors"), "--input", w("x.npy"),
+                              "--output", w("y.npy"), "--repeat", "0"], 2,
+           "--repeat: '0' is not a number in [1, 1048576]")
+    expect(gp, "--report to a missing directory",
+           ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output", w("y.npy"),
+            "--backend", "host", "--report", w("no/such/dir/r.json")], 1,
+           "gp-infer: report", "cannot write: No such file or directory")
+
     # --describe: input and output lines.
     expect(gp, "--describe (demo cnn)", ["--demo", "cnn", "--describe"], 0,
            "input:  u8 32x32x3 per item (3072 bytes), layout hwc; on the device: x / 255, "
