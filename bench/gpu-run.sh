@@ -8,7 +8,10 @@
 #             nvidia/cu13/{lib,include}, older nvidia/{cublas,cudnn}/...), configure and build
 #             into $BUILD; no GPU needed
 #   test      ctest -L gpu
-#   bench     build-gpu/bench/cuda-bench (the (a)-(e)), then gp-bench --backend cuda
+#   bench     build-gpu/bench/cuda-bench (the (a)-(e)), then the README's main job on the
+#             GPU: gp-bench --workload mlp --backend cuda --svg
+#   symptom   bench/symptom-bench.py: the naive PyTorch loop, PyTorch best practice and gpupipe
+#             on the demo MLP and a ResNet-18 (items/s, p50/p99, NVML utilization, targets)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck over the small gpu cases
 #   compare   bench/model-bench.py (gpupipe vs PyTorch), when a python has torch with CUDA
 #
@@ -66,12 +69,12 @@ is_timeout() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }
 
 cd "$ROOT" || exit 1
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(build test bench sanitize compare)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(build test bench symptom sanitize compare)
 for s in "${STAGES[@]}"; do
   case $s in
-    build | test | bench | sanitize | compare) ;;
+    build | test | bench | symptom | sanitize | compare) ;;
     *)
-      echo "gpu-run: unknown stage '$s' (build | test | bench | sanitize | compare)" >&2
+      echo "gpu-run: unknown stage '$s' (build | test | bench | symptom | sanitize | compare)" >&2
       exit 2
       ;;
   esac
@@ -456,13 +459,15 @@ st_bench() {
     return
   fi
   ST_DETAIL="cuda-bench ok (cuda-bench.txt)"
-  # gp-bench's default sweep on the GPU (its own figures; RESULTS.md "GPU figures").
+  # The README's main job on the GPU (gp-bench --workload mlp, its table and SVG; RESULTS.md
+  # "GPU figures"). --backend cuda: a fallback to the host would be a failure here. No CSV or
+  # JSON: the device returns at most eight files, and the table holds the figures.
   if [ -x "$BUILD/bench/gp-bench" ]; then
     if budget_for 150 30; then
       local args=(--backend cuda) help
       help=$("$BUILD/bench/gp-bench" --help 2>&1)
-      [[ $help == *--csv* ]] && args+=(--csv "$OUT/gp-bench-cuda.csv")
-      [[ $help == *--json* ]] && args+=(--json "$OUT/gp-bench-cuda.json")
+      [[ $help == *--workload* ]] && args+=(--workload mlp)
+      [[ $help == *--svg* ]] && args+=(--svg "$OUT/gp-bench-cuda.svg")
       timeout -k 10 "$STEP_T" "$BUILD/bench/gp-bench" "${args[@]}" >"$OUT/gp-bench-cuda.txt" 2>&1
       rc=$?
       if is_timeout $rc; then
@@ -568,29 +573,55 @@ for t in json.load(sys.stdin)["tests"]:
   fi
 }
 
-# ---- compare --------------------------------------------------------------------------------
+# ---- symptom and compare: gpupipe against PyTorch ------------------------------------------
+# torch_python: sets PY to the first python with numpy and a CUDA build of torch, and checks
+# the build has gp-infer; else sets the stage's status and fails.
+torch_python() {
+  local p
+  PY=""
+  for p in ${PYTHONS[@]+"${PYTHONS[@]}"}; do
+    if timeout 120 "$p" -c 'import sys, numpy, torch; sys.exit(0 if torch.cuda.is_available() else 3)' >/dev/null 2>&1; then
+      PY=$p
+      break
+    fi
+  done
+  if [ -z "$PY" ]; then
+    ST_STATUS=skipped ST_DETAIL="no python with numpy and a CUDA build of torch (tried: ${PYTHONS[*]:-none})"
+    return 1
+  fi
+  need_build || return 1
+  if [ ! -x "$BUILD/bench/gp-infer" ]; then
+    ST_STATUS=failed ST_DETAIL="gp-infer not built in $BUILD"
+    return 1
+  fi
+}
+
+st_symptom() {
+  need_gpu || return
+  torch_python || return
+  budget_for 420 120 || return
+  timeout -k 10 "$STEP_T" "$PY" "$ROOT/bench/symptom-bench.py" "$BUILD/bench/gp-infer" \
+    --device cuda --work "$BUILD/symptom-work" >"$OUT/symptom.txt" 2>&1
+  local rc=$?
+  grep -E '^(\||targets|symptom-bench)' "$OUT/symptom.txt" | notes_raw
+  if is_timeout $rc; then
+    ST_STATUS=timeout ST_DETAIL="symptom-bench cut at $STEP_T s (symptom.txt has what finished)"
+  elif [ $rc -ne 0 ]; then
+    ST_STATUS=failed ST_DETAIL="symptom-bench exit $rc: a contender failed or disagreed (symptom.txt)"
+    tail -5 "$OUT/symptom.txt" | notes_raw
+  else
+    ST_DETAIL="symptom-bench ok (symptom.txt)"
+  fi
+}
+
 st_compare() {
   need_gpu || return
   if [ ! -f "$ROOT/bench/model-bench.py" ]; then
     ST_STATUS=skipped ST_DETAIL="bench/model-bench.py is not in this tree"
     return
   fi
-  local py="" p
-  for p in ${PYTHONS[@]+"${PYTHONS[@]}"}; do
-    if timeout 120 "$p" -c 'import sys, numpy, torch; sys.exit(0 if torch.cuda.is_available() else 3)' >/dev/null 2>&1; then
-      py=$p
-      break
-    fi
-  done
-  if [ -z "$py" ]; then
-    ST_STATUS=skipped ST_DETAIL="no python with numpy and a CUDA build of torch (tried: ${PYTHONS[*]:-none})"
-    return
-  fi
-  need_build || return
-  if [ ! -x "$BUILD/bench/gp-infer" ]; then
-    ST_STATUS=failed ST_DETAIL="gp-infer not built in $BUILD"
-    return
-  fi
+  torch_python || return
+  local py=$PY
   local help args=() prec rc ran=0
   help=$(timeout 120 "$py" "$ROOT/bench/model-bench.py" --help 2>&1)
   [[ $help == *--device* ]] && args+=(--device cuda)

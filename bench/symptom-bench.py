@@ -1,0 +1,405 @@
+#!/usr/bin/python3
+"""The seeds' symptom, measured (issue 8, B.3): the same weights and the same items run three
+ways in one run, with items/s, per-item latency and (on CUDA) the GPU utilization NVML reports.
+
+  (i)   the naive PyTorch loop: batch 1, pageable tensors, model(x.to(dev)).cpu() per item
+  (ii)  PyTorch best practice: inference_mode, eval, batches of --batch (256) staged into pinned
+        buffers and sent with non_blocking=True, outputs copied back non_blocking into pinned
+        memory, at most --inflight + 1 (4) batches queued on the stream (one event each), no
+        synchronize per batch; cudnn.benchmark on; variants fp32 and fp16 (autocast; the CNN
+        also channels_last), each eager and as a CUDA graph (one per batch size). The fastest
+        variant is the reference for the targets.
+  (iii) gpupipe: bench/gp-infer (the built-in layers, no PyTorch), --producers (8) threads each
+        submitting one item per call, max_batch --batch, --inflight slots, a ring of
+        max_batch x (inflight + 1) items rounded up to a power of two; fp32 and fp16, eager and
+        with --cuda-graphs.
+
+Models: `mlp`, the demo MLP (784 f32 in, 1024-1024-10, softmax out; its weights from gp-infer
+--demo mlp --save-demo), and `resnet18`, a ResNet-18 (torchvision topology, random weights
+with random batch-norm statistics, --size x --size x 3 u8 HWC images in, normalization inside,
+top-5 class indices out). Each side loads the same safetensors file.
+
+Every contender runs whole passes over the same items until --seconds have passed (the naive
+loop: items one by one until then), so NVML's utilization (a rolling average over 1/6 s to 1 s)
+sees a steady state. gpupipe does this in one process (gp-infer --repeat, sized from a first,
+shorter run that also warms it up).
+Latency per item: (i) its round trip; (ii) from the host enqueuing its batch's copy-in to its
+batch's copy-out being done (CUDA events timed against one recorded at the start; on a CPU the
+batch's round trip); (iii) from its submit call to its callback, including its wait in the ring.
+On CUDA (ii) and (iii) hold at most the same number of items (inflight + 1 batches: gpupipe's
+ring), so by Little's law their latencies compare at equal throughput; on a CPU PyTorch's
+forward blocks, so (ii) holds one batch while gpupipe's ring holds up to four: compare
+items/s there, not latency. Not done for (ii): a second CUDA stream for
+the copies (the best practice the issue names runs one stream; the batch's copy is small next
+to its compute for both models at batch 256: 0.8 MB for the MLP, 38 MB for ResNet-18 at 224).
+Agreement: the top-1 class of every contender against (ii) fp32 eager, over the first pass.
+
+usage: symptom-bench.py GP_INFER [--device cuda|cpu] [--models mlp,resnet18] [--items N]
+                        [--size S] [--batch 256] [--inflight 3] [--producers 8]
+                        [--precisions fp32,fp16] [--seconds S] [--threads T] [--work DIR]
+                        [--json OUT.json]
+Prints one Markdown table per model (for bench/RESULTS.md); --json writes the raw numbers.
+Exit status: 0, or 1 when a contender failed or disagreed with PyTorch fp32 on > 1 % of items.
+"""
+import argparse
+import copy
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+except ImportError as exc:  # depends on the machine
+    print(f"SKIP: PyTorch/NumPy not importable by {sys.executable} ({exc})")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name, file):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, file))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+MB = _load("model_bench", "model-bench.py")  # DemoMLP, prepare, blas_info, conformance as C
+TB = _load("torch_bench", "torch-bench.py")  # Nvml (utilization samples, time.time() tags)
+C = MB.C
+MONO_TO_EPOCH = time.time() - time.monotonic()  # gp-infer's window is on CLOCK_MONOTONIC
+
+
+class Top5(nn.Module):
+    def __init__(self, rn):
+        super().__init__()
+        self.rn = rn
+
+    def forward(self, u8):
+        return torch.topk(self.rn(u8), 5, dim=1).indices
+
+
+def prepare(name, gp_infer, work, items, size):
+    """-> (safetensors path, eval torch module (CPU, fp32), items as a NumPy array)."""
+    if name == "mlp":
+        return MB.prepare("mlp", gp_infer, work, items)
+    if name == "resnet18":
+        torch.manual_seed(3)
+        rn = C.ResNet18(classes=1000).eval()
+        C.randomize_bn(rn, torch.Generator().manual_seed(5))
+        path = os.path.join(work, f"resnet18_{size}_top5.safetensors")
+        C.save_model(rn, path, rn.spec(size) + "topk k=5\n")
+        x = np.random.default_rng(1).integers(0, 256, (items, size, size, 3), dtype=np.uint8)
+        return path, Top5(rn).eval(), x
+    raise SystemExit(f"symptom-bench: unknown model '{name}' (mlp, resnet18)")
+
+
+def top1(y):
+    y = np.asarray(y)
+    return y[:, 0] if y.dtype.kind == "i" else np.argmax(y, axis=1)
+
+
+def pct(lat_ms, q):
+    return float(np.percentile(np.asarray(lat_ms), q)) if len(lat_ms) else float("nan")
+
+
+def naive(module, x, dev, seconds):
+    """(i): one item at a time from pageable memory, .cpu() after each."""
+    module = copy.deepcopy(module).to(dev).eval()
+    host = torch.from_numpy(x)
+    lat, outs, n = [], [], 0
+    with torch.inference_mode():
+        for i in range(3):  # warm-up: the first calls pick kernels
+            module(host[i:i + 1].to(dev)).cpu()
+        t0, e0 = time.perf_counter(), time.time()
+        while True:
+            s = time.perf_counter()
+            y = module(host[n % len(x):n % len(x) + 1].to(dev)).cpu()
+            e = time.perf_counter()
+            lat.append((e - s) * 1e3)
+            if n < len(x):
+                outs.append(y)
+            n += 1
+            if e - t0 >= seconds and n >= min(len(x), 64):
+                break
+        secs = time.perf_counter() - t0
+    first = torch.cat(outs).numpy()
+    return dict(items=n, secs=secs, lat=lat, y=first, epoch0=e0, epoch1=time.time(),
+                agree_items=len(first))
+
+
+class _Autocast(nn.Module):
+    def __init__(self, inner, dtype):
+        super().__init__()
+        self.inner, self.dtype = inner, dtype
+
+    def forward(self, t):
+        with torch.autocast("cuda", dtype=self.dtype, cache_enabled=False):
+            return self.inner(t)
+
+
+def best_practice(module, x, dev, batch, inflight, precision, graphs, channels_last, seconds):
+    """(ii): batches staged in pinned memory, non_blocking copies, bounded in-flight batches."""
+    cuda = dev == "cuda"
+    module = copy.deepcopy(module).to(dev).eval()  # each variant its own copy
+    if channels_last:
+        module = module.to(memory_format=torch.channels_last)
+    if precision == "fp16":
+        module = _Autocast(module, torch.float16)
+    n_all = len(x)
+    host = torch.from_numpy(x)  # pageable, as a service receives its items
+    slots = min(inflight + 1, (n_all + batch - 1) // batch)  # as many batches as gpupipe's ring
+    stage = [torch.empty((batch,) + tuple(host.shape[1:]), dtype=host.dtype, pin_memory=cuda)
+             for _ in range(slots)]
+    with torch.inference_mode():
+        probe = module(stage[0].to(dev))
+        out_shape, out_dtype = tuple(probe.shape[1:]), probe.dtype
+        outs = [torch.empty((batch,) + out_shape, dtype=out_dtype, pin_memory=cuda)
+                for _ in range(slots)]
+        first = torch.empty((n_all,) + out_shape, dtype=out_dtype)
+        step = None
+        if graphs:
+            static_in = torch.empty((batch,) + tuple(host.shape[1:]), dtype=host.dtype, device=dev)
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    module(static_in)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                static_out = module(static_in)
+
+            def step(xb):
+                static_in.copy_(xb, non_blocking=True)
+                g.replay()
+                return static_out
+
+        pending = [None] * slots  # per slot: (done event, items, offset) of its last batch
+
+        def retire(j):  # the slot's last batch done; its outputs kept (for agreement)
+            ev, k, off = pending[j]
+            if cuda:
+                ev.synchronize()
+            first[off:off + k].copy_(outs[j][:k])
+            pending[j] = None
+
+        def one_pass(record):
+            """Every item once; record gets (enqueue time, done event or time, items)."""
+            for b, i in enumerate(range(0, n_all, batch)):
+                k, j = min(batch, n_all - i), b % slots
+                if pending[j] is not None:  # bounded: at most `slots` batches queued
+                    retire(j)
+                t_enq = time.perf_counter()
+                stage[j][:k].copy_(host[i:i + k])
+                if step is not None and k == batch:
+                    y = step(stage[j])
+                else:
+                    y = module(stage[j][:k].to(dev, non_blocking=True))
+                outs[j][:k].copy_(y[:k], non_blocking=True)
+                ev = None
+                if cuda:
+                    ev = torch.cuda.Event(enable_timing=True)
+                    ev.record()
+                record.append((t_enq, ev if cuda else time.perf_counter(), k))
+                pending[j] = (ev, k, i)
+            for j in range(slots):
+                if pending[j] is not None:
+                    retire(j)
+
+        one_pass([])  # warm-up pass (cudnn.benchmark picks its algorithms here)
+        if cuda:
+            torch.cuda.synchronize()
+        rec_all, passes = [], 0
+        t0, e0 = time.perf_counter(), time.time()
+        ref = None
+        if cuda:  # the GPU is idle: this event's time is t0's
+            ref = torch.cuda.Event(enable_timing=True)
+            ref.record()
+        while True:
+            one_pass(rec_all)
+            passes += 1
+            if time.perf_counter() - t0 >= seconds:
+                break
+        secs = time.perf_counter() - t0  # one_pass waited for its last batches
+    lat = []
+    for t_enq, done, k in rec_all:
+        t_done = t0 + ref.elapsed_time(done) * 1e-3 if cuda else done
+        lat += [(t_done - t_enq) * 1e3] * k
+    y = first.float().numpy() if first.is_floating_point() else first.numpy()
+    return dict(items=passes * n_all, secs=secs, lat=lat, y=y, epoch0=e0, epoch1=e0 + secs,
+                agree_items=n_all)
+
+
+def gpupipe(gp_infer, path, xpath, work, dev, batch, inflight, producers, precision, graphs,
+            seconds):
+    cap = 1
+    while cap < batch * (inflight + 1):
+        cap *= 2
+    ypath, rpath = os.path.join(work, "y.npy"), os.path.join(work, "report.json")
+    base = [gp_infer, "--model", path, "--input", xpath, "--output", ypath,
+            "--backend", "cuda" if dev == "cuda" else "host", "--batch", str(batch),
+            "--inflight", str(inflight), "--producers", str(producers), "--capacity", str(cap),
+            "--precision", precision, "--report", rpath, "--quiet"]
+    if graphs:
+        base.append("--cuda-graphs")
+
+    def run(repeat):
+        p = subprocess.run(base + ["--repeat", str(repeat)], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(base)}: exit {p.returncode}: {p.stderr.strip()}")
+        with open(rpath) as f:
+            return json.load(f)
+
+    probe = run(1)  # also the warm-up; sizes the timed run to --seconds
+    repeat = max(1, min(1 << 20, int(np.ceil(seconds * probe["items_per_s"] / probe["items"]))))
+    r = run(repeat)
+    r["cap"], r["y"], r["secs"] = cap, np.load(ypath), r["seconds"]
+    r["epoch0"] = r["t_start_ns"] * 1e-9 + MONO_TO_EPOCH
+    r["epoch1"] = r["t_end_ns"] * 1e-9 + MONO_TO_EPOCH
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("gp_infer")
+    ap.add_argument("--device", choices=["cpu", "cuda"],
+                    default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--models", default="mlp,resnet18")
+    ap.add_argument("--items", type=int, default=0,
+                    help="distinct items per model (default cuda: mlp 65536, resnet18 8192; "
+                    "cpu: 8192, 512)")
+    ap.add_argument("--size", type=int, default=0, help="ResNet-18 image side (224; cpu 64)")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--inflight", type=int, default=0,
+                    help="batches in flight, (ii) and (iii) (default 3; cpu: --threads)")
+    ap.add_argument("--producers", type=int, default=8)
+    ap.add_argument("--precisions", default="", help="default cuda fp32,fp16; cpu fp32")
+    ap.add_argument("--seconds", type=float, default=0, help="per contender (cuda 3, cpu 2)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="PyTorch intra-op threads (default: every core)")
+    ap.add_argument("--work", default="/tmp/gp-symptom-bench")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    dev, cuda = a.device, a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("symptom-bench: --device cuda, but this torch sees no CUDA device")
+    os.makedirs(a.work, exist_ok=True)
+    threads = a.threads or os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    torch.backends.cudnn.benchmark = True
+    size = a.size or (224 if cuda else 64)
+    # On a CPU the host backend computes one batch per slot on its own thread: give both sides
+    # the same threads (PyTorch's intra-op threads = gpupipe's slots).
+    inflight = a.inflight or (3 if cuda else threads)
+    precisions = (a.precisions or ("fp32,fp16" if cuda else "fp32")).split(",")
+    seconds = a.seconds or (3.0 if cuda else 2.0)
+    nv = TB.Nvml(dev)
+    gpu = torch.cuda.get_device_name() if cuda else ""
+    print(f"symptom-bench: device {dev}" + (f" ({gpu})" if cuda else "")
+          + f", torch {torch.__version__}" + (f" CUDA {torch.version.cuda}" if cuda else "")
+          + f"; PyTorch {torch.get_num_threads()} threads, {MB.blas_info()}; batch {a.batch}, "
+          f"inflight {inflight}, gpupipe producers {a.producers}; {seconds:g} s per contender"
+          + ("" if nv.ok or not cuda else f"; GPU utilization: {nv.why}"), flush=True)
+    raw, bad = {"device": dev, "gpu": gpu, "torch": torch.__version__, "models": {}}, 0
+    for name in a.models.split(","):
+        items = a.items or {("mlp", True): 65536, ("resnet18", True): 8192,
+                            ("mlp", False): 8192, ("resnet18", False): 512}[(name, cuda)]
+        path, module, x = prepare(name, a.gp_infer, a.work, items, size)
+        xpath = os.path.join(a.work, f"x_{name}.npy")
+        np.save(xpath, x)
+        rows, ref_y = [], None
+
+        def add(label, r, util, setup):
+            nonlocal ref_y, bad
+            y = r["y"][:r["agree_items"]]
+            if ref_y is None:
+                ref_y = y
+            agree = float(np.mean(top1(y) == top1(ref_y[:len(y)])))
+            if agree < 0.99:
+                bad = 1
+            rows.append(dict(label=label, items=r["items"], ips=r["items"] / r["secs"],
+                             p50=pct(r["lat"], 50) if "lat" in r else r["p50_ms"],
+                             p99=pct(r["lat"], 99) if "lat" in r else r["p99_ms"],
+                             util=util, agree=agree, setup=setup))
+            print(f"  {name}: {label}: {rows[-1]['ips']:.1f} items/s", file=sys.stderr,
+                  flush=True)
+
+        # (ii) fp32 eager first: the reference for agreement.
+        variants = []
+        for prec in precisions:
+            for graphs in ([False, True] if cuda else [False]):
+                variants.append((prec, graphs))
+        for prec, graphs in variants:
+            cl = cuda and prec != "fp32" and name == "resnet18"
+            try:
+                r = best_practice(module, x, dev, a.batch, inflight, prec, graphs, cl, seconds)
+            except RuntimeError as exc:  # e.g. a capture PyTorch refuses: say so, go on
+                print(f"  {name}: (ii) {prec}{' graphs' if graphs else ''}: {exc}",
+                      file=sys.stderr)
+                bad = 1
+                continue
+            add("(ii) PyTorch best practice", r, nv.mean(r["epoch0"], r["epoch1"]),
+                f"{prec}{', channels_last' if cl else ''}{', CUDA graph' if graphs else ''}")
+        r = naive(module, x, dev, seconds)
+        add("(i) naive loop (PyTorch)", r, nv.mean(r["epoch0"], r["epoch1"]), "batch 1, pageable")
+        for prec, graphs in variants:
+            try:
+                r = gpupipe(a.gp_infer, path, xpath, a.work, dev, a.batch, inflight, a.producers,
+                            prec, graphs, seconds)
+            except RuntimeError as exc:
+                print(f"  {name}: (iii) {prec}: {exc}", file=sys.stderr)
+                bad = 1
+                continue
+            r["agree_items"] = len(x)
+            add(f"(iii) gpupipe, {a.producers} producers", r, nv.mean(r["epoch0"], r["epoch1"]),
+                f"{prec}{', --cuda-graphs' if graphs else ''}; ring {r['cap']}, "
+                f"{r['batches']} batches of {r['mean_batch']:.0f}")
+        raw["models"][name] = rows
+        if not rows:
+            continue
+        rows.sort(key=lambda r: r["label"].split(")")[0])  # (i), (ii)..., (iii)... (stable)
+        naive_ips = next((r["ips"] for r in rows if r["label"].startswith("(i)")), None)
+        best_ii = max((r["ips"] for r in rows if r["label"].startswith("(ii)")), default=None)
+        gp = max((r for r in rows if r["label"].startswith("(iii)")), key=lambda r: r["ips"],
+                 default=None)
+        desc = ("demo MLP, 784 f32 -> 10 softmax" if name == "mlp" else
+                f"ResNet-18, u8 {size}x{size}x3 -> top-5")
+        print(f"\n{name}: {desc}; {len(x)} distinct items\n")
+        print("| contender | setup | items | items/s | vs (i) | vs best (ii) | p50 ms | p99 ms "
+              "| GPU util | top-1 agree |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            u = "n/a" if r["util"] is None else f"{r['util']:.0f} %"
+            if not cuda:
+                u = "- (CPU)"
+            vs_i = f"{r['ips'] / naive_ips:.1f}x" if naive_ips else "n/a"
+            vs_ii = f"{r['ips'] / best_ii:.2f}x" if best_ii else "n/a"
+            print(f"| {r['label']} | {r['setup']} | {r['items']} | {r['ips']:.1f} | {vs_i} | "
+                  f"{vs_ii} | {r['p50']:.2f} | {r['p99']:.2f} | {u} | "
+                  f"{100 * r['agree']:.1f} % |")
+        if gp and naive_ips and best_ii:  # issue 8 B.3's targets, from gpupipe's fastest row
+            want = 1.5 if name == "mlp" else 1.0
+            verdict = lambda ok: "met" if ok else "NOT met"
+            print(f"\ntargets ({name}, gpupipe {gp['setup'].split(';')[0]}): "
+                  f"gpupipe / naive = {gp['ips'] / naive_ips:.1f}x (>= 20x: "
+                  f"{verdict(gp['ips'] >= 20 * naive_ips)}); gpupipe / best (ii) = "
+                  f"{gp['ips'] / best_ii:.2f}x (>= {want}x: "
+                  f"{verdict(gp['ips'] >= want * best_ii)})" +
+                  ("" if not cuda else "; GPU utilization " +
+                   ("n/a" if gp["util"] is None else
+                    f"{gp['util']:.0f} % (>= 95 %: {verdict(gp['util'] >= 95)})")))
+        sys.stdout.flush()
+    nv.close()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(raw, f, indent=1)
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())
