@@ -3,7 +3,8 @@
  *   C[i][j] (+)= sum_k A[i][k] * B[k][j]   for i < M, j < N, then (+ bias[i], activation)
  * A (the weights) is packed once at load into MR-row panels; B is packed per call into the
  * caller's workspace in KC x NC blocks; B and C are addressed through row/column strides, so
- * one routine serves conv (C = W x im2col, per item) and linear (C^T = W x X^T, per batch).
+ * one routine serves conv (C = W x im2col, a few items side by side) and linear
+ * (C^T = W x X^T, per batch).
  */
 #ifndef GP_LIB_MODEL_GEMM_H
 #define GP_LIB_MODEL_GEMM_H

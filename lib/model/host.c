@@ -25,6 +25,16 @@ static int conv_direct(const gp__op *op) {
            op->pad_w == 0;
 }
 
+/* Items per conv GEMM. One item's GEMM has N = Ho*Wo columns: a ResNet's last layers have 49
+   (224 input) or 1 (32 input), and a GEMM that narrow streams the whole packed weight matrix
+   (9.4 MB for a 512x512 3x3 conv) from memory for every item. Small outputs therefore go
+   several items at a time, their columns side by side, up to CONV_COLS columns per GEMM. */
+enum { CONV_COLS = 256 };
+static size_t conv_items(const gp__op *op) {
+    size_t hw = (size_t)op->out.h * (size_t)op->out.w;
+    return hw >= CONV_COLS ? 1 : CONV_COLS / hw;
+}
+
 int gp__host_prepare(gp__model *m, gp__err *e) {
     size_t work = 0;
     for (int i = 0; i < m->n_ops; i++) {
@@ -52,30 +62,32 @@ int gp__host_prepare(gp__model *m, gp__err *e) {
             for (size_t g = 0; g < G; g++)
                 gp__gemm_pack_a(Mg, K, op->weight + g * Mg * K, K, p + g * per);
             op->host_packed = p;
-            if (!conv_direct(op)) {
-                size_t col = K * (size_t)op->out.h * (size_t)op->out.w;
-                if (col > work) work = col;
+            size_t c = conv_items(op), cols = c * (size_t)op->out.h * (size_t)op->out.w;
+            if (c > 1 || !conv_direct(op)) {
+                /* im2col columns; with several items also their GEMM output (conv2d) */
+                size_t need = (K * cols + 63) / 64 * 64 + (c > 1 ? Mg * cols : 0);
+                if (need > work) work = need;
             }
         }
     }
-    /* im2col columns, then the GEMM's B packing, each 64-float aligned. */
+    /* conv's columns (and output), then the GEMM's B packing, each 64-float aligned. */
     m->host_work_elems = (work + 63) / 64 * 64 + gp__gemm_work_elems();
     return GP_OK;
 }
 
 /* ---- ops ------------------------------------------------------------------------------- */
 
-/* Columns of one group's input: col[(ci*kh + ky)*kw + kx][oy*Wo + ox]. Per row, the output
-   columns whose input falls inside the image form one range [ox0, ox1): zeros around it, a
-   copy (stride 1) or a strided gather inside it. */
-static void im2col(const gp__op *op, const float *in, float *col) {
+/* Columns of one group's input: col[((ci*kh + ky)*kw + kx) * ld + oy*Wo + ox] (ld >= Ho*Wo:
+   several items' columns side by side). Per row, the output columns whose input falls inside
+   the image form one range [ox0, ox1): zeros around it, a copy (stride 1) or a strided gather
+   inside it. */
+static void im2col(const gp__op *op, const float *in, float *col, size_t ld) {
     int H = op->in.h, W = op->in.w, Ho = op->out.h, Wo = op->out.w;
     int cin = op->in.c / op->groups, sw = op->stride_w;
     for (int ci = 0; ci < cin; ci++)
         for (int ky = 0; ky < op->kh; ky++)
             for (int kx = 0; kx < op->kw; kx++) {
-                float *row = col + ((size_t)(ci * op->kh + ky) * (size_t)op->kw + (size_t)kx) *
-                                       (size_t)Ho * (size_t)Wo;
+                float *row = col + ((size_t)(ci * op->kh + ky) * (size_t)op->kw + (size_t)kx) * ld;
                 const float *src = in + (size_t)ci * (size_t)H * (size_t)W;
                 int off = kx * op->dil_w - op->pad_w; /* ix = ox * sw + off */
                 int ox0 = off >= 0 ? 0 : (-off + sw - 1) / sw;
@@ -106,25 +118,41 @@ static void im2col(const gp__op *op, const float *in, float *col) {
             }
 }
 
+/* Per group, a GEMM over `c` items at once (conv_items): C[cout_g][c*HWo] = W x columns; one
+   item (c = 1) writes its output in place, several go through `tmp` and are copied out. The
+   sums run over K in the same order either way: c changes no result. */
 static void conv2d(const gp__op *op, size_t n, const float *in, float *out, float *work) {
     size_t G = (size_t)op->groups, K = conv_k(op);
     size_t cin_g = (size_t)op->in.c / G, cout_g = (size_t)op->out.c / G;
     size_t HWi = (size_t)op->in.h * (size_t)op->in.w, HWo = (size_t)op->out.h * (size_t)op->out.w;
-    size_t per = gp__gemm_packed_elems(cout_g, K);
-    size_t col_elems = conv_direct(op) ? 0 : (K * HWo + 63) / 64 * 64;
-    float *col = work, *gw = work + col_elems; /* the GEMM's packing after the columns */
-    for (size_t item = 0; item < n; item++) {
-        const float *x = in + item * gp__shape_numel(op->in);
-        float *y = out + item * gp__shape_numel(op->out);
+    size_t per = gp__gemm_packed_elems(cout_g, K), cmax = conv_items(op);
+    size_t in_numel = gp__shape_numel(op->in), out_numel = gp__shape_numel(op->out);
+    /* work: columns | GEMM output (cmax > 1) | the GEMM's packing (host_prepare sized it) */
+    size_t col_elems = cmax == 1 && conv_direct(op) ? 0 : (K * cmax * HWo + 63) / 64 * 64;
+    size_t tmp_elems = cmax > 1 ? (cout_g * cmax * HWo + 63) / 64 * 64 : 0;
+    float *col = work, *tmp = work + col_elems, *gw = tmp + tmp_elems;
+    for (size_t i0 = 0; i0 < n; i0 += cmax) {
+        size_t c = n - i0 < cmax ? n - i0 : cmax, ld = c * HWo;
         for (size_t g = 0; g < G; g++) {
-            const float *xg = x + g * cin_g * HWi;
-            const float *B = xg;
-            if (!conv_direct(op)) {
-                im2col(op, xg, col);
+            const float *B = in + i0 * in_numel + g * cin_g * HWi;
+            if (c > 1 || !conv_direct(op)) {
+                for (size_t j = 0; j < c; j++)
+                    im2col(op, in + (i0 + j) * in_numel + g * cin_g * HWi, col + j * HWo, ld);
                 B = col;
             }
-            gp__gemm(cout_g, HWo, K, op->host_packed + g * per, B, (ptrdiff_t)HWo, 1,
-                     y + g * cout_g * HWo, (ptrdiff_t)HWo, 1, op->bias + g * cout_g, op->act, gw);
+            const float *bias = op->bias + g * cout_g;
+            if (c == 1) {
+                gp__gemm(cout_g, HWo, K, op->host_packed + g * per, B, (ptrdiff_t)HWo, 1,
+                         out + i0 * out_numel + g * cout_g * HWo, (ptrdiff_t)HWo, 1, bias, op->act,
+                         gw);
+                continue;
+            }
+            gp__gemm(cout_g, ld, K, op->host_packed + g * per, B, (ptrdiff_t)ld, 1, tmp,
+                     (ptrdiff_t)ld, 1, bias, op->act, gw);
+            for (size_t j = 0; j < c; j++)
+                for (size_t o = 0; o < cout_g; o++)
+                    memcpy(out + (i0 + j) * out_numel + (g * cout_g + o) * HWo,
+                           tmp + o * ld + j * HWo, HWo * sizeof *out);
         }
     }
 }
