@@ -55,7 +55,9 @@ static void s_compute(gp_config *c, load *l, int *producers) {
 static void s_h2d(gp_config *c, load *l, int *producers) {
     base(c);
     c->item_in_bytes = 64 * 1024;
-    c->sim_copy_bytes_per_s = 200e6;
+    /* 30 MB/s: two producers under TSan on a loaded 2-core machine were seen copying 64 KiB
+       items at only 69 MB/s (verdict "producers" three times at 200 MB/s): 2.3x margin. */
+    c->sim_copy_bytes_per_s = 30e6;
     *producers = 2;
 }
 
