@@ -75,6 +75,10 @@ def time_cuda(torch, fn, iters, warmup=10):
     for _ in range(iters):
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
+        # A spin kernel ahead of the start event: Python's dispatch of fn() happens while the
+        # GPU spins, so the events time the kernel, not the host (bench/attention-bench.c
+        # times one bare launch the same way).
+        torch.cuda._sleep(1_000_000)
         a.record()
         fn()
         b.record()
