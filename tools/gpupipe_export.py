@@ -49,12 +49,14 @@ Works with PyTorch 1.13 and 2.x; needs torch and numpy, nothing else (the safete
 written here, not with the safetensors package).
 """
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
 import json
 import operator
 import os
+import pickle
 import shutil
 import struct
 import subprocess
@@ -156,6 +158,37 @@ SUPPORTED = ("Linear, Conv2d (any stride, padding, dilation, groups, bias), Batc
 
 class ExportError(Exception):
     """The module cannot be exported; str() says what, where and what to do."""
+
+
+@contextlib.contextmanager
+def cuda_fp32_math(tf32):
+    """PyTorch's CUDA fp32 matmuls and convolutions in TF32 (tf32=True) or IEEE fp32 inside the
+    block, restored after. cuDNN convolutions default to TF32 (cudnn.allow_tf32 is True), about
+    1e-4 relative off IEEE fp32: a reference for gpupipe's fp32 must turn it off. PyTorch >= 2.9
+    spells it fp32_precision ('tf32' | 'ieee'), older ones allow_tf32. No effect on the CPU."""
+    b = torch.backends
+
+    def has(obj, name):  # torch.backends.cuda.matmul raises AssertionError for unknown names
+        try:
+            getattr(obj, name)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    if has(b.cuda.matmul, "fp32_precision") and has(getattr(b.cudnn, "conv", None),
+                                                     "fp32_precision"):
+        knobs, want = [(b.cuda.matmul, "fp32_precision"), (b.cudnn.conv, "fp32_precision")], \
+            ("tf32" if tf32 else "ieee")
+    else:
+        knobs, want = [(b.cuda.matmul, "allow_tf32"), (b.cudnn, "allow_tf32")], bool(tf32)
+    saved = [getattr(o, k) for o, k in knobs]
+    for o, k in knobs:
+        setattr(o, k, want)
+    try:
+        yield
+    finally:
+        for (o, k), v in zip(knobs, saved):
+            setattr(o, k, v)
 
 
 class CheckFailed(ExportError):
@@ -1156,7 +1189,7 @@ def export(module, example_input, path, input_dtype="f32", input_layout="chw", m
             shape = (item[1], item[2], item[0]) if input_layout == "hwc" else item
             items = torch.randn((n,) + shape, generator=gen).numpy()
         xm = _prep(items, input_dtype, input_layout, mean, std)
-        with torch.no_grad():
+        with torch.no_grad(), cuda_fp32_math(tf32=False):  # the reference in IEEE fp32
             y_mod = module(xm.to(dev))
             if not torch.is_tensor(y_mod):
                 raise ExportError("the module's output is not a tensor")
@@ -1805,7 +1838,7 @@ def export_encoder(module, path, id_dtype="i32", pooling=None, normalize=False,
         lens = [min(int(n), max_len) for n in check_lengths]
         g = torch.Generator().manual_seed(1234)
         seqs = [torch.randint(0, vocab, (n,), generator=g) for n in lens]
-        with torch.no_grad():
+        with torch.no_grad(), cuda_fp32_math(tf32=False):  # the reference in IEEE fp32
             ref = torch.cat([run_module(s.unsqueeze(0).to(dev)).float().cpu() for s in seqs])
         ids = torch.cat(seqs).numpy().astype({"i32": "<i4", "i64": "<i8", "u32": "<u4"}[id_dtype])
         with tempfile.TemporaryDirectory(prefix="gpupipe_export_") as work:
@@ -1858,9 +1891,14 @@ def load_module(ref, weights=None):
     if not isinstance(obj, nn.Module):
         raise ExportError(f"'{ref}' gave a {type(obj).__name__}, not an nn.Module")
     if weights:
-        sd = torch.load(weights, map_location="cpu")
-        if isinstance(sd, nn.Module):
-            sd = sd.state_dict()
+        try:  # tensors only: a state_dict; unpickling objects would run the file's code
+            sd = torch.load(weights, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            raise ExportError(
+                f"--weights {weights}: not a state_dict of tensors (a whole pickled module?): "
+                f"{str(exc).splitlines()[0]}\n  what to do: save the weights with "
+                "torch.save(model.state_dict(), FILE), or load the checkpoint inside the "
+                "function MODEL names") from exc
         if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
             sd = sd["state_dict"]
         obj.load_state_dict(sd)

@@ -405,6 +405,21 @@ def messages(gp_infer, work):
         "gp-infer '/nonexistent/gp-infer' is not an executable file")
     r = gx.export(MLP(), torch.randn(1, 40), path, check=False, log=lambda _: None)
     record(not r.checked and "check=False" in r.check_skipped, "check=False: skipped, said so")
+    # --weights takes tensors only (torch.load weights_only=True): a pickled module is refused
+    # with the fix; a state_dict loads.
+    mod_pt, sd_pt = os.path.join(work, "module.pt"), os.path.join(work, "sd.pt")
+    torch.save(nn.Linear(40, 3), mod_pt)
+    expect_error("--weights with a pickled module", lambda: gx.load_module("torch.nn:Identity",
+                                                                            mod_pt),
+                 "not a state_dict of tensors", "torch.save(model.state_dict(), FILE)")
+    lin = nn.Linear(40, 3)
+    torch.save(lin.state_dict(), sd_pt)
+    lin_py = os.path.join(work, "lin40.py")
+    with open(lin_py, "w") as f:
+        f.write("import torch.nn as nn\n\n\ndef build():\n    return nn.Linear(40, 3)\n")
+    got = gx.load_module(f"{lin_py}:build", sd_pt)
+    record(torch.equal(got.weight, lin.weight) and torch.equal(got.bias, lin.bias),
+           "--weights with a state_dict: loaded into the module")
 
 
 def cli(gp_infer, work):
