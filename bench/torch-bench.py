@@ -58,8 +58,8 @@ class Nvml:
         try:
             import pynvml
             pynvml.nvmlInit()
-            idx = torch.cuda.current_device()
-            self.h = pynvml.nvmlDeviceGetHandleByIndex(idx)
+            self.h = self._handle(pynvml, torch.cuda.current_device())
+            pynvml.nvmlDeviceGetUtilizationRates(self.h)  # supported here? (not on MIG)
             self.nvml = pynvml
             self.ok = True
         except Exception as exc:  # pynvml missing or NVML not usable
@@ -69,13 +69,32 @@ class Nvml:
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
 
+    @staticmethod
+    def _handle(pynvml, idx):
+        """NVML numbers devices without CUDA_VISIBLE_DEVICES: find this one by its PCI id."""
+        p = torch.cuda.get_device_properties(idx)
+        bus = getattr(p, "pci_bus_id", None)
+        if bus is not None:
+            pci = f"{getattr(p, 'pci_domain_id', 0):08X}:{bus:02X}:{p.pci_device_id:02X}.0"
+            try:
+                return pynvml.nvmlDeviceGetHandleByPciBusId(pci)
+            except Exception:  # noqa: BLE001 - fall back to the index
+                pass
+        return pynvml.nvmlDeviceGetHandleByIndex(idx)
+
     def _run(self):
         while not self.stop:
-            u = self.nvml.nvmlDeviceGetUtilizationRates(self.h).gpu
+            try:
+                u = self.nvml.nvmlDeviceGetUtilizationRates(self.h).gpu
+            except Exception as exc:  # noqa: BLE001 - say why the figures stop
+                self.ok, self.why = False, f"NVML sampling failed: {exc}"
+                return
             self.samples.append((time.time(), u))
             time.sleep(0.02)
 
     def mean(self, t0, t1):
+        """Mean utilization of the samples taken in [t0, t1]; NVML's figure is itself an
+        average over the last 1/6 s to 1 s, so callers skip the start of a window."""
         if not self.ok:
             return None
         s = [u for t, u in list(self.samples) if t0 <= t <= t1]

@@ -79,6 +79,22 @@ def randomize_bn(module, gen):
                 m.num_batches_tracked.fill_(7)
 
 
+def center_logits(module, fc, x):
+    """Random weights give every input the same top class (the logits' per-class offsets are
+    ~25x their item-to-item variation), so a top-1 agreement check would pass whatever a
+    backend computed. Set fc's bias so that the logits average 0 over the sample x: the top
+    class then moves with the item (about 200 distinct classes in 256 ResNet-18 images)."""
+    feats = []
+    hook = fc.register_forward_pre_hook(lambda m, i: feats.append(i[0].detach()))
+    try:
+        with torch.no_grad():
+            module(x)
+    finally:
+        hook.remove()
+    with torch.no_grad():
+        fc.bias.copy_(-(fc.weight @ feats[0].mean(0)))
+
+
 class MLP(nn.Module):
     """linear/gelu/tanh/sigmoid/relu, softmax."""
 
