@@ -342,6 +342,7 @@ void *gp__batcher_main(void *arg) {
     gp_pipeline *p = b.p;
     const gp_config *c = &p->cfg;
     gp__stats *st = &p->stats;
+    if (p->ops->thread_start) p->ops->thread_start(p->dev);
 
     for (;;) {
         uint64_t end = end_index(p);

@@ -51,6 +51,9 @@ static void record_timings(gp_pipeline *p, gp__slot *s, const gp__batchrec *r) {
 
 static void finish_device_batch(gp_pipeline *p, gp__batchrec *r) {
     gp__slot *s = &p->slots[r->slot];
+    /* A batch whose enqueue failed part-way (GP_EDEVICE from the batcher) recorded only some
+       of its events; the others still hold the previous batch's times: no timings from it. */
+    int enqueued = r->status != GP_EDEVICE;
     int rc = p->ops->event_wait(p->dev, s->ev[GP__EV_D2H]);
     if (rc != GP_OK) {
         r->status = GP_EDEVICE;
@@ -65,7 +68,7 @@ static void finish_device_batch(gp_pipeline *p, gp__batchrec *r) {
                 (unsigned long long)r->n, (unsigned long long)r->first, s->err[0] ? ": " : "",
                 s->err);
     }
-    if (rc == GP_OK) record_timings(p, s, r);
+    if (rc == GP_OK && enqueued) record_timings(p, s, r);
     /* Release: everything this slot did happens before the batcher reuses it. */
     atomic_fetch_add_explicit(&p->dev_freed, 1, memory_order_release);
     gp__notify_wake(&p->slotwake);
@@ -77,6 +80,7 @@ static void release_done(gp_pipeline *p);
 void *gp__poller_main(void *arg) {
     gp_pipeline *p = arg;
     gp__recqueue *q = &p->recs;
+    if (p->ops->thread_start) p->ops->thread_start(p->dev);
     for (;;) {
         pthread_mutex_lock(&q->mu);
         while (q->polled == q->tail && !q->batcher_done)

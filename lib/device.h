@@ -80,6 +80,13 @@ typedef struct gp__device_ops {
        compute_teardown, which may run on any thread. NULL: nothing to do. */
     int (*bind_device)(void *ctx, int device);
 
+    /* (optional) Called first on each thread the pipeline starts to drive the device (the
+       batcher and the poller). CUDA: their stream-capture interaction mode becomes
+       thread-local, so an application capturing a CUDA graph in global mode on another thread
+       (PyTorch's default) neither fails their event queries nor is invalidated by them. Not
+       fatal: the backend logs a failure. NULL: nothing to do. */
+    void (*thread_start)(void *ctx);
+
     /* (optional) GP_OK while the device is usable; GP_EDEVICE after a sticky fault. NULL:
        always usable. */
     int (*healthy)(void *ctx);

@@ -191,11 +191,12 @@ static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
                        c->completion_workers);
     if (c->cuda_graphs != 0 && c->cuda_graphs != 1)
         return invalid(err, len, "config.cuda_graphs: %d is not 0 or 1", c->cuda_graphs);
-    if (c->cuda_graphs && c->max_item_in_bytes)
+    if (c->cuda_graphs && (c->max_item_in_bytes || c->max_item_out_bytes))
         return invalid(err, len,
                        "config.cuda_graphs: a graph replays the work captured for one batch "
-                       "size, and variable-size items change it batch to batch: use "
-                       "fixed-size items or no graphs");
+                       "size, and variable-size items (max_item_%s_bytes) change it batch to "
+                       "batch: use fixed-size items or no graphs",
+                       c->max_item_in_bytes ? "in" : "out");
     if (c->spin_wait != 0 && c->spin_wait != 1)
         return invalid(err, len, "config.spin_wait: %d is not 0 or 1", c->spin_wait);
     if (!sim_ok(c->sim_copy_bytes_per_s))

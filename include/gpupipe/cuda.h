@@ -69,9 +69,10 @@ GP_API void *gp_cuda_workspace(const gp_batch *b, size_t *bytes);
    slot's first call, so a machine where cuDNN cannot be loaded fails only the computes that
    use it: this then returns NULL for the slot (the reason goes to the log callback and to
    stats.backend_note), and the compute can run without cuDNN or fail its batch. Call it first
-   from compute_setup: creating the handle inside a compute under CUDA-graph capture (config
-   cuda_graphs) breaks that capture. cuDNN workspaces are the compute's: allocate them in
-   compute_setup, not per batch. */
+   from compute_setup: a first call inside a compute under CUDA-graph capture (config
+   cuda_graphs) returns NULL for that call only (creating the handle would break the capture;
+   that bucket then runs eager, and a later call outside a capture creates the handle). cuDNN
+   workspaces are the compute's: allocate them in compute_setup, not per batch. */
 GP_API cudnnHandle_t gp_cuda_cudnn(const gp_batch *b);
 #endif
 

@@ -305,7 +305,8 @@ typedef struct gp_config {
     int completion_workers; /* callback threads, 1..64; default 1 (submit-order callbacks) */
 
     int cuda_graphs; /* CUDA: capture the compute per batch-size bucket (fixed-size inputs
-                        only); default 0 */
+                        and outputs only: GP_EINVAL with max_item_in_bytes or
+                        max_item_out_bytes); default 0 */
     int spin_wait;   /* CUDA: completion spins on events instead of blocking; default 0 */
 
     gp_log_fn log; /* optional */

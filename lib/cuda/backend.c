@@ -193,6 +193,19 @@ static int cuda_bind_device(void *ctx, int device) {
     return set_device(c, d);
 }
 
+/* device.h thread_start: the batcher's and the poller's own threads (never an application
+   thread) interact with stream capture thread-locally (cudaThreadExchangeStreamCaptureMode):
+   under the default, global mode, another thread's global-mode capture makes their
+   cudaEventQuery / cudaEventSynchronize fail and invalidates that capture. */
+static void cuda_thread_start(void *ctx) {
+    cuda_ctx *c = ctx;
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
+    char why[256];
+    if (GP__CU_WHY(c, cudaThreadExchangeStreamCaptureMode(&mode), why) != GP_OK)
+        gp__log(c->sink, GP_LOG_WARN, "stream-capture mode stays global on a pipeline thread: %s",
+                why);
+}
+
 static void nap(unsigned i) {
     if (i < SPIN_YIELDS) {
         sched_yield();
@@ -390,6 +403,16 @@ static int dev_malloc(cuda_ctx *c, cuda_dev *d, size_t bytes, void **p) {
         return rc;
     }
     atomic_fetch_add_explicit(&c->allocs, 1, memory_order_relaxed);
+    /* Zeroed (create only: the pipeline allocates nothing later): a CUDA graph computes its
+       whole bucket, so rows past a batch's n are read; they must never be uninitialized memory
+       (a compute that gathers by value would read out of bounds). cudaMemset runs on the
+       legacy stream, which the slots' non-blocking streams do not wait for: wait here. */
+    if ((rc = GP__CU(c, cudaMemset(*p, 0, bytes))) != GP_OK ||
+        (rc = GP__CU(c, cudaStreamSynchronize(0))) != GP_OK) {
+        GP__CU(c, cudaFree(*p));
+        *p = NULL;
+        return rc;
+    }
     return GP_OK;
 }
 
@@ -485,6 +508,17 @@ static void *get_cudnn(gp__cuda_handles *h) {
     cuda_ctx *c = s->ctx;
     char why[256];
     if (s->dnn || s->dnn_failed) return s->dnn;
+    /* Under capture cudnnCreate would break it: NULL for this call only, no verdict on cuDNN
+       (the bucket runs eager; the next call outside a capture creates the handle). */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (GP__CU_WHY(c, cudaStreamIsCapturing(s->st, &cs), why) == GP_OK &&
+        cs != cudaStreamCaptureStatusNone) {
+        gp__log(c->sink, GP_LOG_WARN,
+                "slot %d: gp_cuda_cudnn() first called under CUDA-graph capture: NULL for this "
+                "call (call it first from compute_setup)",
+                s->slot);
+        return NULL;
+    }
     if (GP__CU_WHY(c, cudaSetDevice(s->dev->id), why) != GP_OK ||
         GP__CU_WHY(c, cudnnCreate(&s->dnn), why) != GP_OK) {
         s->dnn = NULL;
@@ -623,6 +657,9 @@ static int capture_bucket(cuda_ctx *c, gp__stream *s, gp__launch *l, int b) {
     cudaGraphExec_t exec = NULL;
     size_t size = l->batch.buckets[b];
     l->batch.n = l->batch.bucket = size;
+    /* gp_batch's promise at this size (fixed-size items: graphs refuse variable ones) */
+    l->batch.in_total = size * l->batch.in_bytes;
+    l->batch.out_total = size * l->batch.out_bytes;
     (void)cudaGetLastError(); /* see run_eager */
     /* Thread-local: only this thread's unsafe calls (cudaMalloc, sync) break the capture;
        other pipelines and the application keep running. */
@@ -665,6 +702,7 @@ static int cuda_slot_ready(void *ctx, gp__stream *s, gp__launch *l) {
     for (int b = 0; b < l->batch.num_buckets && rc == GP_OK; b++)
         rc = capture_bucket(c, s, l, b);
     l->batch.n = l->batch.bucket = 0;
+    l->batch.in_total = l->batch.out_total = 0;
     /* Make the uploads complete before the first batch; create is allowed to wait. */
     if (rc == GP_OK) rc = GP__CU(c, cudaStreamSynchronize(s->st));
     return rc;
@@ -802,6 +840,7 @@ const gp__device_ops gp__cuda_ops = {
     .event_time_ns = cuda_event_time_ns,
     .slot_ready = cuda_slot_ready,
     .bind_device = cuda_bind_device,
+    .thread_start = cuda_thread_start,
     .healthy = cuda_healthy,
     .stats = cuda_stats,
     .alloc_count = cuda_alloc_count,

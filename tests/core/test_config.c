@@ -63,6 +63,8 @@ CASE(prep, (c->prep_workers = 2, c->prep = NULL))
 CASE(completion_workers, c->completion_workers = 0)
 CASE(completion_workers_big, c->completion_workers = 65)
 CASE(cuda_graphs, c->cuda_graphs = 2)
+CASE(cuda_graphs_var_in, (c->cuda_graphs = 1, c->item_in_bytes = 0, c->max_item_in_bytes = 64))
+CASE(cuda_graphs_var_out, (c->cuda_graphs = 1, c->item_out_bytes = 0, c->max_item_out_bytes = 64))
 CASE(spin_wait, c->spin_wait = -1)
 CASE(sim_copy_bytes_per_s, c->sim_copy_bytes_per_s = -1)
 CASE(sim_compute_us, c->sim_compute_us = NAN)
@@ -96,6 +98,8 @@ static const bad_case cases[] = {
     {"config.completion_workers", set_completion_workers},
     {"config.completion_workers", set_completion_workers_big},
     {"config.cuda_graphs", set_cuda_graphs},
+    {"config.cuda_graphs", set_cuda_graphs_var_in},
+    {"config.cuda_graphs", set_cuda_graphs_var_out},
     {"config.spin_wait", set_spin_wait},
     {"config.sim_copy_bytes_per_s", set_sim_copy_bytes_per_s},
     {"config.sim_compute_us", set_sim_compute_us},
