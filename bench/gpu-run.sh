@@ -333,25 +333,20 @@ st_build() {
     -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
     ${extra[@]+"${extra[@]}"} >>"$log" 2>&1
   rc=$?
-  if [ $rc -ne 0 ] && ! is_timeout $rc && [ -n "$tp" ]; then
-    note "configure with LibTorch failed; retrying without it (see build.log)"
-    extra+=(-DGP_WITH_TORCH=OFF)
+  # retry_without OPTION WHAT: a failed configure again with -DOPTION=OFF (cache kept); sets rc.
+  retry_without() {
+    note "configure with $2 failed; retrying without it (see build.log)"
+    extra+=("-D$1=OFF")
     t=$(limit $((t_end - $(now))))
     rc=124
     if [ "$t" -ge 5 ]; then
-      timeout -k 10 "$t" cmake -S "$ROOT" -B "$BUILD" -DGP_WITH_TORCH=OFF >>"$log" 2>&1
+      timeout -k 10 "$t" cmake -S "$ROOT" -B "$BUILD" "-D$1=OFF" >>"$log" 2>&1
       rc=$?
     fi
-  fi
+  }
+  if [ $rc -ne 0 ] && ! is_timeout $rc && [ -n "$tp" ]; then retry_without GP_WITH_TORCH LibTorch; fi
   if [ $rc -ne 0 ] && ! is_timeout $rc && [[ " ${extra[*]} " != *GP_WITH_CUDNN=OFF* ]]; then
-    note "configure with cuDNN failed; retrying without it (see build.log)"
-    extra+=(-DGP_WITH_CUDNN=OFF)
-    t=$(limit $((t_end - $(now))))
-    rc=124
-    if [ "$t" -ge 5 ]; then
-      timeout -k 10 "$t" cmake -S "$ROOT" -B "$BUILD" -DGP_WITH_CUDNN=OFF >>"$log" 2>&1
-      rc=$?
-    fi
+    retry_without GP_WITH_CUDNN cuDNN
   fi
   if [ $rc -ne 0 ]; then
     is_timeout $rc && ST_STATUS=timeout || ST_STATUS=failed

@@ -198,24 +198,7 @@ def _run_torch(module, x, device, batch, precision, graphs):
         probe = module(host_in[:batch].to(dev))
         host_out = torch.empty((n,) + tuple(probe.shape[1:]), dtype=probe.dtype,
                                pin_memory=device == "cuda")
-        step = None
-        if graphs:
-            static_in = torch.empty((batch,) + tuple(host_in.shape[1:]), dtype=host_in.dtype,
-                                    device=dev)
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    module(static_in)
-            torch.cuda.current_stream().wait_stream(s)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                static_out = module(static_in)
-
-            def step(xb):
-                static_in[:xb.shape[0]].copy_(xb, non_blocking=True)
-                g.replay()
-                return static_out[:xb.shape[0]]
+        step = cuda_graph_step(module, batch, host_in, dev) if graphs else None
         if device == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -230,6 +213,28 @@ def _run_torch(module, x, device, batch, precision, graphs):
             torch.cuda.synchronize()
         secs = time.perf_counter() - t0
     return n / secs, host_out.float().numpy() if host_out.is_floating_point() else host_out.numpy()
+
+
+def cuda_graph_step(module, batch, like, dev):
+    """module captured in a CUDA graph for batches of `batch` items shaped and typed as `like`'s
+    (warmed up on a side stream first, as PyTorch's docs do) -> step(xb): copies xb into the
+    graph's input, replays, returns the graph's output rows (valid until the next replay)."""
+    static_in = torch.empty((batch,) + tuple(like.shape[1:]), dtype=like.dtype, device=dev)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            module(static_in)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_out = module(static_in)
+
+    def step(xb):
+        static_in[:xb.shape[0]].copy_(xb, non_blocking=True)
+        g.replay()
+        return static_out[:xb.shape[0]]
+    return step
 
 
 def _autocast_call(module, t, dtype):

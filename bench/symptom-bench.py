@@ -140,24 +140,15 @@ def naive(module, x, dev, seconds):
                 agree_items=len(first))
 
 
-class _Autocast(nn.Module):
-    def __init__(self, inner, dtype):
-        super().__init__()
-        self.inner, self.dtype = inner, dtype
-
-    def forward(self, t):
-        with torch.autocast("cuda", dtype=self.dtype, cache_enabled=False):
-            return self.inner(t)
-
-
 def best_practice(module, x, dev, batch, inflight, precision, graphs, channels_last, seconds):
     """(ii): batches staged in pinned memory, non_blocking copies, bounded in-flight batches."""
     cuda = dev == "cuda"
     module = copy.deepcopy(module).to(dev).eval()  # each variant its own copy
     if channels_last:
         module = module.to(memory_format=torch.channels_last)
-    if precision == "fp16":
-        module = _Autocast(module, torch.float16)
+    if precision == "fp16":  # fp16 math, fp32 accumulation (model-bench's autocast call)
+        inner = module
+        module = lambda t: MB._autocast_call(inner, t, torch.float16)  # noqa: E731
     n_all = len(x)
     host = torch.from_numpy(x)  # pageable, as a service receives its items
     slots = min(inflight + 1, (n_all + batch - 1) // batch)  # as many batches as gpupipe's ring
@@ -169,23 +160,7 @@ def best_practice(module, x, dev, batch, inflight, precision, graphs, channels_l
         outs = [torch.empty((batch,) + out_shape, dtype=out_dtype, pin_memory=cuda)
                 for _ in range(slots)]
         first = torch.empty((n_all,) + out_shape, dtype=out_dtype)
-        step = None
-        if graphs:
-            static_in = torch.empty((batch,) + tuple(host.shape[1:]), dtype=host.dtype, device=dev)
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    module(static_in)
-            torch.cuda.current_stream().wait_stream(s)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                static_out = module(static_in)
-
-            def step(xb):
-                static_in.copy_(xb, non_blocking=True)
-                g.replay()
-                return static_out
+        step = MB.cuda_graph_step(module, batch, host, dev) if graphs else None
 
         pending = [None] * slots  # per slot: (done event, items, offset) of its last batch
 
@@ -243,10 +218,6 @@ def best_practice(module, x, dev, batch, inflight, precision, graphs, channels_l
                 agree_items=n_all)
 
 
-def len_x(xpath):
-    return np.load(xpath, mmap_mode="r").shape[0]
-
-
 def gpupipe(gp_infer, path, xpath, work, dev, batch, inflight, producers, precision, graphs,
             seconds):
     cap = 1
@@ -268,8 +239,9 @@ def gpupipe(gp_infer, path, xpath, work, dev, batch, inflight, producers, precis
             return json.load(f)
 
     r = run(1)  # also the warm-up; sizes the timed run to --seconds
+    n = r["items"]  # the input's items (one pass)
     for _ in range(2):  # the probe's rate includes its cold start: one more try if short
-        want = 1.1 * seconds * r["items_per_s"] / len_x(xpath)
+        want = 1.1 * seconds * r["items_per_s"] / n
         repeat = max(1, min(1 << 20, int(np.ceil(want))))
         r = run(repeat)
         if r["seconds"] >= 0.8 * seconds or repeat == 1 << 20:

@@ -987,6 +987,18 @@ def _prep(items, dtype, layout, mean, std):
 
 # ---- gp-infer and the check ---------------------------------------------------------------
 
+def _check_exe(r, check, gp_infer, log):
+    """The gp-infer the check runs, or None with the check's skip recorded in r and logged;
+    ExportError when check=True and none is found."""
+    exe, why = (None, "check=False") if check is False else find_gp_infer(gp_infer)
+    if exe is None:
+        if check:
+            raise ExportError(f"the check was requested but {why}")
+        r.check_skipped = why
+        log(r.summary())
+    return exe
+
+
 def find_gp_infer(explicit=None):
     """-> (path or None, how it was found / why not)."""
     if explicit:
@@ -1169,12 +1181,8 @@ def export(module, example_input, path, input_dtype="f32", input_layout="chw", m
                          input=input_line, output=output, tol=tol)
 
         # ---- the check ----
-        exe, why = (None, "check=False") if check is False else find_gp_infer(gp_infer)
+        exe = _check_exe(r, check, gp_infer, log)
         if exe is None:
-            if check:
-                raise ExportError(f"the check was requested but {why}")
-            r.check_skipped = why
-            log(r.summary())
             return r
         gen = torch.Generator().manual_seed(1234)
         item = tuple(x0.shape[1:])
@@ -1828,12 +1836,8 @@ def export_encoder(module, path, id_dtype="i32", pooling=None, normalize=False,
         r = ExportResult(path=path, spec=spec, tensors=len(tensors), bytes=nbytes,
                          input=f"input {id_dtype} *", output=f"f32 {y0.shape[-1]} per sequence",
                          tol=tol)
-        exe, why = (None, "check=False") if check is False else find_gp_infer(gp_infer)
+        exe = _check_exe(r, check, gp_infer, log)
         if exe is None:
-            if check:
-                raise ExportError(f"the check was requested but {why}")
-            r.check_skipped = why
-            log(r.summary())
             return r
         lens = [min(int(n), max_len) for n in check_lengths]
         g = torch.Generator().manual_seed(1234)
