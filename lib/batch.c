@@ -57,6 +57,7 @@ int gp_batch_unpad(const gp_batch *b, const void *src, size_t row_bytes) {
 int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total) {
     gp__slot *s = b ? slot_of(b) : NULL;
     if (!s || useful > total) return GP_EINVAL;
+    if (s->in_ready) return GP_OK; /* a call at create (CUDA graphs), not a batch */
     gp_pipeline *p = s->pipeline;
     /* Computes of several slots run concurrently (host backend): shared counters. */
     GP__BUMP(p->stats.pad_useful, useful);

@@ -234,7 +234,7 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t ou
 
     /* The batch as the compute sees it (docs/DESIGN.md §8.4). */
     bt->n = n;
-    bt->bucket = gp__bucket_of(p, n);
+    bt->bucket = p->buckets[gp__bucket_index(p->buckets, p->nbuckets, n)]; /* bucket.h */
     bt->first_seq = b->head;
     in_ranges in = {.count = 0};
     uint64_t *in_off = s->h_off, *out_off = s->h_off ? s->h_off + n + 1 : NULL;

@@ -325,7 +325,12 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
         }
         s->ready = 1;
     }
-    if (o->slot_ready && (rc = o->slot_ready(p->dev, s->stream, &s->launch)) != GP_OK) return rc;
+    if (o->slot_ready) {
+        s->in_ready = 1;
+        rc = o->slot_ready(p->dev, s->stream, &s->launch);
+        s->in_ready = 0;
+        if (rc != GP_OK) return rc;
+    }
     return GP_OK;
 }
 

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 
 #include "backend.h"
+#include "bucket.h"
 #include "device.h"
 #include "errsink.h"
 #include "notify.h"
@@ -37,6 +38,8 @@ typedef struct gp__slot {
     int device;
     int ready;    /* compute_setup ran; teardown owed */
     int in_setup; /* compute_setup is running (gp_batch_set_slot_user); create thread only */
+    int in_ready; /* the backend's slot_ready is running: its compute calls (CUDA graphs' warm-up
+                     and capture) are not batches, so their padding reports are not counted */
     gp__stream *stream;
     void *d_in, *d_out;
     /* Variable-size items: the batch's offsets, written by the batcher into h_off (pinned) and
@@ -160,13 +163,5 @@ void *gp__worker_main(void *arg);
 
 /* Append a record; wakes the poller. Called by the batcher only. */
 void gp__recs_push(gp_pipeline *p, const gp__batchrec *r);
-
-/* The smallest bucket that holds n items (n <= max_batch): the one bucket rule's lookup. */
-static inline size_t gp__bucket_of(const gp_pipeline *p, size_t n) {
-    int i = 0;
-    while (i < p->nbuckets - 1 && p->buckets[i] < n)
-        i++;
-    return p->buckets[i];
-}
 
 #endif

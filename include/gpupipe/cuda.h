@@ -21,9 +21,14 @@
  *    without locking; calls for different slots may run concurrently on other threads.
  *  - The compute only enqueues on the stream; it must not synchronize it, the device or the
  *    context (that stalls the pipeline, and breaks CUDA-graph capture).
- *  - With config.cuda_graphs the compute is called once per slot and batch-size bucket at
- *    create, under stream capture, and replayed afterwards: it must enqueue the same work for
- *    the same b->n every time and must not depend on b->first_seq.
+ *  - With config.cuda_graphs the compute is called twice per slot and batch-size bucket at
+ *    create, with b->n the bucket's size and items whose contents are unspecified (zeros at
+ *    first): once eagerly as a warm-up (gpupipe waits for it, so first-call initialisation
+ *    happens outside the capture), then under stream capture; the graph is replayed
+ *    afterwards. It must enqueue the same work for the same b->n every time and must not
+ *    depend on b->first_seq. A bucket whose warm-up or capture fails runs eager, with the
+ *    reason in gp_stats.graph_eager_reason. Padding reported from these calls
+ *    (gp_batch_report_padding) is not counted: they are not batches.
  *  - On a batch that is not a CUDA batch (host backend) the accessors return NULL / 0 / -1.
  *    NULL is also CUDA's legacy default stream: check b->backend before using the stream.
  */

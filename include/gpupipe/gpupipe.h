@@ -195,7 +195,9 @@ GP_API int gp_batch_set_error(const gp_batch *b, const char *fmt, ...)
 /*
  * Tell the pipeline how much of this batch's work was padding: `useful` of `total` elements (any
  * unit the compute chooses, e.g. tokens). The stats keep the sums and the doctor's `padding`
- * verdict reads them. Any compute, any backend. @return GP_OK, GP_EINVAL (NULL, useful > total).
+ * verdict reads them. Any compute, any backend. Calls made while CUDA graphs are warmed up and
+ * captured at create are accepted and not counted (gpupipe/cuda.h). @return GP_OK, GP_EINVAL
+ * (NULL, useful > total).
  */
 GP_API int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total);
 

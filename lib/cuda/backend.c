@@ -51,6 +51,7 @@
 #include "gpupipe/cuda.h"
 
 #include "../backend.h"
+#include "../bucket.h"
 #include "../clock.h"
 #include "../device.h"
 #include "../stats.h"
@@ -582,14 +583,6 @@ static int cuda_copy_d2h(void *ctx, gp__stream *s, void *dst, const void *src, s
     return copy(ctx, s, dst, src, bytes, 0);
 }
 
-/* Index of batch b's bucket in b->buckets (the pipeline's one rule decided both). */
-static int bucket_index(const gp_batch *b) {
-    int i = 0;
-    while (i < b->num_buckets - 1 && b->buckets[i] < b->bucket)
-        i++;
-    return i;
-}
-
 /* The error a compute left behind on this thread (and clear it). cudaErrorNotReady is a
    query's "not yet" (cudaEventQuery, cudaStreamQuery), which the runtime may leave as the
    last error (PyTorch clears it for that reason): not a failure. */
@@ -619,7 +612,9 @@ static int cuda_launch(void *ctx, gp__stream *s, gp__launch *l) {
     int rc;
     nvtx_push(c, s->nv_compute, NV_COMPUTE, l->batch.n);
     if ((rc = set_device(c, s->dev)) == GP_OK) {
-        int b = c->graphs ? bucket_index(&l->batch) : -1;
+        int b = c->graphs
+                    ? gp__bucket_index(l->batch.buckets, l->batch.num_buckets, l->batch.bucket)
+                    : -1;
         if (b >= 0 && s->exec[b]) {
             /* Pad up to the bucket: the buffers hold max_batch items and only the first n are
                copied back. */
@@ -649,8 +644,28 @@ static void eager_reason(cuda_ctx *c, const char *fmt, ...) {
     gp__log(c->sink, GP_LOG_WARN, "cuda graphs: %s; that bucket runs eager", msg);
 }
 
-/* Capture the compute for one bucket. GP_OK also when the bucket stays eager (the reason is
-   kept); an error only for a lost device. */
+/* Run the compute for one bucket once, eagerly, and wait for it: a first call's one-time work
+   (in cuDNN, cuBLASLt, lazily loaded kernels, the compute's own) then happens outside the
+   capture, as PyTorch's graph warm-up, and a compute that faults on the device fails create
+   here rather than inside a capture. GP_OK when it ran clean; otherwise the reason is kept
+   and the bucket stays eager (GP_EDEVICE only for a lost device, from the caller). */
+static int warm_up(cuda_ctx *c, gp__stream *s, gp__launch *l, size_t size, char (*why)[256]) {
+    (void)cudaGetLastError(); /* see run_eager */
+    int st = l->fn(l->user, &l->batch);
+    if (st != GP_OK) {
+        eager_reason(c, "slot %d batch %zu: the warm-up run returned %d", s->slot, size, st);
+        return GP_ECOMPUTE;
+    }
+    if (GP__CU_ST_WHY(c, compute_error(), "the warm-up run (cudaGetLastError)", *why) != GP_OK ||
+        GP__CU_WHY(c, cudaStreamSynchronize(s->st), *why) != GP_OK) {
+        eager_reason(c, "slot %d batch %zu: the warm-up run: %s", s->slot, size, *why);
+        return GP_ECOMPUTE;
+    }
+    return GP_OK;
+}
+
+/* Warm up, then capture the compute for one bucket. GP_OK also when the bucket stays eager
+   (the reason is kept); an error only for a lost device. */
 static int capture_bucket(cuda_ctx *c, gp__stream *s, gp__launch *l, int b) {
     char why[256] = "";
     cudaGraph_t g = NULL;
@@ -660,7 +675,7 @@ static int capture_bucket(cuda_ctx *c, gp__stream *s, gp__launch *l, int b) {
     /* gp_batch's promise at this size (fixed-size items: graphs refuse variable ones) */
     l->batch.in_total = size * l->batch.in_bytes;
     l->batch.out_total = size * l->batch.out_bytes;
-    (void)cudaGetLastError(); /* see run_eager */
+    if (warm_up(c, s, l, size, &why) != GP_OK) goto out;
     /* Thread-local: only this thread's unsafe calls (cudaMalloc, sync) break the capture;
        other pipelines and the application keep running. */
     if (GP__CU_WHY(c, cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal), why) !=

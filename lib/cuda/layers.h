@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../bucket.h"
 #include "../model/model_impl.h"
 #include "check.h"
 #include "kernels.h"

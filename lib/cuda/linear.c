@@ -161,10 +161,7 @@ void gp__gemm_free(gp__gemm *lp) {
    (host-side: nothing is allocated on the device). */
 static int token_bucket(const lin_plan *lp, const gp_batch *b, size_t N, lin_bucket **out,
                         cublasLtMatmulAlgo_t *algo, size_t *ws, ck *c) {
-    int bi = 0;
-    while (bi < lp->n_sizes - 1 && lp->sizes[bi] < N)
-        bi++;
-    lin_bucket *bk = &lp->bk[bi];
+    lin_bucket *bk = &lp->bk[gp__bucket_index(lp->sizes, lp->n_sizes, N)];
     uint64_t cols = N;
     CK(c, cublasLtMatrixLayoutSetAttribute(bk->b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
     CK(c, cublasLtMatrixLayoutSetAttribute(bk->d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));

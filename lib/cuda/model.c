@@ -540,13 +540,6 @@ static void cuda_teardown(gp__model *m, void *state, const gp_batch *slot) {
 
 /* ---- run ------------------------------------------------------------------------------------ */
 
-static int bucket_index(const slot_state *st, size_t bucket) {
-    int i = 0;
-    while (i < st->n_buckets - 1 && st->buckets[i] < bucket)
-        i++;
-    return i;
-}
-
 static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     slot_state *st = state;
     ck c = {.sink = &m->err};
@@ -558,22 +551,18 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
                        b->n, st->capacity);
     if (gp__align_of(b->in) < st->in_align || gp__align_of(b->out) < st->out_align)
         return CK_FAIL(&c, GP_EDEVICE, "the slot's buffers are less aligned than at setup");
-    int bi = bucket_index(st, b->bucket ? b->bucket : b->n);
+    int bi = gp__bucket_index(st->buckets, st->n_buckets, b->bucket ? b->bucket : b->n);
     cudaStream_t s = gp_cuda_stream(b);
     size_t in_rows = b->n;
     if (m->token_bytes) { /* variable length: whole tokens, within the slot's token buffers */
         const uint64_t *off = b->in_offsets_host;
         if (!off || !b->in_offsets)
             return CK_FAIL(&c, GP_EDEVICE, "a variable-length model needs variable-size items");
+        char why[160];
+        gp__err e = {why, sizeof why};
         size_t longest = 0;
-        for (size_t k = 0; k < b->n; k++) {
-            uint64_t len = off[k + 1] - off[k];
-            if (len == 0 || len % m->token_bytes || len / m->token_bytes > m->max_tokens)
-                return CK_FAIL(&c, GP_EDEVICE,
-                               "item %zu has %llu bytes: not 1..%zu whole tokens of %zu bytes", k,
-                               (unsigned long long)len, m->max_tokens, m->token_bytes);
-            if (len / m->token_bytes > longest) longest = (size_t)(len / m->token_bytes);
-        }
+        if (gp__token_offsets(m, b->n, off, NULL, &longest, &e) != GP_OK)
+            return CK_FAIL(&c, GP_EDEVICE, "%s", why);
         st->max_len = longest; /* sizes the grids of the per-item token kernels */
         st->tokens = (size_t)(off[b->n] - off[0]) / m->token_bytes;
         if (st->tokens > st->tcap)

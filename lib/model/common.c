@@ -1,9 +1,10 @@
 /*
  * IR helpers that both the library and a backend module link (a module cannot reach the
  * library's hidden symbols, so these objects go into both): fp16 / bf16 conversion, op and
- * activation names.
+ * activation names, error formatting, a variable-length batch's token check.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
@@ -76,6 +77,35 @@ uint16_t gp__f32_to_bf16(float f) {
 
 float gp__bf16_to_f32(uint16_t h) {
     return u2f((uint32_t)h << 16);
+}
+
+int gp__errf(gp__err *e, int code, const char *fmt, ...) {
+    if (e && e->buf && e->len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->buf, e->len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int gp__token_offsets(const gp__model *m, size_t n, const uint64_t *off, int64_t *tok,
+                      size_t *longest, gp__err *e) {
+    size_t most = 0, total = 0;
+    if (tok) tok[0] = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t len = off[k + 1] - off[k];
+        if (len == 0 || len % m->token_bytes || len / m->token_bytes > m->max_tokens)
+            return gp__errf(e, GP_EINVAL,
+                            "item %zu has %llu bytes: not 1..%zu whole tokens of %zu bytes", k,
+                            (unsigned long long)len, m->max_tokens, m->token_bytes);
+        size_t t = (size_t)(len / m->token_bytes);
+        total += t;
+        if (tok) tok[k + 1] = (int64_t)total;
+        if (t > most) most = t;
+    }
+    if (longest) *longest = most;
+    return GP_OK;
 }
 
 void gp__shape_str(gp__shape s, char *buf, size_t len) {

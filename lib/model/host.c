@@ -687,25 +687,10 @@ static int run_chunked(const gp__model *m, const host_slot *s, size_t n, const v
     return rc;
 }
 
-/* Token offsets of n packed items from their byte offsets: every item whole tokens, 1..max. */
-static int token_offsets(const gp__model *m, size_t n, const uint64_t *off, int64_t *tok,
-                         gp__err *e) {
-    tok[0] = 0;
-    for (size_t k = 0; k < n; k++) {
-        uint64_t len = off[k + 1] - off[k];
-        if (len == 0 || len % m->token_bytes || len / m->token_bytes > m->max_tokens)
-            return gp__errf(e, GP_EINVAL,
-                            "item %zu has %llu bytes: not 1..%zu whole tokens of %zu bytes", k,
-                            (unsigned long long)len, m->max_tokens, m->token_bytes);
-        tok[k + 1] = tok[k] + (int64_t)(len / m->token_bytes);
-    }
-    return GP_OK;
-}
-
 /* Ops 0..last on n packed items: item k is in[off[k] - off[0] .. off[k + 1] - off[0]). */
 static int run_packed(const gp__model *m, host_slot *s, size_t n, const void *in,
                       const uint64_t *off, int last, void *out, gp__err *e) {
-    int rc = token_offsets(m, n, off, s->tok, e);
+    int rc = gp__token_offsets(m, n, off, s->tok, NULL, e);
     if (rc != GP_OK) return rc;
     gp__run r = {.n = n, .tokens = (size_t)s->tok[n], .tok = s->tok};
     return run_ops_upto(m, &r, (const char *)in + off[0], out, &s->sc, last, e);

@@ -259,6 +259,12 @@ typedef struct gp_model gp__model;
 
 /* ---- helpers the backends share ------------------------------------------------------------ */
 
+/* A variable-length model's batch of n packed items (byte offsets off[0..n]): every item must
+   be 1..max_tokens whole tokens. tok (or NULL) gets the token offsets tok[0..n] (tok[0] = 0),
+   *longest the longest item's tokens. GP_OK, or GP_EINVAL with the item named in e. */
+int gp__token_offsets(const gp__model *m, size_t n, const uint64_t *off, int64_t *tok,
+                      size_t *longest, gp__err *e);
+
 /* fp32 <-> fp16 / bf16, round to nearest even; NaN stays NaN. */
 uint16_t gp__f32_to_f16(float f);
 float gp__f16_to_f32(uint16_t h);

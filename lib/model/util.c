@@ -1,22 +1,11 @@
-/* Model runtime helpers: error formatting, dtype and precision names (the public ones). */
+/* Model runtime helpers: dtype and precision names (the public ones); gp__errf is in common.c. */
 #include "util.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "model_impl.h"
-
-int gp__errf(gp__err *e, int code, const char *fmt, ...) {
-    if (e && e->buf && e->len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(e->buf, e->len, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 const char *gp_dtype_name(gp_dtype t) {
     switch (t) {

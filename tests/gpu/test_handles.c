@@ -3,9 +3,13 @@
  * with a workspace), cuBLASLt handle and workspace, cuDNN handle, device id, checked in
  * compute_setup and used by the compute (out = 2 * in through cublasSscal), with
  *   eager          graphs off: every batch eager, the reason says so;
- *   graphs         every batch a graph replay, padded up to its bucket;
+ *   graphs         every batch a graph replay, padded up to its bucket; at create the compute
+ *                  ran twice per slot and bucket at the bucket's size, eagerly (warm-up) and
+ *                  then under capture, in that order (gpupipe/cuda.h);
  *   uncapturable   graphs on, but the compute synchronizes its stream (illegal under
  *                  capture): every bucket falls back to eager, with the reason in stats.
+ * Every compute call reports its padding (n of capacity items): batches count, calls at create
+ * do not.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -15,9 +19,17 @@
 
 enum { FLOATS = 48, MAX_BATCH = 32, N = 2000 };
 
+enum { MAX_SLOTS = 8, MAX_CALLS = 64 };
+
 typedef struct hctx {
     int uncapturable;
     _Atomic int setups, bad_setup;
+    /* Calls per slot while the pipeline is created (created == 0): 'w' eager, 'c' under
+       capture, '?' the query failed; and the batch size each call saw. */
+    _Atomic int created;
+    char seq[MAX_SLOTS][MAX_CALLS + 1];
+    size_t seq_n[MAX_SLOTS][MAX_CALLS];
+    int calls[MAX_SLOTS];
 } hctx;
 
 static int setup(void *user, const gp_batch *b) {
@@ -48,6 +60,18 @@ static int scale2(void *user, const gp_batch *b) {
     cudaStream_t st = gp_cuda_stream(b);
     size_t floats = b->n * b->in_bytes / sizeof(float);
     const float two = 2.0f;
+    if (!atomic_load(&h->created) && b->slot >= 0 && b->slot < MAX_SLOTS) {
+        /* create's calls run on the creating thread, one slot after another */
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        int k = h->calls[b->slot]++;
+        if (k < MAX_CALLS) {
+            h->seq[b->slot][k] = cudaStreamIsCapturing(st, &cs) != cudaSuccess ? '?'
+                                 : cs == cudaStreamCaptureStatusNone           ? 'w'
+                                                                               : 'c';
+            h->seq_n[b->slot][k] = b->n;
+        }
+    }
+    if (gp_batch_report_padding(b, b->n, b->capacity) != GP_OK) return 3;
     if (h->uncapturable && cudaStreamSynchronize(st) != cudaSuccess)
         return 7; /* under capture: illegal, so the bucket stays eager */
     if (cudaMemcpyAsync(b->out, b->in, floats * sizeof(float), cudaMemcpyDeviceToDevice, st) !=
@@ -90,8 +114,31 @@ int main(int argc, char **argv) {
     c.compute_setup = setup;
     c.compute_user = &h;
     gp_pipeline *p = gpt_create(&c);
+    atomic_store(&h.created, 1);
     GPT_EQ(atomic_load(&h.setups), c.inflight);
     GPT_EQ(atomic_load(&h.bad_setup), 0);
+    gp_stats s0 = gpu_stats(p);
+    GPT_EQ(s0.pad_useful, 0); /* create's calls are not batches */
+    GPT_EQ(s0.pad_total, 0);
+    /* The pipeline's buckets: the powers of two below MAX_BATCH, then MAX_BATCH. */
+    size_t buckets[8];
+    int nb = 0;
+    for (size_t v = 1; v < MAX_BATCH; v <<= 1)
+        buckets[nb++] = v;
+    buckets[nb++] = MAX_BATCH;
+    for (int sl = 0; sl < c.inflight; sl++) {
+        if (!c.cuda_graphs) {
+            GPT_EQ(h.calls[sl], 0);
+            continue;
+        }
+        /* warm-up then capture, per bucket, at the bucket's size; a capture that fails
+           (uncapturable) still happened under capture */
+        GPT_EQ(h.calls[sl], 2 * nb);
+        for (int k = 0; k < 2 * nb; k++) {
+            GPT_EQ(h.seq[sl][k], k % 2 == 0 ? 'w' : 'c');
+            GPT_EQ(h.seq_n[sl][k], buckets[k / 2]);
+        }
+    }
 
     uint64_t i = 0;
     unsigned seed = 7;
@@ -118,7 +165,10 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "graphs") == 0) {
         GPT_EQ(s.graph_replays, s.batches);
         GPT_EQ(s.graph_eager, 0);
+        GPT_EQ(s.pad_total, 0); /* replays do not call the compute */
     } else {
+        GPT_EQ(s.pad_useful, N); /* every eager batch reported n of capacity */
+        GPT_EQ(s.pad_total, s.batches * MAX_BATCH);
         GPT_EQ(s.graph_replays, 0);
         GPT_EQ(s.graph_eager, s.batches);
         GPT_CHECK(strstr(s.graph_eager_reason, h.uncapturable ? "slot" : "cuda_graphs is 0"));
