@@ -88,8 +88,8 @@ typedef struct cuda_ctx {
     _Atomic uint64_t replays; /* batcher only (single writer), read by stats */
     _Atomic uint64_t eager;   /* batcher only */
     char eager_reason[96];    /* written during create only, read-only after */
-    /* Why cuDNN is not available, once a slot failed to create its handle: written once
-       (note_set, release) by the thread that failed, read by stats. */
+    /* stats.backend_note: the first note (cuDNN unavailable, a layer on a slow path), written
+       once (note_set, release) by the thread that had it, read by stats. */
     char note[160];
     _Atomic int note_set;
 } cuda_ctx;
@@ -488,17 +488,29 @@ static void cuda_stream_destroy(void *ctx, gp__stream *s) {
     stream_teardown(ctx, s);
 }
 
+/* Keep the first note for stats.backend_note: what the pipeline runs without, and why. */
+static void keep_note(cuda_ctx *c, const char *prefix, const char *msg) {
+    int expected = 0;
+    if (atomic_compare_exchange_strong_explicit(&c->note_set, &expected, 1, memory_order_acq_rel,
+                                                memory_order_relaxed)) {
+        snprintf(c->note, sizeof c->note, "%s%s", prefix, msg);
+        atomic_store_explicit(&c->note_set, 2, memory_order_release);
+    }
+}
+
+/* handles.h's note(). */
+static void slot_note(gp__cuda_handles *h, const char *msg) {
+    gp__stream *s = (gp__stream *)(void *)h; /* h is the stream's first member */
+    keep_note(s->ctx, "", msg);
+    gp__log(s->ctx->sink, GP_LOG_WARN, "slot %d: %s", s->slot, msg);
+}
+
 #ifdef GP_HAVE_CUDNN
 /* A cuDNN that cannot be used here is a note, not a failure: computes get NULL and may run
    without it (the model layers' direct convolution). The first reason is kept for stats. */
 static void dnn_unavailable(cuda_ctx *c, gp__stream *s, const char *why) {
     s->dnn_failed = 1;
-    int expected = 0;
-    if (atomic_compare_exchange_strong_explicit(&c->note_set, &expected, 1, memory_order_acq_rel,
-                                                memory_order_relaxed)) {
-        snprintf(c->note, sizeof c->note, "cuDNN unavailable: %s", why);
-        atomic_store_explicit(&c->note_set, 2, memory_order_release);
-    }
+    keep_note(c, "cuDNN unavailable: ", why);
     gp__log(c->sink, GP_LOG_WARN, "slot %d: cuDNN unavailable, gp_cuda_cudnn() returns NULL: %s",
             s->slot, why);
 }
@@ -551,6 +563,7 @@ static void cuda_stream_bind(void *ctx, gp__stream *s, gp_batch *b) {
 #else
     s->h.cudnn = NULL;
 #endif
+    s->h.note = slot_note;
     b->stream = (void *)s->st;
     b->impl = &s->h;
     b->device = s->dev->id;

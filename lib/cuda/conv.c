@@ -2,7 +2,8 @@
  * CONV2D (layers.h): on cuDNN when the build has it and cuDNN can plan the op (per bucket: tensor
  * descriptors, the heuristic's algorithm and its workspace; the fused conv + bias + relu where
  * cuDNN accepts it), otherwise on the direct kernel (kernels/act.cu), which is exact but slow;
- * the reason then stays in the slot's note.
+ * the reason then goes to the slot's note, which the model's setup passes on to the pipeline's
+ * stats.backend_note (handles.h, note).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,7 +182,14 @@ static int conv_plan_op(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     probe.note_len = sizeof st->note;
     int rc = conv_plan_dnn(st, sp, h, &probe);
     if (rc == GP_ENOMEM) return CK_FAIL(c, rc, "out of memory planning conv2d");
-    if (rc != GP_OK) conv_release(sp, st->n_buckets); /* the note keeps why */
+    if (rc != GP_OK) { /* the note keeps why; the model's setup passes it on to stats */
+        static const char pre[] = "conv2d runs on the direct kernel (slow): ";
+        size_t keep = sizeof st->note - sizeof pre; /* the reason's first bytes fit after it */
+        memmove(st->note + sizeof pre - 1, st->note, keep);
+        memcpy(st->note, pre, sizeof pre - 1);
+        st->note[sizeof st->note - 1] = '\0';
+        conv_release(sp, st->n_buckets);
+    }
     return GP_OK;
 }
 
@@ -242,10 +250,18 @@ const cuda_layer GP__CUDA_LAYER(CONV2D) = {
     .release = conv_release,
 };
 #else
+static int conv_plan_op(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
+    (void)sp, (void)slot, (void)c;
+    snprintf(st->note, sizeof st->note,
+             "conv2d runs on the direct kernel (slow): gpupipe was built without cuDNN");
+    return GP_OK;
+}
+
 static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
     (void)bi;
     return conv_run_direct(st, sp, b, c);
 }
 
-const cuda_layer GP__CUDA_LAYER(CONV2D) = {.consts = gp__consts_weight_bias, .run = conv_run};
+const cuda_layer GP__CUDA_LAYER(CONV2D) = {
+    .consts = gp__consts_weight_bias, .plan = conv_plan_op, .run = conv_run};
 #endif

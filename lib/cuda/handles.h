@@ -29,6 +29,10 @@ typedef struct gp__cuda_handles {
        logged and kept for stats). NULL function: the build has no cuDNN. Called for one slot
        never concurrently (gpupipe/cuda.h). */
     void *(*cudnn)(struct gp__cuda_handles *h);
+    /* Say what the slot runs without, and why (the model layers: a convolution on the direct
+       kernel): logged, and kept as the pipeline's stats.backend_note unless one is kept
+       already (the first note wins). Create thread (compute_setup) only. */
+    void (*note)(struct gp__cuda_handles *h, const char *msg);
 } gp__cuda_handles;
 
 #endif

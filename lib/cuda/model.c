@@ -40,6 +40,7 @@
 #include "gpupipe/cuda.h"
 
 #include "../model/exec.h"
+#include "handles.h"
 #include "layers.h"
 
 /* The kernels take gp__act values as ints (kernels/kernel_util.cuh mirrors them). */
@@ -507,6 +508,10 @@ static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
         if (l->bind && (rc = l->bind(st, &st->steps[i], slot, &c)) != GP_OK) goto bad;
     }
     c.op = NULL;
+    if (st->note[0]) { /* a layer runs slower than it could: say so in the pipeline's stats */
+        gp__cuda_handles *h = (gp__cuda_handles *)slot->impl;
+        if (h && h->magic == GP__CUDA_HANDLES_MAGIC && h->note) h->note(h, st->note);
+    }
     /* The zeroing and the fused-conv trials finish here; a failure among them is reported now
        rather than by the first batch. */
     {

@@ -180,6 +180,17 @@ static void run_cuda(gp_model *m, const char *label, size_t n, const unsigned ch
         GPT_RC(gp_pipeline_submit(p, in + i * ib, ib, done, &r[i]), GP_OK);
     }
     GPT_RC(gp_pipeline_drain(p, 60 * 1000000LL), GP_OK);
+    gp_stats s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    /* What the CUDA layers ran without (a convolution on the direct kernel) is in the stats. */
+    if (s.backend_note[0]) printf("%s: backend note: %s\n", label, s.backend_note);
+#if !defined(GP_HAVE_CUDNN)
+    if (backend == GP_BACKEND_CUDA && strstr(gp_model_spec(m), "conv2d"))
+        GPT_CHECK(strstr(s.backend_note, "built without cuDNN") != NULL);
+#endif
+    if (graphs && s.graph_eager) printf("%s: eager batches: %s\n", label, s.graph_eager_reason);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     for (size_t i = 0; i < n; i++) {
         if (r[i].calls != 1 || r[i].status != GP_OK) {
