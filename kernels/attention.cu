@@ -448,6 +448,14 @@ extern "C" int gp__k_attention_path(gp__kt t, int head_dim, int arch) {
     return path_of(t, head_dim, arch);
 }
 
+extern "C" cudaError_t gp__k_attention_arch(int device_arch, int *arch) {
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, attn_mma_kernel<__half, 64>);
+    if (e != cudaSuccess) return e;
+    *arch = fa.ptxVersion < device_arch ? fa.ptxVersion : device_arch;
+    return cudaSuccess;
+}
+
 extern "C" cudaError_t gp__k_attention(cudaStream_t s, gp__kt t, const void *qkv,
                                        const int64_t *tok, void *out, size_t n, size_t max_len,
                                        int heads, int head_dim, int arch) {
@@ -466,7 +474,7 @@ extern "C" cudaError_t gp__k_attention(cudaStream_t s, gp__kt t, const void *qkv
     a.qtiles = (int)qtiles;
     a.d = head_dim;
     a.c = heads * head_dim;
-    a.scale = (float)(1.0 / sqrt((double)head_dim));
+    a.scale = 1.0f / sqrtf((float)head_dim); /* the host's expression, to the bit */
     if (path == PATH_MMA) return t == GP__KT_F16 ? mma_t<__half>(s, a) : mma_t<__nv_bfloat16>(s, a);
     return GPK_DISPATCH(t, simt_t, s, a);
 }

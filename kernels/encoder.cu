@@ -9,7 +9,7 @@ namespace {
 
 constexpr int kRowsPerBlock = gpk::kThreads / 32; // one warp per row
 
-__device__ __forceinline__ float warp_sum(float v) {
+template <typename A> __device__ __forceinline__ A warp_sum(A v) {
     for (int off = 16; off > 0; off >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;
@@ -78,9 +78,12 @@ cudaError_t embed_t(cudaStream_t s, const void *ids, int ids_i64, const int64_t 
 // ---- layernorm, l2norm ----------------------------------------------------------------------
 
 // One warp per row, two passes over the row (mean, then the biased variance as the mean of
-// squared deviations: no cancellation), fp32; the third pass writes. The row is re-read from
-// L1/L2 rather than kept in registers, so any C works. in == out is safe: a lane reads each
-// element it writes before writing it, after the warp's statistics are complete.
+// squared deviations: no cancellation), both in double as the host's layernorm (an fp32 mean
+// alone misses it by ~2e-5 relative once mean/std passes ~500); the third pass writes,
+// y = (float)((x - mean) * rstd) * gamma + beta, the host's expression. The row is re-read
+// from L1/L2 rather than kept in registers, so any C works. in == out is safe: a lane reads
+// each element it writes before writing it, after the warp's statistics are complete. The
+// kernel is bound by memory, not by the double arithmetic.
 template <typename T>
 __global__ void layernorm_kernel(const T *in, T *out, size_t rows, int C,
                                  const float *__restrict__ gamma, const float *__restrict__ beta,
@@ -89,19 +92,19 @@ __global__ void layernorm_kernel(const T *in, T *out, size_t rows, int C,
     for (size_t r = (size_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32; r < rows;
          r += (size_t)gridDim.x * kRowsPerBlock) {
         const T *x = in + r * (size_t)C;
-        float sum = 0.0f;
+        double sum = 0.0;
         for (int c = lane; c < C; c += 32)
-            sum += gpk::ld(x + c);
-        const float mean = warp_sum(sum) / (float)C;
-        float sq = 0.0f;
+            sum += (double)gpk::ld(x + c);
+        const double mean = warp_sum(sum) / (double)C;
+        double sq = 0.0;
         for (int c = lane; c < C; c += 32) {
-            const float dv = gpk::ld(x + c) - mean;
-            sq = fmaf(dv, dv, sq);
+            const double dv = (double)gpk::ld(x + c) - mean;
+            sq += dv * dv;
         }
-        const float den = sqrtf(warp_sum(sq) / (float)C + eps);
+        const double rstd = 1.0 / sqrt(warp_sum(sq) / (double)C + (double)eps);
         T *y = out + r * (size_t)C;
         for (int c = lane; c < C; c += 32)
-            gpk::st(y + c, (gpk::ld(x + c) - mean) / den * gamma[c] + beta[c]);
+            gpk::st(y + c, (float)(((double)gpk::ld(x + c) - mean) * rstd) * gamma[c] + beta[c]);
     }
 }
 
@@ -113,19 +116,21 @@ cudaError_t layernorm_t(cudaStream_t s, const void *in, void *out, size_t rows, 
     return gpk::launched();
 }
 
-// x / max(||x||_2, eps) per row, the sum of squares in fp32 (torch.nn.functional.normalize).
+// x / max(||x||_2, eps) per row (torch.nn.functional.normalize), the sum of squares in double
+// as the host's (an fp32 sum overflows to inf past |x| ~ 1.8e19 and the row would become 0).
 template <typename T>
 __global__ void l2norm_kernel(const T *in, T *out, size_t rows, int C, float eps) {
     const int lane = threadIdx.x & 31;
     for (size_t r = (size_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32; r < rows;
          r += (size_t)gridDim.x * kRowsPerBlock) {
         const T *x = in + r * (size_t)C;
-        float sq = 0.0f;
+        double sq = 0.0;
         for (int c = lane; c < C; c += 32) {
-            const float v = gpk::ld(x + c);
-            sq = fmaf(v, v, sq);
+            const double v = (double)gpk::ld(x + c);
+            sq += v * v;
         }
-        const float den = fmaxf(sqrtf(warp_sum(sq)), eps);
+        const double n = sqrt(warp_sum(sq));
+        const float den = (float)(n > (double)eps ? n : (double)eps);
         T *y = out + r * (size_t)C;
         for (int c = lane; c < C; c += 32)
             gpk::st(y + c, gpk::ld(x + c) / den);

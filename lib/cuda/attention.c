@@ -55,7 +55,7 @@ static int attn_plan_step(slot_state *st, step *sp, const gp_batch *slot, ck *c)
     sp->plan = ap;
     ap->heads = op->heads;
     ap->d = C / op->heads;
-    ap->arch = major * 10 + minor;
+    CK(c, gp__k_attention_arch(major * 10 + minor, &ap->arch));
     if (gp__k_attention_path(st->kt, ap->d, ap->arch) == 0)
         return CK_FAIL(c, GP_ENOTSUP,
                        "attention: head dimension %d (%d features / %d heads) is not supported "

@@ -84,10 +84,10 @@ cudaError_t gp__k_token_mean(cudaStream_t s, gp__kt t, const void *in, const int
    rows tok[k] .. tok[k + 1] - 1, each item at least one token); max_len: the batch's longest
    item, in tokens (it sizes the grid only: items are read through tok). */
 
-/* EMBEDDING: out[t][c] = word[id[t]][c] + pos[p][c] + type0[c] (summed in that order in fp32,
-   rounded once), p = t's position in its item; ids: the model input, int32 or (ids_i64)
-   int64, one per token. word [vocab][C] and pos [positions][C] (NULL: no position term) in
-   type t; type0: C floats or NULL (no type term). A token whose id is outside 0..vocab-1, or
+/* EMBEDDING: out[t][c] = (word[id[t]][c] + type0[c]) + pos[p][c] (BertEmbeddings' order, as
+   the host; fp32, rounded once), p = t's position in its item; ids: the model input, int32 or
+   (ids_i64) int64, one per token. word [vocab][C] and pos [positions][C] (NULL: no position term)
+   in type t; type0: C floats or NULL (no type term). A token whose id is outside 0..vocab-1, or
    whose position is >= positions, gets a row of NaN (nothing is read out of bounds; the host
    backend fails such a batch instead). */
 cudaError_t gp__k_embedding(cudaStream_t s, gp__kt t, const void *ids, int ids_i64,
@@ -118,6 +118,10 @@ cudaError_t gp__k_pool_cls(cudaStream_t s, gp__kt t, const void *in, const int64
    gp__k_attention then returns cudaErrorInvalidValue. */
 #define GP__ATTN_MAX_HEAD_DIM 128
 int gp__k_attention_path(gp__kt t, int head_dim, int arch);
+/* The arch to pass above for a device of compute capability `device_arch`: the lower of it and
+   the architecture the tensor-core kernel's code for this device was compiled for (a build for
+   sm_75 runs that kernel as a trap on an sm_90 device, through its compute_75 PTX). */
+cudaError_t gp__k_attention_arch(int device_arch, int *arch);
 cudaError_t gp__k_attention(cudaStream_t s, gp__kt t, const void *qkv, const int64_t *tok,
                             void *out, size_t n, size_t max_len, int heads, int head_dim, int arch);
 
