@@ -82,6 +82,7 @@ static int attn_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         .tokens = 1,
         .w = sp->k->w,
         .bias = sp->k->bias_t,
+        .bias_f32 = sp->k->bias_f32,
         .x = gp__resolve(sp->src, slot),
         .y = ap->d_qkv,
     };
@@ -91,6 +92,7 @@ static int attn_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         .tokens = 1,
         .w = sp->k->w2,
         .bias = sp->k->bias2_t,
+        .bias_f32 = sp->k->bias2_f32,
         .x = ap->d_o,
         .y = gp__resolve(sp->dst, slot),
     };

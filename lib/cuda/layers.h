@@ -189,10 +189,11 @@ typedef struct gp__gemm gp__gemm;
 typedef struct gp__gemm_desc {
     uint64_t M, K;
     int tokens;
-    const void *w;     /* device weight [M][K] */
-    const void *bias;  /* device bias [M], activation type (the epilogue's) */
-    int relu;          /* relu in the epilogue */
-    const void *x, *y; /* the operands run will pass (their alignment is planned for) */
+    const void *w;         /* device weight [M][K] */
+    const void *bias;      /* device bias [M], activation type (the epilogue's) */
+    const float *bias_f32; /* the same in fp32 (a kernel's, where a size has no epilogue) */
+    int relu;              /* relu in the epilogue */
+    const void *x, *y;     /* the operands run will pass (their alignment is planned for) */
 } gp__gemm_desc;
 int gp__gemm_plan(slot_state *st, const gp_batch *slot, const gp__gemm_desc *d, gp__gemm **out,
                   ck *c);

@@ -8,6 +8,9 @@
  * D (M x n, ld M) = op(A) B with A = W stored K x M (ld K) and op = T, B = x stored K x n
  * (ld K). The bias runs along D's rows (M), as CUBLASLT_EPILOGUE_BIAS broadcasts it.
  * gelu is the erf form; cuBLASLt's GELU epilogue is the tanh form, so it is not fused.
+ * Where the heuristic has no algorithm with the bias epilogue for a size (it may have none for
+ * 16-bit types with odd K, or N = 1), that size runs the GEMM without an epilogue and the bias
+ * (and relu) as a kernel after it; the slot's note says so (stats.backend_note).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +25,17 @@ typedef struct lin_bucket {
     cublasLtMatrixLayout_t b, d;
     cublasLtMatmulAlgo_t algo;
     size_t ws;
+    int plain; /* the algorithm is for `plain`: bias (and relu) by a kernel after it */
 } lin_bucket;
 
 struct gp__gemm {
-    cublasLtMatmulDesc_t desc;
+    cublasLtMatmulDesc_t desc;  /* with the bias (+ relu) epilogue */
+    cublasLtMatmulDesc_t plain; /* without: made when a size needs it, else NULL */
+    cublasComputeType_t ct;
+    gp__kt kt;
+    uint64_t M;
+    const float *bias_f32;
+    int relu;
     cublasLtMatrixLayout_t a;
     lin_bucket *bk; /* per bucket */
     /* The GEMM's N per bucket: the pipeline's batch buckets, or, token by token, powers of two
@@ -59,24 +69,62 @@ static int set_pref(ck *c, cublasLtMatmulPreference_t pref, uint64_t ws, uint32_
     return GP_OK;
 }
 
-/* The heuristic's first algorithm for bucket `bi` that succeeded within the workspace. */
+/* The descriptor without an epilogue (created on first need). */
+static int plain_desc(lin_plan *lp, ck *c) {
+    if (lp->plain) return GP_OK;
+    CK(c, cublasLtMatmulDescCreate(&lp->plain, lp->ct, CUDA_R_32F));
+    int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CK(c, cublasLtMatmulDescSetAttribute(lp->plain, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CK(c, cublasLtMatmulDescSetAttribute(lp->plain, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    return GP_OK;
+}
+
+/* The heuristic's first algorithm for `desc` that succeeded within the workspace: 1 found,
+   0 none, < 0 a failed call (its GP code negated). */
+static int heuristic(cublasLtHandle_t h, const lin_plan *lp, cublasLtMatmulDesc_t desc,
+                     const lin_bucket *bk, cublasLtMatmulPreference_t pref, size_t ws_bytes,
+                     cublasLtMatmulAlgo_t *algo, size_t *ws, ck *c) {
+    cublasLtMatmulHeuristicResult_t res[HEUR_RESULTS];
+    int got = 0;
+    memset(res, 0, sizeof res);
+    cublasStatus_t e = cublasLtMatmulAlgoGetHeuristic(h, desc, lp->a, bk->b, bk->d, bk->d, pref,
+                                                      HEUR_RESULTS, res, &got);
+    if (e == CUBLAS_STATUS_NOT_SUPPORTED) return 0; /* no algorithm for this configuration */
+    if (e != CUBLAS_STATUS_SUCCESS)
+        return -gp__ck_status(c, gp__cu_blas(e), "cublasLtMatmulAlgoGetHeuristic", __FILE__,
+                              __LINE__);
+    for (int r = 0; r < got; r++)
+        if (res[r].state == CUBLAS_STATUS_SUCCESS && res[r].workspaceSize <= ws_bytes) {
+            *algo = res[r].algo;
+            *ws = res[r].workspaceSize;
+            return 1;
+        }
+    return 0;
+}
+
+/* Bucket `bk`'s algorithm: with the epilogue if the heuristic has one, else without. */
 static int plan_bucket(slot_state *st, lin_plan *lp, lin_bucket *bk, uint64_t N, uint64_t M,
                        uint64_t K, cublasLtMatmulPreference_t pref, const gp_batch *slot,
                        size_t ws_bytes, ck *c) {
     cudaDataType_t dt = blas_type(st->kt);
+    cublasLtHandle_t h = gp_cuda_cublaslt(slot);
     CK(c, cublasLtMatrixLayoutCreate(&bk->b, dt, K, N, (int64_t)K));
     CK(c, cublasLtMatrixLayoutCreate(&bk->d, dt, M, N, (int64_t)M));
-    cublasLtMatmulHeuristicResult_t res[HEUR_RESULTS];
-    int got = 0;
-    memset(res, 0, sizeof res);
-    CK(c, cublasLtMatmulAlgoGetHeuristic(gp_cuda_cublaslt(slot), lp->desc, lp->a, bk->b, bk->d,
-                                         bk->d, pref, HEUR_RESULTS, res, &got));
-    for (int r = 0; r < got; r++)
-        if (res[r].state == CUBLAS_STATUS_SUCCESS && res[r].workspaceSize <= ws_bytes) {
-            bk->algo = res[r].algo;
-            bk->ws = res[r].workspaceSize;
-            return GP_OK;
-        }
+    int found = heuristic(h, lp, lp->desc, bk, pref, ws_bytes, &bk->algo, &bk->ws, c);
+    if (found == 0) {
+        int rc = plain_desc(lp, c);
+        if (rc != GP_OK) return rc;
+        found = heuristic(h, lp, lp->plain, bk, pref, ws_bytes, &bk->algo, &bk->ws, c);
+        bk->plain = found == 1;
+        if (bk->plain && !st->note[0])
+            snprintf(st->note, sizeof st->note,
+                     "cuBLASLt has no bias-epilogue algorithm for a %s GEMM M=%llu N=%llu K=%llu: "
+                     "its bias runs as a kernel after it",
+                     gp_precision_name(st->m->precision), (unsigned long long)M,
+                     (unsigned long long)N, (unsigned long long)K);
+    }
+    if (found < 0) return -found;
+    if (found == 1) return GP_OK;
     return CK_FAIL(c, GP_ENOTSUP,
                    "cuBLASLt has no algorithm for a %s GEMM M=%llu N=%llu K=%llu within %zu bytes "
                    "of workspace",
@@ -95,6 +143,11 @@ int gp__gemm_plan(slot_state *st, const gp_batch *slot, const gp__gemm_desc *gd,
     if (!lp) return CK_FAIL(c, GP_ENOMEM, "out of memory planning a GEMM");
     lp->tokens = gd->tokens;
     lp->w = gd->w;
+    lp->ct = ct;
+    lp->kt = st->kt;
+    lp->M = M;
+    lp->bias_f32 = gd->bias_f32;
+    lp->relu = gd->relu;
     if (lp->tokens) { /* powers of two below the token capacity, then the capacity */
         lp->sizes = calloc(66, sizeof *lp->sizes);
         if (!lp->sizes) return CK_FAIL(c, GP_ENOMEM, "out of memory planning a GEMM");
@@ -152,36 +205,43 @@ void gp__gemm_free(gp__gemm *lp) {
     if (lp->pref) cublasLtMatmulPreferenceDestroy(lp->pref);
     if (lp->a) cublasLtMatrixLayoutDestroy(lp->a);
     if (lp->desc) cublasLtMatmulDescDestroy(lp->desc);
+    if (lp->plain) cublasLtMatmulDescDestroy(lp->plain);
     free(lp);
 }
 
 /* Token by token: the GEMM's N is the batch's token count. The bucket above it lends its
    layouts (their column count set to N, a host-side attribute) and its algorithm when cuBLASLt
-   accepts that for N (cublasLtMatmulAlgoCheck); otherwise the heuristic picks one for N now
-   (host-side: nothing is allocated on the device). */
-static int token_bucket(const lin_plan *lp, const gp_batch *b, size_t N, lin_bucket **out,
-                        cublasLtMatmulAlgo_t *algo, size_t *ws, ck *c) {
+   accepts that for N (cublasLtMatmulAlgoCheck); otherwise the heuristic picks one for N now,
+   with the bucket's descriptor and then without an epilogue (host-side: nothing is allocated on
+   the device). *plain: the algorithm is for lp->plain. */
+static int token_bucket(lin_plan *lp, const gp_batch *b, size_t N, lin_bucket **out,
+                        cublasLtMatmulAlgo_t *algo, size_t *ws, int *plain, ck *c) {
     lin_bucket *bk = &lp->bk[gp__bucket_index(lp->sizes, lp->n_sizes, N)];
+    cublasLtHandle_t h = gp_cuda_cublaslt(b);
     uint64_t cols = N;
     CK(c, cublasLtMatrixLayoutSetAttribute(bk->b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
     CK(c, cublasLtMatrixLayoutSetAttribute(bk->d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
     cublasLtMatmulHeuristicResult_t res;
     memset(&res, 0, sizeof res);
     *out = bk;
-    if (cublasLtMatmulAlgoCheck(gp_cuda_cublaslt(b), lp->desc, lp->a, bk->b, bk->d, bk->d,
+    *plain = bk->plain;
+    if (cublasLtMatmulAlgoCheck(h, bk->plain ? lp->plain : lp->desc, lp->a, bk->b, bk->d, bk->d,
                                 &bk->algo, &res) == CUBLAS_STATUS_SUCCESS &&
         res.workspaceSize <= lp->ws_bytes) {
         *algo = bk->algo;
         *ws = res.workspaceSize;
         return GP_OK;
     }
-    int got = 0;
-    CK(c, cublasLtMatmulAlgoGetHeuristic(gp_cuda_cublaslt(b), lp->desc, lp->a, bk->b, bk->d, bk->d,
-                                         lp->pref, 1, &res, &got));
-    if (got < 1 || res.state != CUBLAS_STATUS_SUCCESS)
-        return CK_FAIL(c, GP_EDEVICE, "cuBLASLt has no algorithm for %zu tokens", N);
-    *algo = res.algo;
-    *ws = res.workspaceSize;
+    int found = 0;
+    if (!bk->plain) found = heuristic(h, lp, lp->desc, bk, lp->pref, lp->ws_bytes, algo, ws, c);
+    if (found == 0) {
+        int rc = plain_desc(lp, c); /* host-side, on the batcher thread: nothing enqueued */
+        if (rc != GP_OK) return rc;
+        found = heuristic(h, lp, lp->plain, bk, lp->pref, lp->ws_bytes, algo, ws, c);
+        *plain = 1;
+    }
+    if (found < 0) return -found;
+    if (found == 0) return CK_FAIL(c, GP_EDEVICE, "cuBLASLt has no algorithm for %zu tokens", N);
     return GP_OK;
 }
 
@@ -189,21 +249,28 @@ int gp__gemm_run(gp__gemm *lp, const gp_batch *b, int bi, size_t N, const void *
     lin_bucket *bk = NULL;
     cublasLtMatmulAlgo_t algo;
     size_t need = 0;
+    int plain = 0;
     memset(&algo, 0, sizeof algo);
     if (lp->tokens) { /* bi indexes the item buckets, not these */
         if (N == 0) return GP_OK;
-        int rc = token_bucket(lp, b, N, &bk, &algo, &need, c);
+        int rc = token_bucket(lp, b, N, &bk, &algo, &need, &plain, c);
         if (rc != GP_OK) return rc;
     } else {
         bk = &lp->bk[bi];
         algo = bk->algo;
         need = bk->ws;
+        plain = bk->plain;
+        N = lp->sizes[bi]; /* the bucket's size, as planned */
     }
     size_t ws_bytes = 0;
     void *ws = gp_cuda_workspace(b, &ws_bytes);
     const float alpha = 1.0f, beta = 0.0f; /* scale type fp32; beta 0: C is not read */
-    CK(c, cublasLtMatmul(gp_cuda_cublaslt(b), lp->desc, &alpha, lp->w, lp->a, x, bk->b, &beta, y,
-                         bk->d, y, bk->d, &algo, need ? ws : NULL, need, gp_cuda_stream(b)));
+    CK(c, cublasLtMatmul(gp_cuda_cublaslt(b), plain ? lp->plain : lp->desc, &alpha, lp->w, lp->a, x,
+                         bk->b, &beta, y, bk->d, y, bk->d, &algo, need ? ws : NULL, need,
+                         gp_cuda_stream(b)));
+    if (plain) /* y[N][M]: the bias along each row, as the epilogue would add it */
+        CK(c, gp__k_bias_act(gp_cuda_stream(b), lp->kt, y, lp->bias_f32, N, (int)lp->M, 1,
+                             lp->relu ? (int)GP__ACT_RELU : (int)GP__ACT_NONE));
     return GP_OK;
 }
 
@@ -217,6 +284,7 @@ static int lin_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         .tokens = op->in.tokens,
         .w = sp->k->w,
         .bias = sp->k->bias_t,
+        .bias_f32 = sp->k->bias_f32,
         .relu = op->act == GP__ACT_RELU,
         .x = gp__resolve(sp->src, slot),
         .y = gp__resolve(sp->dst, slot),
