@@ -132,6 +132,9 @@ struct gp__event {
 static int cu_check(cuda_ctx *c, gp__cu_status s, int gp_code, const char *call, const char *file,
                     int line, char *why, size_t why_len) {
     if (s.code == 0) return GP_OK;
+    /* An allocation failure (cudaMalloc, cudaHostAlloc, a library's own) is GP_ENOMEM: create
+       then says "out of memory", which lowering max_batch or inflight fixes. */
+    if (gp_code == GP_EDEVICE) gp_code = gp__cu_code(s);
     int was_sticky = atomic_load_explicit(&c->sticky, memory_order_relaxed);
     int sticky = gp__cu_is_sticky(s);
     if (sticky && !was_sticky) {
@@ -197,12 +200,15 @@ static int cuda_bind_device(void *ctx, int device) {
 /* device.h thread_start: the batcher's and the poller's own threads (never an application
    thread) interact with stream capture thread-locally (cudaThreadExchangeStreamCaptureMode):
    under the default, global mode, another thread's global-mode capture makes their
-   cudaEventQuery / cudaEventSynchronize fail and invalidates that capture. */
+   cudaEventQuery / cudaEventSynchronize fail and invalidates that capture. The pipeline's first
+   device is made current first: a first CUDA call with none set could initialise device 0's
+   context on a pipeline that does not use device 0. */
 static void cuda_thread_start(void *ctx) {
     cuda_ctx *c = ctx;
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
     char why[256];
-    if (GP__CU_WHY(c, cudaThreadExchangeStreamCaptureMode(&mode), why) != GP_OK)
+    if (GP__CU_WHY(c, cudaSetDevice(c->dev[0].id), why) != GP_OK ||
+        GP__CU_WHY(c, cudaThreadExchangeStreamCaptureMode(&mode), why) != GP_OK)
         gp__log(c->sink, GP_LOG_WARN, "stream-capture mode stays global on a pipeline thread: %s",
                 why);
 }
@@ -379,9 +385,10 @@ static int cuda_host_alloc(void *ctx, size_t bytes, void **p) {
     char why[256];
     *p = NULL;
     /* Portable: pinned for every device's context, so one ring serves all slots. */
-    if (GP__CU_WHY(c, cudaHostAlloc(p, bytes, cudaHostAllocPortable), why) != GP_OK) {
+    int rc = GP__CU_WHY(c, cudaHostAlloc(p, bytes, cudaHostAllocPortable), why);
+    if (rc != GP_OK) {
         *p = NULL;
-        return GP__ERR(c->sink, GP_EDEVICE,
+        return GP__ERR(c->sink, rc,
                        "pinned host ring of %zu bytes: %s; gpupipe never falls back to pageable "
                        "memory (lower capacity or item size)",
                        bytes, why);

@@ -41,6 +41,8 @@ int gp__cu_is_sticky(gp__cu_status s) {
     case cudaErrorInvalidPc:
     case cudaErrorLaunchFailure:
     case cudaErrorExternalDevice:
+    case cudaErrorMpsClientTerminated: /* "the process must be terminated" */
+    case cudaErrorTensorMemoryLeak:    /* "further CUDA work will return the same error" */
         return 1;
     default:
         return 0;

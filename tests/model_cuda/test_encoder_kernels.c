@@ -289,8 +289,9 @@ static void embedding_case(gp__kt t, int i64) {
                 float g = got[tt * C + cc];
                 row_nan &= isnan(g);
                 if (!bad) {
-                    float w = word[id * C + cc] + pos[p * C + cc];
-                    w += type0[cc];
+                    /* BertEmbeddings' order, as the kernel and the host: (word + type0) + pos */
+                    float w = word[id * C + cc] + type0[cc];
+                    w += pos[p * C + cc];
                     w = round_to(t, w);
                     wrong += memcmp(&g, &w, sizeof g) != 0;
                 }
@@ -440,7 +441,9 @@ int main(int argc, char **argv) {
     CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
     arch = major * 10 + minor;
     printf("device 0: compute capability %d.%d\n", major, minor);
-    CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    /* A blocking stream: the uploads (cudaMemcpy) and NaN fills (cudaMemset) run on the legacy
+       default stream, and the kernels must be ordered after them. */
+    CU(cudaStreamCreate(&stream));
     setup_tokens();
     static const gp__kt types[] = {GP__KT_F32, GP__KT_F16, GP__KT_BF16};
     run_attention();
