@@ -8,7 +8,7 @@
 #             nvidia/cu13/{lib,include}, older nvidia/{cublas,cudnn}/...), configure and build
 #             into $BUILD; no GPU needed
 #   test      ctest -L gpu
-#   bench     build-gpu/bench/cuda-bench (the issue's (a)-(e)), then the README's main job on the
+#   bench     build-gpu/bench/cuda-bench ((a)-(f): issue 8's B.3 figures), then the README's main job on the
 #             GPU: gp-bench --workload mlp --backend cuda --svg
 #   symptom   bench/symptom-bench.py: the naive PyTorch loop, PyTorch best practice and gpupipe
 #             on the demo MLP and a ResNet-18 (items/s, p50/p99, NVML utilization, targets)
