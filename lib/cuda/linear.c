@@ -69,14 +69,18 @@ static int set_pref(ck *c, cublasLtMatmulPreference_t pref, uint64_t ws, uint32_
     return GP_OK;
 }
 
+/* D = op(A) B with op(A) = A^T (see the top), fp32 scale, the precision's compute type. */
+static int new_desc(const lin_plan *lp, cublasLtMatmulDesc_t *d, ck *c) {
+    CK(c, cublasLtMatmulDescCreate(d, lp->ct, CUDA_R_32F));
+    int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CK(c, cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CK(c, cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    return GP_OK;
+}
+
 /* The descriptor without an epilogue (created on first need). */
 static int plain_desc(lin_plan *lp, ck *c) {
-    if (lp->plain) return GP_OK;
-    CK(c, cublasLtMatmulDescCreate(&lp->plain, lp->ct, CUDA_R_32F));
-    int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CK(c, cublasLtMatmulDescSetAttribute(lp->plain, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    CK(c, cublasLtMatmulDescSetAttribute(lp->plain, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    return GP_OK;
+    return lp->plain ? GP_OK : new_desc(lp, &lp->plain, c);
 }
 
 /* The heuristic's first algorithm for `desc` that succeeded within the workspace: 1 found,
@@ -163,10 +167,8 @@ int gp__gemm_plan(slot_state *st, const gp_batch *slot, const gp__gemm_desc *gd,
     lp->bk = calloc((size_t)lp->n_sizes, sizeof *lp->bk);
     if (!lp->bk) return CK_FAIL(c, GP_ENOMEM, "out of memory planning a GEMM");
 
-    CK(c, cublasLtMatmulDescCreate(&lp->desc, ct, CUDA_R_32F));
-    int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CK(c, cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    CK(c, cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    int rc = new_desc(lp, &lp->desc, c);
+    if (rc != GP_OK) return rc;
     uint32_t epi = gd->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     CK(c,
        cublasLtMatmulDescSetAttribute(lp->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
@@ -179,8 +181,7 @@ int gp__gemm_plan(slot_state *st, const gp_batch *slot, const gp__gemm_desc *gd,
     (void)gp_cuda_workspace(slot, &ws_bytes);
     cublasLtMatmulPreference_t pref = NULL;
     CK(c, cublasLtMatmulPreferenceCreate(&pref));
-    int rc =
-        set_pref(c, pref, ws_bytes, gp__align_of(gd->w), gp__align_of(gd->x), gp__align_of(gd->y));
+    rc = set_pref(c, pref, ws_bytes, gp__align_of(gd->w), gp__align_of(gd->x), gp__align_of(gd->y));
     for (int bi = 0; bi < lp->n_sizes && rc == GP_OK; bi++)
         rc = plan_bucket(st, lp, &lp->bk[bi], lp->sizes[bi], M, K, pref, slot, ws_bytes, c);
     if (lp->tokens) {
