@@ -84,7 +84,7 @@ static int plain_desc(lin_plan *lp, ck *c) {
 }
 
 /* The heuristic's first algorithm for `desc` that succeeded within the workspace: 1 found,
-   0 none, < 0 a failed call (its GP code negated). */
+   0 none, < 0 a failed call (its GP_E* code, which is negative). */
 static int heuristic(cublasLtHandle_t h, const lin_plan *lp, cublasLtMatmulDesc_t desc,
                      const lin_bucket *bk, cublasLtMatmulPreference_t pref, size_t ws_bytes,
                      cublasLtMatmulAlgo_t *algo, size_t *ws, ck *c) {
@@ -95,8 +95,8 @@ static int heuristic(cublasLtHandle_t h, const lin_plan *lp, cublasLtMatmulDesc_
                                                       HEUR_RESULTS, res, &got);
     if (e == CUBLAS_STATUS_NOT_SUPPORTED) return 0; /* no algorithm for this configuration */
     if (e != CUBLAS_STATUS_SUCCESS)
-        return -gp__ck_status(c, gp__cu_blas(e), "cublasLtMatmulAlgoGetHeuristic", __FILE__,
-                              __LINE__);
+        return gp__ck_status(c, gp__cu_blas(e), "cublasLtMatmulAlgoGetHeuristic", __FILE__,
+                             __LINE__);
     for (int r = 0; r < got; r++)
         if (res[r].state == CUBLAS_STATUS_SUCCESS && res[r].workspaceSize <= ws_bytes) {
             *algo = res[r].algo;
@@ -127,7 +127,7 @@ static int plan_bucket(slot_state *st, lin_plan *lp, lin_bucket *bk, uint64_t N,
                      gp_precision_name(st->m->precision), (unsigned long long)M,
                      (unsigned long long)N, (unsigned long long)K);
     }
-    if (found < 0) return -found;
+    if (found < 0) return found;
     if (found == 1) return GP_OK;
     return CK_FAIL(c, GP_ENOTSUP,
                    "cuBLASLt has no algorithm for a %s GEMM M=%llu N=%llu K=%llu within %zu bytes "
@@ -241,7 +241,7 @@ static int token_bucket(lin_plan *lp, const gp_batch *b, size_t N, lin_bucket **
         found = heuristic(h, lp, lp->plain, bk, lp->pref, lp->ws_bytes, algo, ws, c);
         *plain = 1;
     }
-    if (found < 0) return -found;
+    if (found < 0) return found;
     if (found == 0) return CK_FAIL(c, GP_EDEVICE, "cuBLASLt has no algorithm for %zu tokens", N);
     return GP_OK;
 }
