@@ -177,17 +177,14 @@ static int conv_plan_op(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                  "kernel");
         return GP_OK;
     }
+    char why[200] = ""; /* what cuDNN's planning failed on, if it did */
     ck probe = *c;
-    probe.note = st->note;
-    probe.note_len = sizeof st->note;
+    probe.note = why;
+    probe.note_len = sizeof why;
     int rc = conv_plan_dnn(st, sp, h, &probe);
     if (rc == GP_ENOMEM) return CK_FAIL(c, rc, "out of memory planning conv2d");
-    if (rc != GP_OK) { /* the note keeps why; the model's setup passes it on to stats */
-        static const char pre[] = "conv2d runs on the direct kernel (slow): ";
-        size_t keep = sizeof st->note - sizeof pre; /* the reason's first bytes fit after it */
-        memmove(st->note + sizeof pre - 1, st->note, keep);
-        memcpy(st->note, pre, sizeof pre - 1);
-        st->note[sizeof st->note - 1] = '\0';
+    if (rc != GP_OK) { /* the model's setup passes the note on to stats */
+        snprintf(st->note, sizeof st->note, "conv2d runs on the direct kernel (slow): %s", why);
         conv_release(sp, st->n_buckets);
     }
     return GP_OK;

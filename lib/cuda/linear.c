@@ -106,6 +106,18 @@ static int heuristic(cublasLtHandle_t h, const lin_plan *lp, cublasLtMatmulDesc_
     return 0;
 }
 
+/* An algorithm for bucket `bk`'s layouts: with the epilogue if the heuristic has one (unless
+   plain_only), else without (*plain = 1, lp->plain made on first need). As heuristic(). */
+static int pick(cublasLtHandle_t h, lin_plan *lp, const lin_bucket *bk, int plain_only,
+                cublasLtMatmulPreference_t pref, size_t ws_bytes, cublasLtMatmulAlgo_t *algo,
+                size_t *ws, int *plain, ck *c) {
+    int found = plain_only ? 0 : heuristic(h, lp, lp->desc, bk, pref, ws_bytes, algo, ws, c);
+    *plain = found == 0;
+    if (found != 0) return found;
+    int rc = plain_desc(lp, c); /* host-side: nothing enqueued */
+    return rc != GP_OK ? rc : heuristic(h, lp, lp->plain, bk, pref, ws_bytes, algo, ws, c);
+}
+
 /* Bucket `bk`'s algorithm: with the epilogue if the heuristic has one, else without. */
 static int plan_bucket(slot_state *st, lin_plan *lp, lin_bucket *bk, uint64_t N, uint64_t M,
                        uint64_t K, cublasLtMatmulPreference_t pref, const gp_batch *slot,
@@ -114,19 +126,13 @@ static int plan_bucket(slot_state *st, lin_plan *lp, lin_bucket *bk, uint64_t N,
     cublasLtHandle_t h = gp_cuda_cublaslt(slot);
     CK(c, cublasLtMatrixLayoutCreate(&bk->b, dt, K, N, (int64_t)K));
     CK(c, cublasLtMatrixLayoutCreate(&bk->d, dt, M, N, (int64_t)M));
-    int found = heuristic(h, lp, lp->desc, bk, pref, ws_bytes, &bk->algo, &bk->ws, c);
-    if (found == 0) {
-        int rc = plain_desc(lp, c);
-        if (rc != GP_OK) return rc;
-        found = heuristic(h, lp, lp->plain, bk, pref, ws_bytes, &bk->algo, &bk->ws, c);
-        bk->plain = found == 1;
-        if (bk->plain && !st->note[0])
-            snprintf(st->note, sizeof st->note,
-                     "cuBLASLt has no bias-epilogue algorithm for a %s GEMM M=%llu N=%llu K=%llu: "
-                     "its bias runs as a kernel after it",
-                     gp_precision_name(st->m->precision), (unsigned long long)M,
-                     (unsigned long long)N, (unsigned long long)K);
-    }
+    int found = pick(h, lp, bk, 0, pref, ws_bytes, &bk->algo, &bk->ws, &bk->plain, c);
+    if (found == 1 && bk->plain && !st->note[0])
+        snprintf(st->note, sizeof st->note,
+                 "cuBLASLt has no bias-epilogue algorithm for a %s GEMM M=%llu N=%llu K=%llu: "
+                 "its bias runs as a kernel after it",
+                 gp_precision_name(st->m->precision), (unsigned long long)M, (unsigned long long)N,
+                 (unsigned long long)K);
     if (found < 0) return found;
     if (found == 1) return GP_OK;
     return CK_FAIL(c, GP_ENOTSUP,
@@ -233,14 +239,7 @@ static int token_bucket(lin_plan *lp, const gp_batch *b, size_t N, lin_bucket **
         *ws = res.workspaceSize;
         return GP_OK;
     }
-    int found = 0;
-    if (!bk->plain) found = heuristic(h, lp, lp->desc, bk, lp->pref, lp->ws_bytes, algo, ws, c);
-    if (found == 0) {
-        int rc = plain_desc(lp, c); /* host-side, on the batcher thread: nothing enqueued */
-        if (rc != GP_OK) return rc;
-        found = heuristic(h, lp, lp->plain, bk, lp->pref, lp->ws_bytes, algo, ws, c);
-        *plain = 1;
-    }
+    int found = pick(h, lp, bk, bk->plain, lp->pref, lp->ws_bytes, algo, ws, plain, c);
     if (found < 0) return found;
     if (found == 0) return CK_FAIL(c, GP_EDEVICE, "cuBLASLt has no algorithm for %zu tokens", N);
     return GP_OK;
