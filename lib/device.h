@@ -83,8 +83,9 @@ typedef struct gp__device_ops {
     /* (optional) Called first on each thread the pipeline starts to drive the device (the
        batcher and the poller). CUDA: their stream-capture interaction mode becomes
        thread-local, so an application capturing a CUDA graph in global mode on another thread
-       (PyTorch's default) neither fails their event queries nor is invalidated by them. Not
-       fatal: the backend logs a failure. NULL: nothing to do. */
+       (PyTorch's default) neither fails their event queries nor is invalidated by them.
+       Create and destroy run on the application's thread, in its own mode (docs/DESIGN.md
+       §5). Not fatal: the backend logs a failure. NULL: nothing to do. */
     void (*thread_start)(void *ctx);
 
     /* (optional) GP_OK while the device is usable; GP_EDEVICE after a sticky fault. NULL:

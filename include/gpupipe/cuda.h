@@ -29,6 +29,11 @@
  *    depend on b->first_seq. A bucket whose warm-up or capture fails runs eager, with the
  *    reason in gp_stats.graph_eager_reason. Padding reported from these calls
  *    (gp_batch_report_padding) is not counted: they are not batches.
+ *  - The pipeline's own threads interact with stream capture thread-locally: an application
+ *    capturing a CUDA graph in global mode on another thread (PyTorch's default) does not
+ *    break a running pipeline, nor the pipeline that capture. gp_pipeline_create,
+ *    gp_pipeline_destroy and gp_model_free allocate, free and wait on the calling thread:
+ *    call them outside such a capture (CUDA fails those calls and invalidates the capture).
  *  - On a batch that is not a CUDA batch (host backend) the accessors return NULL / 0 / -1.
  *    NULL is also CUDA's legacy default stream: check b->backend before using the stream.
  */

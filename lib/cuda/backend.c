@@ -413,10 +413,12 @@ static int dev_malloc(cuda_ctx *c, cuda_dev *d, size_t bytes, void **p) {
     atomic_fetch_add_explicit(&c->allocs, 1, memory_order_relaxed);
     /* Zeroed (create only: the pipeline allocates nothing later): a CUDA graph computes its
        whole bucket, so rows past a batch's n are read; they must never be uninitialized memory
-       (a compute that gathers by value would read out of bounds). cudaMemset runs on the
-       legacy stream, which the slots' non-blocking streams do not wait for: wait here. */
-    if ((rc = GP__CU(c, cudaMemset(*p, 0, bytes))) != GP_OK ||
-        (rc = GP__CU(c, cudaStreamSynchronize(0))) != GP_OK) {
+       (a compute that gathers by value would read out of bounds). On the device's idle
+       non-blocking anchor stream, waited for here: not on the legacy stream, whose use is
+       invalid while any blocking stream of the context is being captured (an application's
+       CUDA graph). */
+    if ((rc = GP__CU(c, cudaMemsetAsync(*p, 0, bytes, d->anchor))) != GP_OK ||
+        (rc = GP__CU(c, cudaStreamSynchronize(d->anchor))) != GP_OK) {
         GP__CU(c, cudaFree(*p));
         *p = NULL;
         return rc;
