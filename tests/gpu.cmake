@@ -32,6 +32,9 @@ if(GP_HAVE_CUDA)
   # Faults: a trapping kernel (sticky), a compute error, a stray launch error (non-sticky).
   gp_add_test(NAME gpu_fault_sticky SOURCES gpu/test_fault.c CUDA_SOURCES gpu/gpu_kernels.cu
               ARGS sticky LABELS gpu TIMEOUT 120)
+  # Alone: under MPS a client's fatal fault ends every client of the GPU, which would fail
+  # whatever GPU test ctest -j runs beside it.
+  set_tests_properties(gpu_fault_sticky PROPERTIES RUN_SERIAL TRUE)
   gp_gpu_case(gpu_compute_error gpu_fault_sticky ARGS compute)
   gp_gpu_case(gpu_launch_error gpu_fault_sticky ARGS launch)
 

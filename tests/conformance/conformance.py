@@ -446,6 +446,11 @@ def main():
 
     print(f"{c.checks - len(c.failures)} of {c.checks} checks passed"
           + ("" if c.cuda else "; CUDA not run"))
+    # On the GPU machine (bench/gpu-run.sh sets GPT_REQUIRE_DEVICE, as for the C tests in
+    # tests/support/gpt.h) CUDA not running is a broken setup, not a skip.
+    if not c.cuda and os.environ.get("GPT_REQUIRE_DEVICE", "0") not in ("", "0"):
+        print("GPT_REQUIRE_DEVICE is set: CUDA not run fails this test")
+        return 1
     return 1 if c.failures else 0
 
 

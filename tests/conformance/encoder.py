@@ -547,6 +547,10 @@ def main():
     if cuda["usable"] is False:
         print(f"CUDA not run: {cuda['why']}")
     print(f"{len(rep.rows) - rep.failed} of {len(rep.rows)} checks passed")
+    # GPT_REQUIRE_DEVICE (bench/gpu-run.sh on the GPU machine): CUDA not run is a failure.
+    if not cuda["usable"] and os.environ.get("GPT_REQUIRE_DEVICE", "0") not in ("", "0"):
+        print("GPT_REQUIRE_DEVICE is set: CUDA not run fails this test")
+        return 1
     return 1 if rep.failed else 0
 
 

@@ -106,7 +106,7 @@ static void full_ring(gp_full_policy policy) {
         GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
         GPT_EQ(st.rejected_full, 2);
         gpt_gate_open(&gate);
-        GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+        GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
         GPT_RC(submit(p, 100), GP_OK); /* room again */
     } else {
         blocked_producer b = {.p = p};
@@ -117,7 +117,7 @@ static void full_ring(gp_full_policy policy) {
         gpt_gate_open(&gate);
         GPT_EQ(pthread_join(th, NULL), 0);
         GPT_EQ(atomic_load(&b.returned), 1);
-        GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+        GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
         gp_stats st = {.struct_size = sizeof st};
         GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
         GPT_CHECK(st.backpressure_ns >= 20000000u);
@@ -333,7 +333,7 @@ static void compute_fails(void) {
             atomic_store(&fail_seq, r.seq); /* before commit: its batch is not formed yet */
         GPT_RC(gp_pipeline_commit(p, &r, done, (void *)(intptr_t)i), GP_OK);
     }
-    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
     char detail[256];
     GPT_RC(gp_pipeline_last_error(p, detail, sizeof detail), GP_ECOMPUTE);
     GPT_CHECK(strstr(detail, "compute returned 42"));
@@ -385,7 +385,7 @@ static void prep_workers(void) {
         GPT_RC(gp_pipeline_submit_prep(p, &src[i], sizeof src[i], 0, done, (void *)(intptr_t)i),
                GP_OK);
     }
-    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     GPT_EQ(ncallbacks(), 1000);
     for (int i = 0; i < 1000; i++) {
@@ -410,7 +410,7 @@ static void infer_and_abandon(void) {
     GPT_RC(gp_pipeline_reserve(p, &r), GP_OK);
     GPT_RC(submit(p, 1), GP_OK); /* behind the open reservation */
     GPT_RC(gp_pipeline_abandon(p, &r), GP_OK);
-    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
     gp_stats st = {.struct_size = sizeof st};
     GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
     GPT_EQ(st.submitted, 2); /* infer + item 1; the abandoned slot is not counted */

@@ -133,7 +133,7 @@ static void grow_while_busy(void) {
     sleep_ms(20); /* a batcher that pushed out small batches would have done so by now */
     gpt_gate_open(&gate);
     wait_callbacks(41, 10);
-    GPT_RC(gp_pipeline_drain(p, -1), GP_OK); /* counters are bumped after the callbacks */
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK); /* counters are bumped after the callbacks */
     gp_stats st = {.struct_size = sizeof st};
     GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
     GPT_CHECK(st.saturated_ns > 0);
@@ -151,7 +151,7 @@ static void full(void) {
         submit(p, i, 0);
     gpt_gate_open(&gate);
     wait_callbacks(2 * MAXB + 11, 10);
-    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
     gp_stats st = {.struct_size = sizeof st};
     GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
     GPT_EQ(st.close_reasons[GP_CLOSE_FULL], 2);
@@ -172,7 +172,7 @@ static void delay(void) {
     double span = gpt_now() - t0; /* the submits' own time (long under TSan on a busy machine) */
     wait_callbacks(5, 10);
     double dt = gpt_now() - t0;
-    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
     GPT_CHECK(dt >= 0.029);
     gp_stats st = {.struct_size = sizeof st};
     GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
@@ -226,7 +226,7 @@ static void deadlines(void) {
     sleep_ms(10);
     gpt_gate_open(&gate);
     wait_callbacks(6, 10);
-    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
     gp_stats st = {.struct_size = sizeof st};
     GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
     GPT_EQ(st.timed_out, 2);

@@ -39,7 +39,7 @@ int main(void) {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count < 1) {
         printf("SKIP: no CUDA device: %s\n", cudaGetErrorString(e));
-        return GPT_SKIP;
+        return gpt_no_device();
     }
     mctx m = {.num = count >= 2 ? (count < 4 ? count : 4) : 2};
     for (int i = 0; i < m.num; i++)

@@ -97,7 +97,7 @@ static gp_pipeline *create(gp_model *m, gp_backend backend, size_t max_batch) {
         gp_model_last_error(m, detail, sizeof detail);
         printf("SKIP: backend %s is not usable for models here: %s (%s)\n",
                gp_backend_name(backend), err, detail);
-        exit(GPT_SKIP);
+        exit(gpt_no_device());
     }
     if (rc != GP_OK) {
         fprintf(stderr, "gp_pipeline_create: %s: %s\n", gp_err_name(rc), err);

@@ -306,7 +306,7 @@ static void run_pipeline(gp_model *m, const char *label, size_t n, const unsigne
     int rc = gp_pipeline_create(&cfg, &p, err, sizeof err);
     if (rc == GP_ENODEV) {
         printf("SKIP: no usable CUDA device: %s\n", err);
-        exit(GPT_SKIP);
+        exit(gpt_no_device());
     }
     if (rc != GP_OK) {
         char merr[512] = "";

@@ -434,13 +434,15 @@ int main(int argc, char **argv) {
     if (e != cudaSuccess || count == 0) {
         printf("SKIP: no usable CUDA device (%s)\n",
                e != cudaSuccess ? cudaGetErrorString(e) : "no devices");
-        return GPT_SKIP;
+        return gpt_no_device();
     }
     int major = 0, minor = 0;
     CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
     CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
-    arch = major * 10 + minor;
-    printf("device 0: compute capability %d.%d\n", major, minor);
+    /* The attention path for this build's code on this device (kernels.h): the device's
+       capability alone would pick the tensor-core kernel on a build without sm_80+ code. */
+    CU(gp__k_attention_arch(major * 10 + minor, &arch));
+    printf("device 0: compute capability %d.%d, attention kernels for sm_%d\n", major, minor, arch);
     /* A blocking stream: the uploads (cudaMemcpy) and NaN fills (cudaMemset) run on the legacy
        default stream, and the kernels must be ordered after them. */
     CU(cudaStreamCreate(&stream));

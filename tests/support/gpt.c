@@ -24,7 +24,7 @@ gp_pipeline *gpt_create(const gp_config *cfg) {
     int rc = gp_pipeline_create(cfg, &p, err, sizeof err);
     if (rc == GP_ENODEV) {
         printf("SKIP: backend %s is not usable here: %s\n", gp_backend_name(cfg->backend), err);
-        exit(GPT_SKIP);
+        exit(gpt_no_device());
     }
     if (rc != GP_OK) {
         int named = strncmp(err, "GP_E", 4) == 0; /* some details already begin with it */

@@ -10,8 +10,27 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define GPT_SKIP 77
+
+/* The drain timeout of the tests that also run on CUDA: a hang fails the test at the call
+   (GP_ETIMEDOUT, file:line) in 2 minutes, not at ctest's TIMEOUT with nothing said. */
+#define GPT_DRAIN_US (120LL * 1000 * 1000)
+
+/* The exit code of a test that found no usable device, after it printed why: GPT_SKIP, or 1
+   when GPT_REQUIRE_DEVICE is set (and not "0"). bench/gpu-run.sh sets it on the GPU machine,
+   where "no usable device" is a broken setup (driver too old, a library missing, exclusive
+   compute mode) that a skip would hide. Only for a missing device: a test that skips for
+   another reason (needs two GPUs, no LibTorch) still exits GPT_SKIP. */
+static inline int gpt_no_device(void) {
+    const char *r = getenv("GPT_REQUIRE_DEVICE");
+    if (r && *r && strcmp(r, "0") != 0) {
+        fprintf(stderr, "GPT_REQUIRE_DEVICE is set: no usable device fails this test\n");
+        return 1;
+    }
+    return GPT_SKIP;
+}
 
 #define GPT_CHECK(cond)                                                                            \
     do {                                                                                           \

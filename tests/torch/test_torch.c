@@ -235,7 +235,7 @@ static gp_pipeline *create(gp_config *cfg) {
     int rc = gp_pipeline_create(cfg, &p, err, sizeof err);
     if (rc == GP_ENODEV && g_backend == GP_BACKEND_CUDA) {
         printf("SKIP: no usable CUDA device: %s\n", err);
-        exit(GPT_SKIP);
+        exit(gpt_no_device());
     }
     if (rc != GP_OK) {
         char terr[2048] = "";
@@ -547,7 +547,7 @@ static void mismatch(const char *file, gp_torch_item in, gp_torch_item outi, con
             int rc = gp_pipeline_create(&cfg, &p, perr, sizeof perr);
             if (rc == GP_ENODEV && g_backend == GP_BACKEND_CUDA) {
                 printf("SKIP: no usable CUDA device: %s\n", perr);
-                exit(GPT_SKIP);
+                exit(gpt_no_device());
             }
             GPT_RC(rc, GP_EMODEL);
             GPT_CHECK(p == NULL);
