@@ -71,24 +71,39 @@ typedef struct peaks {
 } peaks;
 static const size_t sizes[4] = {1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB};
 
-/* GB/s of `reps` async copies of `bytes`, timed with events on one stream. */
+static int dbl_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorts v). */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, dbl_cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* GB/s of async copies of `bytes` on one stream, timed with events: the median of 5 bursts of
+   `reps` copies after one warm burst (a reference that a ratio divides by is not one sample). */
 static double async_gbps(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
                          cudaStream_t st) {
     cudaEvent_t a, b;
-    float ms = 0;
+    double g[5];
     int reps = bytes >= 16 * MIB ? 20 : 100;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
-    CK(cudaMemcpyAsync(dst, src, bytes, kind, st)); /* warm */
-    CK(cudaEventRecord(a, st));
-    for (int i = 0; i < reps; i++)
-        CK(cudaMemcpyAsync(dst, src, bytes, kind, st));
-    CK(cudaEventRecord(b, st));
-    CK(cudaEventSynchronize(b));
-    CK(cudaEventElapsedTime(&ms, a, b));
+    for (int k = -1; k < 5; k++) {
+        float ms = 0;
+        CK(cudaEventRecord(a, st));
+        for (int i = 0; i < reps; i++)
+            CK(cudaMemcpyAsync(dst, src, bytes, kind, st));
+        CK(cudaEventRecord(b, st));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (k >= 0) g[k] = (double)bytes * reps / ((double)ms * 1e-3) / 1e9;
+    }
     CK(cudaEventDestroy(a));
     CK(cudaEventDestroy(b));
-    return (double)bytes * reps / ((double)ms * 1e-3) / 1e9;
+    return median(g, 5);
 }
 
 static double sync_gbps(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
@@ -110,6 +125,14 @@ static void measure_peaks(peaks *pk) {
     if (!pageable) exit(1);
     memset(pinned, 1, 64 * MIB);
     memset(pageable, 1, 64 * MIB);
+    /* ~0.2 s of copies both ways first: the link and the GPU leave their idle states before
+       the references that (b) divides by are taken. */
+    double t_warm = now_s();
+    while (now_s() - t_warm < 0.2) {
+        CK(cudaMemcpyAsync(dev, pinned, 64 * MIB, cudaMemcpyHostToDevice, st));
+        CK(cudaMemcpyAsync(pinned, dev, 64 * MIB, cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
+    }
     pk->h2d_peak = pk->d2h_peak = 0;
     for (int i = 0; i < 4; i++) {
         pk->h2d_gbps[i] = async_gbps(dev, pinned, sizes[i], cudaMemcpyHostToDevice, st);
@@ -142,6 +165,7 @@ static void measure_peaks(peaks *pk) {
 typedef struct meter {
     _Atomic uint64_t launches;
     bench_spin_stamp *stamps; /* device memory, STAMP_CAP records */
+    double kernel_ns;         /* the kernel's intended duration */
     cudaEvent_t *ev;
     uint64_t ev_cap;
 } meter;
@@ -201,6 +225,8 @@ static void *producer(void *arg) {
 typedef struct window {
     double wall_s, items_per_s, h2d_gbps, d2h_gbps, compute_busy, h2d_busy, d2h_busy;
     double mean_batch;
+    /* The lowest and highest of the window's three equal pieces: how much the figure moved. */
+    double items_lo, items_hi, h2d_lo, h2d_hi;
     uint64_t graph_replays, graph_eager;
     double enqueue_us; /* host enqueue per batch (stats.enqueue_ns / batches) */
     char verdict[24];  /* the doctor's, over the window */
@@ -234,12 +260,17 @@ static cudaStream_t g_side;                    /* idle stream: timer kernels, wi
 static volatile unsigned long long *g_timer_h; /* mapped host word the timer kernel writes */
 static unsigned long long *g_timer_d;
 
-/* offset = globaltimer - CLOCK_MONOTONIC (ns), from the quickest of 8 round trips (a kernel
+/* 0 when the host <-> %globaltimer mapping could not be made (the reason in g_timer_why):
+   (c)'s kernel busy is then "not measured"; every other figure still runs. */
+static int g_timer_ok;
+static char g_timer_why[160];
+
+/* *off = globaltimer - CLOCK_MONOTONIC (ns), from the quickest of 8 round trips (a kernel
    stores %globaltimer in mapped memory while the host polls); *err_ns: half that round trip,
-   which bounds the error. */
-static int64_t timer_offset(double *err_ns) {
+   which bounds the error. 0 (and g_timer_why) when the kernel's store never arrived. */
+static int timer_offset(int64_t *off, double *err_ns) {
     uint64_t best = UINT64_MAX;
-    int64_t off = 0;
+    *off = 0;
     for (int k = 0; k < 8; k++) {
         *g_timer_h = 0;
         __sync_synchronize();
@@ -248,18 +279,19 @@ static int64_t timer_offset(double *err_ns) {
         unsigned long long v;
         while ((v = *g_timer_h) == 0)
             if (now_ns() - t1 > 2000000000u) {
-                fprintf(stderr, "cuda-bench: the timer kernel wrote nothing in 2 s\n");
-                exit(1);
+                snprintf(g_timer_why, sizeof g_timer_why,
+                         "the timer kernel's store to mapped host memory did not arrive in 2 s");
+                return 0;
             }
         t2 = now_ns();
         CK(cudaStreamSynchronize(g_side));
         if (t2 - t1 < best) {
             best = t2 - t1;
-            off = (int64_t)(v - (t1 + (t2 - t1) / 2)); /* wraps to a negative offset if need be */
+            *off = (int64_t)(v - (t1 + (t2 - t1) / 2)); /* wraps to a negative offset if need be */
         }
     }
     *err_ns = (double)best / 2;
-    return off;
+    return 1;
 }
 
 static void timer_setup(void) {
@@ -270,9 +302,10 @@ static void timer_setup(void) {
     g_timer_h = h;
     g_timer_d = d;
     double err;
-    int64_t off = timer_offset(&err);
+    int64_t off;
+    g_timer_ok = timer_offset(&off, &err);
     /* Stamps are relative to this base: a second before now, on the GPU's clock. */
-    g_base_ns = (uint64_t)((int64_t)now_ns() + off) - 1000000000u;
+    if (g_timer_ok) g_base_ns = (uint64_t)((int64_t)now_ns() + off) - 1000000000u;
 }
 
 /* ---- busy fraction from intervals ------------------------------------------------------- */
@@ -311,6 +344,7 @@ static double union_in(ival *v, size_t n, double a, double b) {
 static meter *meter_new(double kernel_ns, int events) {
     meter *m = calloc(1, sizeof *m);
     if (!m) exit(1);
+    m->kernel_ns = kernel_ns;
     CK(cudaMalloc((void **)&m->stamps, STAMP_CAP * sizeof(bench_spin_stamp)));
     /* Events for every launch of the run, with room to spare: the ring does not wrap (an
        event is read once the run is over), launches past it get none. */
@@ -360,6 +394,16 @@ static void kernel_busy(window *r, meter *m, uint64_t ia, uint64_t ib, uint64_t 
                                &e0)) {
             snprintf(r->kernel_why, sizeof r->kernel_why,
                      "launch %" PRIu64 " left no stamp (kernel fault?)", i);
+            free(h);
+            free(v);
+            return;
+        }
+        /* A clock jump clamps a stamp to the base or the 40-bit end: such an interval would
+           cover the window and read as busy. Refuse the figure instead. */
+        if ((double)(e0 - s0) > 4 * m->kernel_ns + 100000.0) {
+            snprintf(r->kernel_why, sizeof r->kernel_why,
+                     "launch %" PRIu64 " stamped %.0f us for a %.0f us kernel (a clock jump?)", i,
+                     (double)(e0 - s0) / 1e3, m->kernel_ns / 1e3);
             free(h);
             free(v);
             return;
@@ -426,7 +470,7 @@ static window run_pipeline(gp_config *c, meter *m) {
         CK(cudaEventCreate(&ref));
         CK(cudaEventCreate(&ev_a));
         CK(cudaEventCreate(&ev_b));
-        off0 = timer_offset(&err0);
+        if (g_timer_ok) g_timer_ok = timer_offset(&off0, &err0);
         CK(cudaDeviceSynchronize()); /* the memset is on the legacy stream: done before */
         CK(cudaEventRecord(ref, g_side));
     }
@@ -451,9 +495,16 @@ static window run_pipeline(gp_config *c, meter *m) {
     gp_stats a = snap(p);
     uint64_t ta = now_ns(), ia = m ? atomic_load(&m->launches) : 0;
     if (m) CK(cudaEventRecord(ev_a, g_side));
-    struct timespec d = {(time_t)g_seconds, (long)((g_seconds - (double)(time_t)g_seconds) * 1e9)};
-    nanosleep(&d, NULL);
-    gp_stats b = snap(p);
+    enum { PIECES = 3 };
+    double piece_s = g_seconds / PIECES;
+    struct timespec d = {(time_t)piece_s, (long)((piece_s - (double)(time_t)piece_s) * 1e9)};
+    gp_stats pc[PIECES + 1];
+    pc[0] = a;
+    for (int k = 1; k <= PIECES; k++) {
+        nanosleep(&d, NULL);
+        pc[k] = snap(p);
+    }
+    gp_stats b = pc[PIECES];
     gp_stats since;
     gp_diagnosis dg;
     memset(&since, 0, sizeof since);
@@ -484,6 +535,15 @@ static window run_pipeline(gp_config *c, meter *m) {
     r.compute_busy = (double)(b.compute_busy_ns - a.compute_busy_ns) * 1e-9 / r.wall_s;
     r.h2d_busy = (double)(b.h2d_busy_ns - a.h2d_busy_ns) * 1e-9 / r.wall_s;
     r.d2h_busy = (double)(b.d2h_busy_ns - a.d2h_busy_ns) * 1e-9 / r.wall_s;
+    for (int k = 1; k <= PIECES; k++) {
+        double ws = (double)(pc[k].wall_ns - pc[k - 1].wall_ns) * 1e-9;
+        double it = ws > 0 ? (double)(pc[k].completed - pc[k - 1].completed) / ws : 0;
+        double gb = ws > 0 ? (double)(pc[k].h2d_bytes - pc[k - 1].h2d_bytes) / ws / 1e9 : 0;
+        if (k == 1 || it < r.items_lo) r.items_lo = it;
+        if (k == 1 || it > r.items_hi) r.items_hi = it;
+        if (k == 1 || gb < r.h2d_lo) r.h2d_lo = gb;
+        if (k == 1 || gb > r.h2d_hi) r.h2d_hi = gb;
+    }
     uint64_t nb = b.batches - a.batches;
     r.mean_batch = nb ? (double)(b.batch_items - a.batch_items) / (double)nb : 0;
     r.graph_replays = b.graph_replays - a.graph_replays;
@@ -491,11 +551,15 @@ static window run_pipeline(gp_config *c, meter *m) {
     r.enqueue_us = nb ? (double)(b.enqueue_ns - a.enqueue_ns) / (double)nb / 1e3 : 0;
     if (m) {
         CK(cudaStreamSynchronize(g_side));
-        double err1;
-        int64_t off1 = timer_offset(&err1);
+        double err1 = 0;
+        int64_t off1 = 0;
+        if (g_timer_ok) g_timer_ok = timer_offset(&off1, &err1);
         r.calib_err_us = (err0 > err1 ? err0 : err1) * 1e-3;
         r.drift_us = (double)(off1 - off0) * 1e-3;
-        kernel_busy(&r, m, ia, ib, ta, tb, off0 + (off1 - off0) / 2);
+        if (g_timer_ok)
+            kernel_busy(&r, m, ia, ib, ta, tb, off0 + (off1 - off0) / 2);
+        else
+            snprintf(r.kernel_why, sizeof r.kernel_why, "%s", g_timer_why);
         events_busy(&r, m, ia, ib, ref, ev_a, ev_b);
         CK(cudaEventDestroy(ref));
         CK(cudaEventDestroy(ev_a));
@@ -574,6 +638,92 @@ static double copy_alone_ns(size_t bytes, int h2d) {
     return (double)bytes / gbps; /* bytes / (1e9 B/s) = ns */
 }
 
+/* A batch's H2D of `in` bytes and D2H of `out` bytes at the same time, on two streams, as the
+   pipeline moves them (one link, a copy engine each way): mean ns per copy of each direction
+   over 20 pairs, the median of 5 rounds after a warm one. */
+static void duplex_ns(size_t in, size_t out, double *h2d_ns, double *d2h_ns) {
+    void *hin, *hout, *din, *dout;
+    cudaStream_t s1, s2;
+    cudaEvent_t a, b1, b2;
+    double h[5], d[5];
+    const int reps = 20;
+    CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b1));
+    CK(cudaEventCreate(&b2));
+    CK(cudaHostAlloc(&hin, in, cudaHostAllocPortable));
+    CK(cudaHostAlloc(&hout, out, cudaHostAllocPortable));
+    CK(cudaMalloc(&din, in));
+    CK(cudaMalloc(&dout, out));
+    for (int k = -1; k < 5; k++) {
+        float m1 = 0, m2 = 0;
+        CK(cudaEventRecord(a, s1));
+        CK(cudaStreamWaitEvent(s2, a, 0));
+        for (int i = 0; i < reps; i++) {
+            CK(cudaMemcpyAsync(din, hin, in, cudaMemcpyHostToDevice, s1));
+            CK(cudaMemcpyAsync(hout, dout, out, cudaMemcpyDeviceToHost, s2));
+        }
+        CK(cudaEventRecord(b1, s1));
+        CK(cudaEventRecord(b2, s2));
+        CK(cudaEventSynchronize(b1));
+        CK(cudaEventSynchronize(b2));
+        CK(cudaEventElapsedTime(&m1, a, b1));
+        CK(cudaEventElapsedTime(&m2, a, b2));
+        if (k >= 0) {
+            h[k] = (double)m1 * 1e6 / reps;
+            d[k] = (double)m2 * 1e6 / reps;
+        }
+    }
+    *h2d_ns = median(h, 5);
+    *d2h_ns = median(d, 5);
+    CK(cudaFree(din));
+    CK(cudaFree(dout));
+    CK(cudaFreeHost(hin));
+    CK(cudaFreeHost(hout));
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b1));
+    CK(cudaEventDestroy(b2));
+    CK(cudaStreamDestroy(s1));
+    CK(cudaStreamDestroy(s2));
+}
+
+/* The floor of (f), outside the pipeline: host time to enqueue `kernels` no-work kernels one
+   by one, and one cudaGraphLaunch of the same kernels captured; the median over 1000 batches
+   (ns). The stream is drained every 16 batches, outside the timed calls, so a full launch
+   queue never blocks them. */
+static void launch_only_ns(int kernels, double *eager_ns, double *graph_ns) {
+    enum { BATCHES = 1000, DRAIN = 16 };
+    static double t[BATCHES];
+    cudaStream_t st;
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int k = 0; k < kernels; k++)
+        CK(bench_spin_launch(st, 0, 0, NULL, 0, 0));
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&exec, g, 0));
+    CK(cudaGraphUpload(exec, st));
+    for (int mode = 0; mode < 2; mode++) {
+        for (int i = -DRAIN; i < BATCHES; i++) { /* the first DRAIN batches warm up */
+            if (i % DRAIN == 0) CK(cudaStreamSynchronize(st));
+            uint64_t t0 = now_ns();
+            if (mode == 0)
+                for (int k = 0; k < kernels; k++)
+                    CK(bench_spin_launch(st, 0, 0, NULL, 0, 0));
+            else
+                CK(cudaGraphLaunch(exec, st));
+            if (i >= 0) t[i] = (double)(now_ns() - t0);
+        }
+        CK(cudaStreamSynchronize(st));
+        *(mode == 0 ? eager_ns : graph_ns) = median(t, BATCHES);
+    }
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(g));
+    CK(cudaStreamDestroy(st));
+}
+
 /* (e) one item at a time from pageable memory, synchronous copies, a sync per item. */
 static double naive_items_per_s(size_t in, size_t out, const spin_cfg *s) {
     void *hin = calloc(1, in), *hout = calloc(1, out), *din, *dout;
@@ -612,9 +762,18 @@ static void overlap_sweep(const char *name, size_t in, size_t out, size_t max_ba
     double slowest = h2d_ns > d2h_ns ? h2d_ns : d2h_ns;
     slowest = k_ns > slowest ? k_ns : slowest;
     double bound = (double)max_batch / (slowest * 1e-9);
+    /* Both directions at once share the link: where the host cannot carry both at full rate,
+       the one-way bound is out of reach for a reason outside the pipeline. The target is read
+       against the one-way bound; the duplex one is printed beside it to tell the two apart. */
+    double dh_ns, dd_ns;
+    duplex_ns(in * max_batch, out * max_batch, &dh_ns, &dd_ns);
+    double dslow = dh_ns > dd_ns ? dh_ns : dd_ns;
+    dslow = k_ns > dslow ? k_ns : dslow;
+    double dbound = (double)max_batch / (dslow * 1e-9);
     printf("    %s: alone per batch of %zu: H2D %.1f us, kernel %.1f us, D2H %.1f us -> bound %.0f "
-           "items/s\n",
-           name, max_batch, h2d_ns / 1e3, k_ns / 1e3, d2h_ns / 1e3, bound);
+           "items/s; both copies at once: H2D %.1f us, D2H %.1f us -> duplex bound %.0f items/s\n",
+           name, max_batch, h2d_ns / 1e3, k_ns / 1e3, d2h_ns / 1e3, bound, dh_ns / 1e3, dd_ns / 1e3,
+           dbound);
     for (int inflight = 1; inflight <= 4; inflight++) {
         gp_config c;
         base_config(&c, in, out, max_batch, s);
@@ -622,17 +781,19 @@ static void overlap_sweep(const char *name, size_t in, size_t out, size_t max_ba
         c.capacity = 16 * max_batch;
         window w = run_pipeline(&c, NULL);
         double ratio = w.items_per_s / bound;
-        printf("      inflight %d: %.0f items/s = %.3f of bound%s; busy H2D %.3f compute %.3f D2H "
-               "%.3f, mean batch %.1f\n",
-               inflight, w.items_per_s, ratio,
+        printf("      inflight %d: %.0f items/s (1 s pieces %.0f..%.0f) = %.3f of bound%s, %.3f of "
+               "duplex bound; busy H2D %.3f compute %.3f D2H %.3f, mean batch %.1f\n",
+               inflight, w.items_per_s, w.items_lo, w.items_hi, ratio,
                inflight >= 3
                    ? (ratio >= 0.95 ? " [target >= 0.95: met]" : " [target >= 0.95: MISSED]")
                    : "",
-               w.h2d_busy, w.compute_busy, w.d2h_busy, w.mean_batch);
+               w.items_per_s / dbound, w.h2d_busy, w.compute_busy, w.d2h_busy, w.mean_batch);
     }
 }
 
 int main(int argc, char **argv) {
+    /* Line by line: a run cut by its timeout keeps every finished figure in the log. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             g_device = atoi(argv[++i]);
@@ -697,11 +858,11 @@ int main(int argc, char **argv) {
         c.capacity = 256;
         window wb = run_pipeline(&c, NULL);
         double b_ratio = wb.h2d_gbps / pk.h2d_gbps[i];
-        printf("(b) transfer-bound (%zu MiB/batch, trivial kernel): H2D %.2f GB/s = %.3f of pinned "
-               "cudaMemcpyAsync alone at %zu MiB (%.2f) [target >= 0.92: %s]; mean batch %.1f, "
-               "H2D busy %.3f\n",
-               sizes[i] / MIB, wb.h2d_gbps, b_ratio, sizes[i] / MIB, pk.h2d_gbps[i],
-               verdict(b_ratio, 0.92), wb.mean_batch, wb.h2d_busy);
+        printf("(b) transfer-bound (%zu MiB/batch, trivial kernel): H2D %.2f GB/s (1 s pieces "
+               "%.2f..%.2f) = %.3f of pinned cudaMemcpyAsync alone at %zu MiB (%.2f, median of 5) "
+               "[target >= 0.92: %s]; mean batch %.1f, H2D busy %.3f\n",
+               sizes[i] / MIB, wb.h2d_gbps, wb.h2d_lo, wb.h2d_hi, b_ratio, sizes[i] / MIB,
+               pk.h2d_gbps[i], verdict(b_ratio, 0.92), wb.mean_batch, wb.h2d_busy);
     }
     printf("\n");
 
@@ -755,10 +916,17 @@ int main(int argc, char **argv) {
         wf[g] = run_pipeline(&c, NULL);
     }
     double f_ratio = wf[0].enqueue_us > 0 ? wf[1].enqueue_us / wf[0].enqueue_us : 0;
-    printf("(f) CUDA graphs, 32 kernels per batch: host enqueue per batch eager %.1f us, graph "
-           "%.1f us: graph / eager %.3f [target <= 0.2: %s]\n",
+    printf("(f) CUDA graphs, 32 kernels per batch: host enqueue per batch (the pipeline's whole "
+           "dispatch: taking the items, events, both copies and the launches) eager %.1f us, "
+           "graph %.1f us: graph / eager %.3f [target <= 0.2: %s]\n",
            wf[0].enqueue_us, wf[1].enqueue_us, f_ratio,
            wf[0].enqueue_us > 0 && f_ratio <= 0.2 ? "met" : "MISSED");
+    double lo_e = 0, lo_g = 0;
+    launch_only_ns(32, &lo_e, &lo_g);
+    printf("    the launches alone, outside the pipeline (median of 1000 batches): 32 kernels "
+           "%.1f us, one graph launch %.1f us: %.3f; the rest of the dispatch above is the "
+           "pipeline's fixed cost per batch\n",
+           lo_e / 1e3, lo_g / 1e3, lo_e > 0 ? lo_g / lo_e : 0);
     for (int g = 0; g < 2; g++)
         printf("    %s: %.0f items/s, mean batch %.1f, graph replays %" PRIu64 ", eager batches "
                "%" PRIu64 ", busy compute %.3f, the doctor's verdict: %s%s\n",
