@@ -3,14 +3,19 @@
 ways in one run, with items/s, per-item latency and (on CUDA) the GPU utilization NVML reports.
 
   (i)   the naive PyTorch loop: batch 1, pageable tensors, model(x.to(dev)).cpu() per item
-  (ii)  PyTorch best practice: inference_mode, eval, batches of --batch (256) staged into pinned
-        buffers and sent with non_blocking=True, outputs copied back non_blocking into pinned
-        memory, at most --inflight + 1 (4) batches queued on the stream (one event each), no
-        synchronize per batch; cudnn.benchmark on; variants fp32 and fp16 (autocast; the CNN
-        also channels_last weights: its u8 HWC input permuted is NHWC-strided in every row),
-        each eager and as a CUDA graph (one per batch size). The fastest variant is the
-        reference for the targets. fp32 is IEEE fp32 on both sides (PyTorch's default TF32
-        convolutions off; --precisions tf32 compares TF32 on both).
+  (ii)  PyTorch best practice: inference_mode, eval, batch-norm folded into the convolutions
+        (torch.fx.experimental.optimization.fuse, as gpupipe folds it), batches of --batch (256,
+        the issue's, the same as gpupipe's) staged into pinned buffers and sent with
+        non_blocking=True, outputs copied back non_blocking into pinned memory, --inflight + 1
+        (4) batches in flight, each slot on its own CUDA stream (copies of one batch overlap
+        another's compute, as gpupipe's slots do; one event each), no synchronize per batch;
+        cudnn.benchmark on; variants fp32 and fp16 (Linear/Conv weights cast once, autocast for
+        the rest; the CNN also channels_last: its u8 HWC input permuted is NHWC-strided in every
+        row), each eager and as CUDA graphs (one per slot). The fastest variant is the reference
+        for the targets. fp32 is IEEE fp32 on both sides (PyTorch's default TF32 convolutions
+        off; --precisions tf32 compares TF32 on both). Not tried: torch.compile (its compile
+        time does not fit the GPU run's budget); the u8 normalization runs as PyTorch's eager
+        ops.
   (iii) gpupipe: bench/gp-infer (the built-in layers, no PyTorch), --producers (8) threads each
         submitting one item per call, max_batch --batch, --inflight slots, a ring of
         max_batch x (inflight + 1) items rounded up to a power of two; fp32 and fp16, eager and
@@ -27,15 +32,13 @@ loop: items one by one until then), so NVML's utilization (a rolling average ove
 sees a steady state; its first second (or third) in each window is left out of the mean.
 gpupipe does this in one process (gp-infer --repeat, sized from a first, shorter run that also
 warms it up).
-Latency per item: (i) its round trip; (ii) from the host enqueuing its batch's copy-in to its
-batch's copy-out being done (CUDA events timed against one recorded at the start; on a CPU the
-batch's round trip); (iii) from its submit call to its callback, including its wait in the ring.
+Latency per item: (i) its round trip; (ii) from the host enqueuing its batch's copy-in to the
+host holding its batch's output (the loop's retire of that slot); (iii) from its submit call to
+its callback, including its wait in the ring.
 On CUDA (ii) and (iii) hold at most the same number of items (inflight + 1 batches: gpupipe's
 ring), so by Little's law their latencies compare at equal throughput; on a CPU PyTorch's
 forward blocks, so (ii) holds one batch while gpupipe's ring holds up to four: compare
-items/s there, not latency. Not done for (ii): a second CUDA stream for
-the copies (the best practice the issue names runs one stream; the batch's copy is small next
-to its compute for both models at batch 256: 0.8 MB for the MLP, 38 MB for ResNet-18 at 224).
+items/s there, not latency.
 Agreement: the top-1 class of every contender against (ii) fp32 eager, over the first pass;
 >= 99 % for fp32/tf32 rows, >= 97 % for fp16 (near-ties flip), and the reference must not give
 one class to over half the items.
@@ -48,6 +51,7 @@ Prints one Markdown table per model (for bench/RESULTS.md); --json writes the ra
 Exit status: 0, or 1 when a contender failed or disagreed with PyTorch fp32 on > 1 % of items.
 """
 import argparse
+import contextlib
 import copy
 import importlib.util
 import json
@@ -140,15 +144,37 @@ def naive(module, x, dev, seconds):
                 agree_items=len(first))
 
 
+def fold_bn(module):
+    """-> (module with every conv -> batch-norm pair folded into the conv, how): PyTorch's own
+    inference fusion (torch.fx), as gpupipe folds batch-norm at load."""
+    if not any(isinstance(m, nn.BatchNorm2d) for m in module.modules()):
+        return module, ""
+    try:
+        from torch.fx.experimental.optimization import fuse
+        return fuse(module), ", BN folded (fx)"
+    except Exception as exc:  # depends on the torch version: run unfolded, and say so
+        print(f"  fx fuse failed, batch-norm not folded: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return module, ", BN NOT folded (fx fuse failed)"
+
+
 def best_practice(module, x, dev, batch, inflight, precision, graphs, channels_last, seconds):
-    """(ii): batches staged in pinned memory, non_blocking copies, bounded in-flight batches."""
+    """(ii): batches staged in pinned memory, non_blocking copies, bounded in-flight batches,
+    a CUDA stream per in-flight slot."""
     cuda = dev == "cuda"
-    module = copy.deepcopy(module).to(dev).eval()  # each variant its own copy
+    module, folded = fold_bn(copy.deepcopy(module).eval())  # each variant its own copy
+    module = module.to(dev)
     if channels_last:
         module = module.to(memory_format=torch.channels_last)
-    if precision == "fp16":  # fp16 math, fp32 accumulation (model-bench's autocast call)
+    if precision in ("fp16", "bf16"):  # 16-bit math, fp32 accumulation (autocast)
+        dt = torch.float16 if precision == "fp16" else torch.bfloat16
+        # The weights in 16 bits once, as gpupipe converts them at load: autocast's per-call
+        # casts of them are then no-ops (not a cast kernel per weight per batch).
+        for m in module.modules():
+            if isinstance(m, (nn.Linear, nn.Conv2d)):
+                m.to(dt)
         inner = module
-        module = lambda t: MB._autocast_call(inner, t, torch.float16)  # noqa: E731
+        module = lambda t: MB._autocast_call(inner, t, dt)  # noqa: E731
     n_all = len(x)
     host = torch.from_numpy(x)  # pageable, as a service receives its items
     slots = min(inflight + 1, (n_all + batch - 1) // batch)  # as many batches as gpupipe's ring
@@ -160,49 +186,50 @@ def best_practice(module, x, dev, batch, inflight, precision, graphs, channels_l
         outs = [torch.empty((batch,) + out_shape, dtype=out_dtype, pin_memory=cuda)
                 for _ in range(slots)]
         first = torch.empty((n_all,) + out_shape, dtype=out_dtype)
-        step = MB.cuda_graph_step(module, batch, host, dev) if graphs else None
+        # A stream per slot: slot j's copies and compute are ordered on streams[j] and overlap
+        # the other slots' (one graph per slot: a graph's input and output buffers are its own).
+        streams = [torch.cuda.Stream() for _ in range(slots)] if cuda else None
+        steps = ([MB.cuda_graph_step(module, batch, host, dev) for _ in range(slots)]
+                 if graphs else None)
 
-        pending = [None] * slots  # per slot: (done event, items, offset) of its last batch
+        pending = [None] * slots  # per slot: (done event, items, offset, enqueue time)
 
-        def retire(j):  # the slot's last batch done; its outputs kept (for agreement)
-            ev, k, off = pending[j]
+        def retire(j, record):  # the slot's last batch done: the host has its outputs
+            ev, k, off, t_enq = pending[j]
             if cuda:
                 ev.synchronize()
             first[off:off + k].copy_(outs[j][:k])
+            record.append((t_enq, time.perf_counter(), k))
             pending[j] = None
 
         def one_pass(record):
-            """Every item once; record gets (enqueue time, done event or time, items)."""
+            """Every item once; record gets (enqueue time, time the host had it, items)."""
             for b, i in enumerate(range(0, n_all, batch)):
                 k, j = min(batch, n_all - i), b % slots
                 if pending[j] is not None:  # bounded: at most `slots` batches queued
-                    retire(j)
+                    retire(j, record)
                 t_enq = time.perf_counter()
                 stage[j][:k].copy_(host[i:i + k])
-                if step is not None and k == batch:
-                    y = step(stage[j])
-                else:
-                    y = module(stage[j][:k].to(dev, non_blocking=True))
-                outs[j][:k].copy_(y[:k], non_blocking=True)
-                ev = None
-                if cuda:
-                    ev = torch.cuda.Event(enable_timing=True)
-                    ev.record()
-                record.append((t_enq, ev if cuda else time.perf_counter(), k))
-                pending[j] = (ev, k, i)
+                with torch.cuda.stream(streams[j]) if cuda else contextlib.nullcontext():
+                    if steps is not None and k == batch:
+                        y = steps[j](stage[j])
+                    else:
+                        y = module(stage[j][:k].to(dev, non_blocking=True))
+                    outs[j][:k].copy_(y[:k], non_blocking=True)
+                    ev = None
+                    if cuda:
+                        ev = torch.cuda.Event()
+                        ev.record()  # on streams[j]
+                pending[j] = (ev, k, i, t_enq)
             for j in range(slots):
                 if pending[j] is not None:
-                    retire(j)
+                    retire(j, record)
 
         one_pass([])  # warm-up pass (cudnn.benchmark picks its algorithms here)
         if cuda:
             torch.cuda.synchronize()
         rec_all, passes = [], 0
         t0, e0 = time.perf_counter(), time.time()
-        ref = None
-        if cuda:  # the GPU is idle: this event's time is t0's
-            ref = torch.cuda.Event(enable_timing=True)
-            ref.record()
         while True:
             one_pass(rec_all)
             passes += 1
@@ -210,12 +237,11 @@ def best_practice(module, x, dev, batch, inflight, precision, graphs, channels_l
                 break
         secs = time.perf_counter() - t0  # one_pass waited for its last batches
     lat = []
-    for t_enq, done, k in rec_all:
-        t_done = t0 + ref.elapsed_time(done) * 1e-3 if cuda else done
+    for t_enq, t_done, k in rec_all:
         lat += [(t_done - t_enq) * 1e3] * k
     y = first.float().numpy() if first.is_floating_point() else first.numpy()
     return dict(items=passes * n_all, secs=secs, lat=lat, y=y, epoch0=e0, epoch1=e0 + secs,
-                agree_items=n_all)
+                agree_items=n_all, folded=folded)
 
 
 def gpupipe(gp_infer, path, xpath, work, dev, batch, inflight, producers, precision, graphs,
@@ -334,20 +360,22 @@ def main():
             cl = cuda and prec != "fp32" and name == "resnet18"
             try:
                 r = best_practice(module, x, dev, a.batch, inflight, prec, graphs, cl, seconds)
-            except RuntimeError as exc:  # e.g. a capture PyTorch refuses: say so, go on
+            except Exception as exc:  # e.g. a capture PyTorch refuses: say so, go on
                 print(f"  {name}: (ii) {prec}{' graphs' if graphs else ''}: {exc}",
                       file=sys.stderr)
                 bad = 1
                 continue
             add("(ii) PyTorch best practice", r,
-                f"{prec}{', channels_last' if cl else ''}{', CUDA graph' if graphs else ''}", prec)
+                f"{prec}{', channels_last' if cl else ''}{r['folded']}"
+                f"{', CUDA graphs' if graphs else ''}, a stream per slot" if cuda else
+                f"{prec}{r['folded']}", prec)
         r = naive(module, x, dev, seconds)
         add("(i) naive loop (PyTorch)", r, "batch 1, pageable, fp32", "fp32")
         for prec, graphs in variants:
             try:
-                r = gpupipe(a.gp_infer, path, xpath, a.work, dev, a.batch, inflight, a.producers,
-                            prec, graphs, seconds)
-            except RuntimeError as exc:
+                r = gpupipe(a.gp_infer, path, xpath, a.work, dev, a.batch, inflight,
+                            a.producers, prec, graphs, seconds)
+            except Exception as exc:  # one failed row must not lose the whole run's tables
                 print(f"  {name}: (iii) {prec}: {exc}", file=sys.stderr)
                 bad = 1
                 continue
