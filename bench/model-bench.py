@@ -11,9 +11,13 @@ random weights. For each model and batch size it runs
   gpupipe:      gp-infer on N items (pipeline: producers, batches of B, 3 slots in flight),
                 items/s as gp-infer reports it (first submit to last callback);
                 on CUDA also with --cuda-graphs;
-  PyTorch:      torch.inference_mode, eval mode, the same u8 / f32 inputs, batches of B from
-                pinned memory with non_blocking copies in and out (cuda), one synchronize at
-                the end; on CUDA also with CUDA graphs (one captured graph per batch size);
+  PyTorch:      torch.inference_mode, eval mode, batch-norm folded into the convolutions
+                (torch.fx fuse, as gpupipe folds it), the same u8 / f32 inputs, batches of B
+                from pinned memory with non_blocking copies in and out (cuda), the batches
+                round-robin over 3 CUDA streams (one batch's copies overlap another's compute,
+                as gpupipe's 3 slots), one synchronize at the end; fp16/bf16: Linear/Conv
+                weights cast once, autocast for the rest; on CUDA also with CUDA graphs (one
+                per stream and batch size);
 and checks that both agree on the predicted class (argmax / top-1) for >= 99 % of items.
 
 Fair on the CPU: gpupipe's host backend computes `inflight` batches at once, one thread each,
@@ -24,6 +28,8 @@ PyTorch uses (its build setting and the library actually loaded) and its thread 
 Prints a Markdown table for bench/RESULTS.md. Needs python3-torch and python3-numpy.
 """
 import argparse
+import contextlib
+import copy
 import os
 import re
 import subprocess
@@ -174,6 +180,39 @@ def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, 
     return float(m.group(1)), np.load(ypath)
 
 
+def fold_bn(module):
+    """-> (module with every conv -> batch-norm pair folded into the conv, how): PyTorch's own
+    inference fusion (torch.fx), as gpupipe folds batch-norm at load."""
+    if not any(isinstance(m, nn.BatchNorm2d) for m in module.modules()):
+        return module, ""
+    try:
+        from torch.fx.experimental.optimization import fuse
+        return fuse(module), ", BN folded (fx)"
+    except Exception as exc:  # depends on the torch version: run unfolded, and say so
+        print(f"  fx fuse failed, batch-norm not folded: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return module, ", BN NOT folded (fx fuse failed)"
+
+
+def torch_for_inference(module, device, precision, channels_last=False):
+    """-> (callable, how): a copy of `module` set up as a PyTorch user serving it would: eval,
+    batch-norm folded, on `device`, optionally channels_last; on CUDA with fp16/bf16 the
+    Linear/Conv weights cast once (as gpupipe converts its weights at load: autocast's per-call
+    casts of them are then no-ops) and autocast for the rest (fp32 accumulation)."""
+    module, how = fold_bn(copy.deepcopy(module).eval())
+    module = module.to(torch.device(device))
+    if channels_last:
+        module = module.to(memory_format=torch.channels_last)
+    if device == "cuda" and precision in ("fp16", "bf16"):
+        dt = torch.float16 if precision == "fp16" else torch.bfloat16
+        for m in module.modules():
+            if isinstance(m, (nn.Linear, nn.Conv2d)):
+                m.to(dt)
+        inner = module
+        return (lambda t: _autocast_call(inner, t, dt)), how
+    return module, how
+
+
 def run_torch(module, x, device, batch, precision, graphs):
     # fp32 is IEEE fp32, as gpupipe's (PyTorch's cuDNN convolutions default to TF32)
     with gx.cuda_fp32_math(tf32=precision == "tf32"):
@@ -182,14 +221,7 @@ def run_torch(module, x, device, batch, precision, graphs):
 
 def _run_torch(module, x, device, batch, precision, graphs):
     dev = torch.device(device)
-    module = module.to(dev).eval()
-    amp = None
-    if device == "cuda":
-        if precision in ("fp16", "bf16"):
-            amp = torch.float16 if precision == "fp16" else torch.bfloat16
-    if amp is not None:  # fp16/bf16 math with fp32 accumulation, as gpupipe's layers
-        inner = module
-        module = lambda t: _autocast_call(inner, t, amp)
+    module, _ = torch_for_inference(module, device, precision)
     n = x.shape[0]
     host_in = torch.from_numpy(x)
     if device == "cuda":
@@ -198,17 +230,24 @@ def _run_torch(module, x, device, batch, precision, graphs):
         probe = module(host_in[:batch].to(dev))
         host_out = torch.empty((n,) + tuple(probe.shape[1:]), dtype=probe.dtype,
                                pin_memory=device == "cuda")
-        step = cuda_graph_step(module, batch, host_in, dev) if graphs else None
-        if device == "cuda":
+        cuda = device == "cuda"
+        slots = 3 if cuda else 1  # gp-infer's default inflight on CUDA
+        streams = [torch.cuda.Stream() for _ in range(slots)] if cuda else None
+        steps = ([cuda_graph_step(module, batch, host_in, dev) for _ in range(slots)]
+                 if graphs else None)
+        if cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        for i in range(0, n, batch):
-            xb = host_in[i:i + batch]
-            if step is not None and xb.shape[0] == batch:
-                y = step(xb)
-            else:
-                y = module(xb.to(dev, non_blocking=True))
-            host_out[i:i + batch].copy_(y, non_blocking=True)
+        for b, i in enumerate(range(0, n, batch)):
+            j, xb = b % slots, host_in[i:i + batch]
+            # Batch b on stream j: in order with that stream's earlier batch (and its graph's
+            # buffers), overlapping the other streams' copies and compute.
+            with torch.cuda.stream(streams[j]) if cuda else contextlib.nullcontext():
+                if steps is not None and xb.shape[0] == batch:
+                    y = steps[j](xb)
+                else:
+                    y = module(xb.to(dev, non_blocking=True))
+                host_out[i:i + batch].copy_(y, non_blocking=True)
         if device == "cuda":
             torch.cuda.synchronize()
         secs = time.perf_counter() - t0

@@ -144,37 +144,12 @@ def naive(module, x, dev, seconds):
                 agree_items=len(first))
 
 
-def fold_bn(module):
-    """-> (module with every conv -> batch-norm pair folded into the conv, how): PyTorch's own
-    inference fusion (torch.fx), as gpupipe folds batch-norm at load."""
-    if not any(isinstance(m, nn.BatchNorm2d) for m in module.modules()):
-        return module, ""
-    try:
-        from torch.fx.experimental.optimization import fuse
-        return fuse(module), ", BN folded (fx)"
-    except Exception as exc:  # depends on the torch version: run unfolded, and say so
-        print(f"  fx fuse failed, batch-norm not folded: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
-        return module, ", BN NOT folded (fx fuse failed)"
-
-
 def best_practice(module, x, dev, batch, inflight, precision, graphs, channels_last, seconds):
     """(ii): batches staged in pinned memory, non_blocking copies, bounded in-flight batches,
     a CUDA stream per in-flight slot."""
     cuda = dev == "cuda"
-    module, folded = fold_bn(copy.deepcopy(module).eval())  # each variant its own copy
-    module = module.to(dev)
-    if channels_last:
-        module = module.to(memory_format=torch.channels_last)
-    if precision in ("fp16", "bf16"):  # 16-bit math, fp32 accumulation (autocast)
-        dt = torch.float16 if precision == "fp16" else torch.bfloat16
-        # The weights in 16 bits once, as gpupipe converts them at load: autocast's per-call
-        # casts of them are then no-ops (not a cast kernel per weight per batch).
-        for m in module.modules():
-            if isinstance(m, (nn.Linear, nn.Conv2d)):
-                m.to(dt)
-        inner = module
-        module = lambda t: MB._autocast_call(inner, t, dt)  # noqa: E731
+    # each variant its own copy: BN folded, 16-bit weights cast once, autocast for the rest
+    module, folded = MB.torch_for_inference(module, dev, precision, channels_last)
     n_all = len(x)
     host = torch.from_numpy(x)  # pageable, as a service receives its items
     slots = min(inflight + 1, (n_all + batch - 1) // batch)  # as many batches as gpupipe's ring
