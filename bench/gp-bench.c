@@ -835,6 +835,13 @@ static int probe_backend(const gb_opts *o, gb_workload *w, gb_packing packing, g
     gp_stats s = {.struct_size = sizeof s};
     gp_pipeline_stats(p, &s);
     r->backend = s.backend;
+    if (s.backend == GP_BACKEND_CUDA) { /* every figure depends on it: the header names it */
+        char gpu[128];
+        gb_gpu_desc(gpu, sizeof gpu);
+        size_t k = strlen(r->machine);
+        if (gpu[0] && k < sizeof r->machine)
+            snprintf(r->machine + k, sizeof r->machine - k, "; %s", gpu);
+    }
     r->fell_back = s.fell_back;
     snprintf(r->fallback_reason, sizeof r->fallback_reason, "%s", s.fallback_reason);
     gp_pipeline_destroy(p, GP_DESTROY_CANCEL);
@@ -1228,6 +1235,9 @@ int main(int argc, char **argv) {
                 runs[b - 1] = t;
             }
         if (nr) r.naive = runs[nr / 2];
+        if (nr && !o.quiet && !isatty(2)) /* a log keeps each result as it comes */
+            fprintf(stderr, "      naive: %.0f items/s, p50 %.3f ms\n", r.naive.items_per_s,
+                    r.naive.p50_us / 1e3);
         if (rc != GP_OK) {
             fprintf(stderr, "%sgp-bench: naive baseline: %s: %s\n", o.quiet ? "" : "\n",
                     gp_err_name(rc), err);
@@ -1280,6 +1290,14 @@ int main(int argc, char **argv) {
                         pt->offered_per_s = o.arrival == GB_CLOSED ? 0 : o.rate;
                         if (o.bound)
                             set_bound(pt, &bc.cell[pack_row(ps.packing)][bi][ii], ps.inflight);
+                        /* In a log (not a terminal) each point's result is written as it comes:
+                           a run cut short by a timeout keeps the points it finished. */
+                        if (!o.quiet && !isatty(2))
+                            fprintf(stderr,
+                                    "      %.0f items/s, p99 %.3f ms, compute %.0f %%, bound "
+                                    "%.0f items/s\n",
+                                    pt->items_per_s, pt->p99_us / 1e3, 100 * pt->compute_busy,
+                                    pt->bound_items_per_s);
                         if (o.report) {
                             if (!o.quiet && isatty(2)) fputc('\n', stderr);
                             printf("---- %s\n", line);

@@ -165,7 +165,7 @@ typedef struct gb_run {
     gb_point pts[GB_MAX_POINTS];
     int npts;
     gb_naive naive;
-    char date[32], machine[160];
+    char date[32], machine[256];
     /* Variable-size items: the workload's bytes per token and its token counts. */
     size_t token_bytes;
     double mean_tokens;
@@ -183,6 +183,9 @@ void gb_workload_close(gb_workload *w);
 const char *gb_workload_describe(const gb_workload *w);
 /* GP_OK when the workload can run on `backend` (host or cuda), else GP_ENOTSUP + why. */
 int gb_workload_supports(const gb_workload *w, gp_backend backend, char *err, size_t len);
+/* "GPU 0 <name> (cc, SMs, driver)" for the run's header; "" in a build without CUDA or where
+   the runtime sees no device. */
+void gb_gpu_desc(char *buf, size_t len);
 /* 1 when the compute is CPU work on the pipeline's slot threads (the host backend with a model
    or --host-spin): its bound is then measured with the compute alone on as many threads. 0 on a
    GPU and for the host backend's simulated compute (one simulated engine). */
