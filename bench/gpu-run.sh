@@ -687,12 +687,21 @@ st_compare() {
   done
   # gpupipe + LibTorch vs PyTorch on one TorchScript model (bench/torch-bench.py), appended to
   # the fp32 log: the device returns at most eight files.
-  if [ -x "$BUILD/bench/torch-bench" ] && [ -f "$ROOT/bench/torch-bench.py" ] &&
-    [ "$ST_STATUS" = ok ] && budget_for 300 60; then
+  # It runs whatever model-bench did, and says why when it does not.
+  local st0=$ST_STATUS det0=$ST_DETAIL
+  if [ ! -x "$BUILD/bench/torch-bench" ] || [ ! -f "$ROOT/bench/torch-bench.py" ]; then
+    ST_DETAIL="$ST_DETAIL; torch-bench not run: not in this build (no LibTorch: see build.log)"
+  elif ! budget_for 300 60; then
+    ST_STATUS=$st0 ST_DETAIL="$det0; torch-bench not run: time budget spent ($(left) s left)"
+    [ "$ST_STATUS" = ok ] && ST_STATUS=timeout
+  else
     timeout -k 10 "$STEP_T" "$py" "$ROOT/bench/torch-bench.py" --bench "$BUILD/bench/torch-bench" \
       --device cuda >>"$OUT/compare-fp32.txt" 2>&1
     rc=$?
-    if [ $rc -ne 0 ]; then
+    if is_timeout $rc; then
+      [ "$ST_STATUS" = ok ] && ST_STATUS=timeout
+      ST_DETAIL="$ST_DETAIL; torch-bench cut at $STEP_T s (compare-fp32.txt)"
+    elif [ $rc -ne 0 ]; then
       ST_STATUS=failed ST_DETAIL="$ST_DETAIL; torch-bench exit $rc (compare-fp32.txt)"
     else
       ST_DETAIL="$ST_DETAIL; torch-bench ok"

@@ -3,9 +3,12 @@
 run: what the pipeline alone is worth, with PyTorch's own kernels on every side.
 
   (i)   naive: a per-item loop in PyTorch (batch of 1: copy in, forward, copy out, next)
-  (ii)  PyTorch best practice: batches of --batch (256), inference_mode; on CUDA the batch is
-        staged in a preallocated pinned buffer and sent with non_blocking=True; also at
-        --also-batch sizes (64), so batch size and pipelining can be told apart
+  (ii)  PyTorch batched, not pipelined: batches of --batch (256), inference_mode; on CUDA the
+        batch is staged in a preallocated pinned buffer and sent with non_blocking=True, one
+        stream, .cpu() waits for each batch; also at --also-batch sizes (64), so batch size and
+        pipelining can be told apart. (PyTorch pipelined over several streams, with CUDA graphs
+        and folded batch-norm, is bench/symptom-bench.py's (ii): this bench isolates what the
+        pipeline adds to batching with the same kernels.)
   (iii) gpupipe + LibTorch: bench/torch-bench (C++, libgpupipe-torch), --producers (8) threads
         submitting items; rows for each --gp config (max_batch/inflight/threads)
 
@@ -236,7 +239,7 @@ def main():
         for bs in [a.batch] + [b for b in a.also_batch if b != a.batch]:
             e0 = time.time()
             n, secs, lat = best_practice(model, imgs, a.items, bs, dev)
-            add("(ii) PyTorch best practice", n, secs, lat, nv.mean(e0, time.time()),
+            add("(ii) PyTorch batched (not pipelined)", n, secs, lat, nv.mean(e0, time.time()),
                 f"batch {bs}, {(n + bs - 1) // bs} batches, {threads} threads" +
                 (", pinned + non_blocking" if dev == "cuda" else ""))
         for c in gp:

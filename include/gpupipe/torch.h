@@ -113,7 +113,12 @@ typedef struct gp_torch_options {
                                Applies on the host too (where PyTorch's CPU kernels may not
                                support FP16: the warm-up then fails at create).
                                TF32 is GP_EINVAL: it is a process-wide PyTorch switch
-                               (torch.backends.cuda.matmul.allow_tf32), set it in your program. */
+                               (torch.backends.cuda.matmul.allow_tf32), set it in your program.
+                               On CUDA, FP32 runs under PyTorch's own process-wide math
+                               settings, which gpupipe does not change: LibTorch's defaults
+                               keep matmuls in full FP32 but let cuDNN convolutions use TF32
+                               (torch.backends.cudnn.allow_tf32 = true); switch that off in
+                               your program for FP32 convolutions. */
     int warmup;             /* forwards run in compute_setup on zero inputs of batch 1, so the
                                first batch does not pay for lazy initialization (TorchScript's
                                profiling executor optimizes at the second run, kernels and

@@ -88,7 +88,9 @@ class Slow(nn.Module):
         return x * 2 + 1 + 0 * h.sum(1, keepdim=True)
 
 
-with torch.inference_mode():
+# no_grad, not inference_mode: modules built under inference_mode hold inference tensors, which
+# scripting, tracing and the in-place batch-norm updates below may refuse in newer PyTorch.
+with torch.no_grad():
     mlp = MLP().eval()
     torch.jit.script(mlp).save(os.path.join(out, "mlp.pt"))
     x = torch.randn(200, 16)

@@ -400,7 +400,10 @@ static void test_resnet(void) {
     for (size_t i = 0; i < N; i++)
         GPT_RC(r.status[i], GP_OK);
     double e = rel_err((const float *)r.out, ref, N * OUT);
-    double tol = g_backend == GP_BACKEND_HOST ? 1e-5 : 5e-3;
+    /* CUDA: LibTorch's default lets cuDNN's convolutions use TF32 (gpupipe/torch.h); rounding
+       every conv's operands to TF32 moves this ResNet by up to ~9e-3 relative (emulated on
+       the CPU with truncation; ~9e-4 with round-to-nearest). */
+    double tol = g_backend == GP_BACKEND_HOST ? 1e-5 : 2e-2;
     printf("resnet18 (3x40x40, 10 classes): %llu batches, mean %.1f items; rel error %.3g "
            "(limit %.0e)\n",
            (unsigned long long)s.batches, (double)s.batch_items / (double)s.batches, e, tol);
