@@ -447,6 +447,7 @@ typedef struct panel {
     double y0, y1; /* pixel top and bottom */
     double lo, hi; /* value range */
     int logy;
+    int rates; /* tick labels as rates (1.2k, 3.4M) */
 } panel;
 
 typedef struct xaxis {
@@ -499,8 +500,13 @@ static void axes(FILE *f, const panel *p, const xaxis *x, const gb_run *r, const
             double yy = px_y(p, v);
             fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
                     PLOT_X0, yy, PLOT_X1, yy);
-            fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%g</text>\n",
-                    PLOT_X0 - 6, yy + 4, v);
+            char lab[32];
+            if (p->rates)
+                snprintf(lab, sizeof lab, "%s", rate(v).s);
+            else
+                snprintf(lab, sizeof lab, "%g", v);
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
+                    PLOT_X0 - 6, yy + 4, lab);
         }
     } else {
         for (int k = 0; k <= 4; k++) {
@@ -585,7 +591,7 @@ int gb_write_svg(const gb_run *r, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     xaxis x = {INFINITY, -INFINITY};
-    double tmax = 0, lmin = INFINITY, lmax = 0;
+    double tmax = 0, tmin = INFINITY, lmin = INFINITY, lmax = 0;
     for (int i = 0; i < r->o->nbatch; i++) {
         x.lo = fmin(x.lo, log2((double)r->o->batch[i]));
         x.hi = fmax(x.hi, log2((double)r->o->batch[i]));
@@ -593,16 +599,26 @@ int gb_write_svg(const gb_run *r, const char *path) {
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
         tmax = fmax(tmax, fmax(p->items_per_s, p->bound_items_per_s));
+        if (p->items_per_s > 0) tmin = fmin(tmin, p->items_per_s);
         if (p->p99_us > 0) {
             lmin = fmin(lmin, p->p99_us / 1e3);
             lmax = fmax(lmax, p->p99_us / 1e3);
         }
     }
     if (r->naive.ran) tmax = fmax(tmax, r->naive.items_per_s);
+    if (r->naive.ran && r->naive.items_per_s > 0) tmin = fmin(tmin, r->naive.items_per_s);
     if (tmax <= 0) tmax = 1;
     if (!(lmin < INFINITY) || lmax <= 0) lmin = 0.01, lmax = 1;
-    panel top = {60, 275, 0, tmax * 1.1, 0};
-    panel bot = {340, 540, pow(10, floor(log10(lmin))), pow(10, ceil(log10(lmax))), 1};
+    /* Items/s on a linear scale, or by decades where the lowest is under 1/30 of the highest
+       (on a GPU the naive loop and batch 1 would otherwise sit on the axis). */
+    int tlog = tmin < INFINITY && tmax / tmin > 30;
+    panel top = {60, 275, 0, tmax * 1.1, 0, 1};
+    if (tlog) {
+        top.lo = pow(10, floor(log10(tmin)));
+        top.hi = pow(10, ceil(log10(tmax * 1.1)));
+        top.logy = 1;
+    }
+    panel bot = {340, 540, pow(10, floor(log10(lmin))), pow(10, ceil(log10(lmax))), 1, 0};
     if (bot.hi <= bot.lo) bot.hi = bot.lo * 10;
 
     fprintf(f,
@@ -628,7 +644,7 @@ int gb_write_svg(const gb_run *r, const char *path) {
         xml_text(f, desc + first + 2);
         fprintf(f, "</text>\n");
     }
-    axes(f, &top, &x, r, "items/s");
+    axes(f, &top, &x, r, tlog ? "items/s (log)" : "items/s");
     series(f, r, &top, &x, 0);
     axes(f, &bot, &x, r, "p99 latency, ms (log)");
     series(f, r, &bot, &x, 1);
