@@ -166,6 +166,10 @@ def best_practice(module, x, dev, batch, inflight, precision, graphs, channels_l
         streams = [torch.cuda.Stream() for _ in range(slots)] if cuda else None
         steps = ([MB.cuda_graph_step(module, batch, host, dev) for _ in range(slots)]
                  if graphs else None)
+        # The weights' casts and the probe ran on the default stream, which PyTorch's
+        # (non-blocking) slot streams do not wait for.
+        if cuda:
+            torch.cuda.synchronize()
 
         pending = [None] * slots  # per slot: (done event, items, offset, enqueue time)
 
