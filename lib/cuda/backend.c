@@ -224,16 +224,30 @@ static void nap(unsigned i) {
 
 /* Record the reference event on the idle anchor stream and poll it: its host time lies
    between the call and the observed completion; take the middle (a few us of offset, the
-   same for every event of the device, so stage intervals are unaffected). */
+   same for every event of the device, so stage intervals are unaffected).
+   Runs on the application's thread in create (and on the poller later). A query's "not yet"
+   (cudaErrorNotReady) may stay as the thread's last error (PyTorch clears it for that reason),
+   where the application's next cudaGetLastError() would read it as its own failure: it is
+   cleared here. So as not to clear (or overwrite) an error the application has not read yet,
+   a thread with one pending waits with cudaEventSynchronize instead of polling. */
 static int anchor(cuda_ctx *c, cuda_dev *d) {
     int rc;
     cudaError_t q;
     if ((rc = set_device(c, d)) != GP_OK) return rc;
+    int poll = cudaPeekAtLastError() == cudaSuccess; /* a value, not a failure of the call */
     uint64_t t0 = gp__now_ns();
     if ((rc = GP__CU(c, cudaEventRecord(d->ref, d->anchor))) != GP_OK) return rc;
-    for (unsigned i = 0; (q = cudaEventQuery(d->ref)) == cudaErrorNotReady; i++)
-        nap(i);
-    if ((rc = GP__CU_ST(c, q, "cudaEventQuery(d->ref)")) != GP_OK) return rc;
+    if (poll) {
+        unsigned i = 0;
+        for (; (q = cudaEventQuery(d->ref)) == cudaErrorNotReady; i++)
+            nap(i);
+        /* Only this loop's NotReady can be the last error now (there was none before). */
+        if (i > 0 && q == cudaSuccess && cudaPeekAtLastError() == cudaErrorNotReady)
+            (void)cudaGetLastError();
+        if ((rc = GP__CU_ST(c, q, "cudaEventQuery(d->ref)")) != GP_OK) return rc;
+    } else if ((rc = GP__CU(c, cudaEventSynchronize(d->ref))) != GP_OK) {
+        return rc;
+    }
     uint64_t t1 = gp__now_ns();
     d->ref_ns = t0 + (t1 - t0) / 2;
     return GP_OK;
