@@ -940,6 +940,11 @@ static int run_stages_alone(const gb_opts *o, gb_workload *w, size_t batch, gb_p
     if (rc == GP_OK) {
         double t0 = now_s();
         while (atomic_load(&r.wd.traced) < GB_MIN_BATCHES || now_s() - t0 < o->bound_s) {
+            /* Items that fail (a compute error, a lost device) are never traced: stop at the
+               first one rather than wait out the limit below; point_stop says why. */
+            if (atomic_load(&r.c.failed) ||
+                (atomic_load(&r.c.submit_errors) && r.c.last_submit_error != GP_EAGAIN))
+                break;
             if (now_s() - t0 > 600) {
                 snprintf(err, len, "fewer than %d batches of %zu in 600 s", GB_MIN_BATCHES + 1,
                          batch);
