@@ -5,7 +5,9 @@
 # kernels are host emulations. Not built in sanitizer presets (CUDA is off there). A sim case
 # never skips: no SKIP_RETURN_CODE, and GPT_REQUIRE_DEVICE=1. gpu_overlap is not among them:
 # it measures copy engines and kernels running beside each other, which the simulated device's
-# host threads on a CI machine's few cores do not.
+# host threads on a CI machine's few cores do not. The tsan-sim preset runs these cases under
+# ThreadSanitizer (all but sim_cuda_bench, whose timer reads mapped memory an emulated kernel
+# writes: a race by construction).
 if(NOT GP_HAVE_CUDA)
   return()
 endif()
