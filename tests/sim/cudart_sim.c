@@ -21,7 +21,8 @@
  * Model: each stream is a host thread running its operations in order; an event is a
  * sequence number (recorded / completed) with a completion time; "device memory" is host
  * memory from malloc, tracked in a table. Exclusive kernels (dynamic shared memory, the
- * tests' spin kernel filling every SM) take a per-device lock, so they serialise as on a GPU.
+ * tests' spin kernel filling every SM) take turns, first ready first run, so they serialise as
+ * on a GPU (one turn order for all simulated devices: no test runs them on two).
  * Environment: GPSIM_DEVICES (default 1) devices; CUDA_VISIBLE_DEVICES=-1 (or empty) hides
  * them all.
  */
@@ -95,7 +96,6 @@ struct sim_op {
     void *user;
     struct sim_graph *graph;
     float alpha;
-    uint64_t ticket; /* exclusive kernel launched directly: its turn (1-based), else 0 */
     sim_op *next;
 };
 
@@ -134,7 +134,7 @@ static struct {
     sim_stream *legacy[SIM_MAX_DEV];
     int global_captures; /* captures in global mode, any thread */
     /* Exclusive kernels (those with dynamic shared memory: the tests' spin kernel fills every
-       SM) run one at a time, in launch order, as a GPU's work distributor starts them. */
+       SM) run one at a time, in the order they become ready (excl_begin). */
     pthread_mutex_t excl_mu;
     pthread_cond_t excl_cv;
     uint64_t excl_next, excl_serving;
@@ -319,11 +319,13 @@ static void run_graph(const struct sim_graph *g) {
         run_op(o);
 }
 
-/* Wait for an exclusive kernel's turn (ticket > 0), or take the next free turn (ticket 0: a
-   replayed graph's kernel, which has no launch order of its own). */
-static void excl_begin(uint64_t ticket) {
+/* An exclusive kernel that is ready to run (at the head of its stream) takes the next turn and
+   waits for it: ready kernels start first come, first served, as a GPU's work distributor
+   starts them; a kernel still behind other work in its stream holds no turn, so no wait
+   across streams can deadlock on the order. */
+static void excl_begin(void) {
     pthread_mutex_lock(&S.excl_mu);
-    if (ticket == 0) ticket = ++S.excl_next;
+    uint64_t ticket = ++S.excl_next;
     while (S.excl_serving + 1 != ticket)
         pthread_cond_wait(&S.excl_cv, &S.excl_mu);
     pthread_mutex_unlock(&S.excl_mu);
@@ -337,13 +339,7 @@ static void excl_end(void) {
 }
 
 static void run_op(const sim_op *o) {
-    if (lost() && o->kind != OP_RECORD) { /* a lost context runs nothing more */
-        if (o->ticket) {
-            excl_begin(o->ticket);
-            excl_end();
-        }
-        return;
-    }
+    if (lost() && o->kind != OP_RECORD) return; /* a lost context runs nothing more */
     switch (o->kind) {
     case OP_COPY:
         memmove(o->dst, o->src, o->bytes);
@@ -353,7 +349,7 @@ static void run_op(const sim_op *o) {
         break;
     case OP_KERNEL: {
         int excl = o->shmem > 0;
-        if (excl) excl_begin(o->ticket);
+        if (excl) excl_begin();
         int e = o->k->emu(o);
         if (excl) excl_end();
         if (e) lose((cudaError_t)e);
@@ -823,20 +819,7 @@ static cudaError_t launch(const sim_kernel *k, dim3 grid, dim3 block, void **arg
     if (s->dev != t_dev) return ret(cudaErrorInvalidResourceHandle);
     sim_op o = {.kind = OP_KERNEL, .k = k, .grid = grid, .block = block, .shmem = shmem};
     if (!pack_args(emu_index(k->name), args, o.args)) return ret(cudaErrorInvalidValue);
-    pthread_mutex_lock(&s->mu);
-    int capturing = s->capturing;
-    pthread_mutex_unlock(&s->mu);
-    if (shmem > 0 && !capturing) { /* its turn, taken when it is launched */
-        pthread_mutex_lock(&S.excl_mu);
-        o.ticket = ++S.excl_next;
-        pthread_mutex_unlock(&S.excl_mu);
-    }
-    cudaError_t e = enqueue(st, &o);
-    if (e != cudaSuccess && o.ticket) { /* never runs: give its turn up */
-        excl_begin(o.ticket);
-        excl_end();
-    }
-    return ret(e);
+    return ret(enqueue(st, &o));
 }
 
 SIM_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args,
