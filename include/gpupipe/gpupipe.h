@@ -550,8 +550,11 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
  *   prom  the Prometheus family (after the "gpupipe_" prefix) with its labels, "" when the
  *         field is not a family or sample of its own (a histogram's sum or count, text, config)
  *   help  what it counts
- * Busy times (kind NS, *_busy_ns) count the union of stage intervals over all slots, so
- * busy / wall is a fraction of wall time.
+ * Busy times (kind NS, *_busy_ns): h2d, compute and d2h count the union of stage intervals
+ * over all slots, each interval credited when its batch completes, so over the pipeline's life
+ * busy / wall is a fraction of wall time; a window's (gp_pipeline_stats_since) may exceed the
+ * window's length by the part before the mark of the intervals in flight then. callback and prep
+ * count the time spent, summed over their workers (up to wall times the number of workers).
  */
 #define GP_STATS_FIELDS(X)                                                                         \
     X(META, size_t, struct_size, , "bytes", "",                                                    \
