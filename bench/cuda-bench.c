@@ -624,17 +624,6 @@ static void print_busy(const char *indent, const window *w) {
            w->compute_busy);
 }
 
-/* Bytes of the pinned input ring a pipeline created from c allocates (fixed-size items:
-   capacity items of item_in_bytes, lib/pipeline.c; capacity 0 is gpupipe.h's default, the
-   next power of two of 4 * max_batch * inflight). */
-static size_t ring_in_bytes(const gp_config *c) {
-    size_t cap = c->capacity;
-    if (cap == 0)
-        for (cap = 1; cap < 4 * c->max_batch * (size_t)c->inflight; cap <<= 1)
-            ;
-    return cap * c->item_in_bytes;
-}
-
 static void base_config(gp_config *c, size_t in, size_t out, size_t max_batch, spin_cfg *s) {
     gp_config_init(c);
     c->backend = GP_BACKEND_CUDA;
@@ -907,7 +896,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) {
         base_config(&c, sizes[i] / 16, 64, 16, &trivial);
         c.capacity = 256;
-        size_t ring = ring_in_bytes(&c), batch = c.max_batch * c.item_in_bytes;
+        /* The pinned input ring lib/pipeline.c allocates: capacity items of item_in_bytes. */
+        size_t ring = c.capacity * c.item_in_bytes, batch = c.max_batch * c.item_in_bytes;
         double rot_gbps = rotating_h2d_gbps(ring, batch);
         window wb = run_pipeline(&c, NULL);
         double b_ratio = wb.h2d_gbps / rot_gbps, same_ratio = wb.h2d_gbps / pk.h2d_gbps[i];
