@@ -49,12 +49,26 @@
 #define SIM_MAX_ARGS 96 /* bytes of a kernel's arguments kept per launch */
 #define SIM_MEM_TOTAL ((size_t)80 << 30)
 
+/* What the simulated device reports of itself (an H100-like sm_90 part): one place, read by
+   cudaDeviceGetAttribute and cudaGetDeviceProperties. */
+enum {
+    SIM_CC_MAJOR = 9,
+    SIM_CC_MINOR = 0,
+    SIM_SMS = 132,
+    SIM_SMEM_OPTIN = 232448,
+    SIM_MAX_THREADS = 1024,
+    SIM_WARP = 32
+};
+
+/* Kinds of tracked memory (bits in untrack's mask: 1 << kind). */
+enum { MEM_DEVICE = 1, MEM_PINNED = 2, MEM_MAPPED = 3 };
+
 /* ---- state ------------------------------------------------------------------------------ */
 
 typedef struct sim_alloc {
     uintptr_t base;
     size_t bytes;
-    int kind; /* 1 device, 2 pinned host, 3 mapped pinned host */
+    int kind; /* MEM_DEVICE, MEM_PINNED, MEM_MAPPED (pinned and mapped for kernels) */
     int dev;
     struct sim_alloc *next;
 } sim_alloc;
@@ -132,6 +146,8 @@ static struct {
     sim_kernel kernels[128];
     int nkernels;
     sim_stream *legacy[SIM_MAX_DEV];
+    sim_stream *streams[1024]; /* live streams (NULL: a free entry), for device-wide calls */
+    int nstreams;
     int global_captures; /* captures in global mode, any thread */
     /* Exclusive kernels (those with dynamic shared memory: the tests' spin kernel fills every
        SM) run one at a time, in the order they become ready (excl_begin). */
@@ -211,7 +227,7 @@ static int track(void *p, size_t bytes, int kind, int dev) {
     pthread_mutex_lock(&S.mu);
     a->next = S.allocs;
     S.allocs = a;
-    if (kind == 1) S.used[dev] += bytes;
+    if (kind == MEM_DEVICE) S.used[dev] += bytes;
     pthread_mutex_unlock(&S.mu);
     return 1;
 }
@@ -224,7 +240,7 @@ static int untrack(void *p, int mask) {
         sim_alloc *a = *pp;
         if (a->base == (uintptr_t)p && (mask & (1 << a->kind))) {
             *pp = a->next;
-            if (a->kind == 1) S.used[a->dev] -= a->bytes;
+            if (a->kind == MEM_DEVICE) S.used[a->dev] -= a->bytes;
             free(a);
             found = 1;
             break;
@@ -251,7 +267,7 @@ static int kind_of(const void *p, size_t bytes) {
 /* A range a kernel may touch: device memory or mapped host memory. */
 static int dev_ok(const void *p, size_t bytes) {
     int k = kind_of(p, bytes);
-    return k == 1 || k == 3;
+    return k == MEM_DEVICE || k == MEM_MAPPED;
 }
 
 /* ---- capture rules ------------------------------------------------------------------------ */
@@ -267,13 +283,10 @@ static int unsafe_now(void) {
     return t_mode == cudaStreamCaptureModeGlobal && g > 0;
 }
 
-static sim_stream *all_streams[1024];
-static int nstreams;
-
 static void invalidate_captures(void) {
     pthread_mutex_lock(&S.mu);
-    for (int i = 0; i < nstreams; i++) {
-        sim_stream *s = all_streams[i];
+    for (int i = 0; i < S.nstreams; i++) {
+        sim_stream *s = S.streams[i];
         if (!s) continue;
         pthread_mutex_lock(&s->mu);
         if (s->capturing == 1 && (s->cap_mode == cudaStreamCaptureModeGlobal ||
@@ -416,10 +429,10 @@ static sim_stream *stream_new(int dev, unsigned flags) {
     }
     pthread_mutex_lock(&S.mu);
     int slot = -1;
-    for (int i = 0; i < nstreams; i++)
-        if (!all_streams[i]) slot = i;
-    if (slot < 0 && nstreams < 1024) slot = nstreams++;
-    if (slot >= 0) all_streams[slot] = s;
+    for (int i = 0; i < S.nstreams; i++)
+        if (!S.streams[i]) slot = i;
+    if (slot < 0 && S.nstreams < 1024) slot = S.nstreams++;
+    if (slot >= 0) S.streams[slot] = s;
     pthread_mutex_unlock(&S.mu);
     return s;
 }
@@ -812,8 +825,8 @@ static cudaError_t launch(const sim_kernel *k, dim3 grid, dim3 block, void **arg
     ENTER();
     if (!k) return ret(cudaErrorInvalidDeviceFunction);
     if (!k->emu) return ret(cudaErrorNotSupported); /* no host emulation of this kernel */
-    if (block.x * block.y * block.z > 1024 || block.x == 0 || grid.x == 0 || grid.y > 65535 ||
-        grid.z > 65535)
+    if (block.x * block.y * block.z > SIM_MAX_THREADS || block.x == 0 || grid.x == 0 ||
+        grid.y > 65535 || grid.z > 65535)
         return ret(cudaErrorInvalidConfiguration);
     sim_stream *s = resolve(st);
     if (s->dev != t_dev) return ret(cudaErrorInvalidResourceHandle);
@@ -891,22 +904,22 @@ SIM_API cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d)
         *v = cudaComputeModeDefault;
         break;
     case cudaDevAttrComputeCapabilityMajor:
-        *v = 9;
+        *v = SIM_CC_MAJOR;
         break;
     case cudaDevAttrComputeCapabilityMinor:
-        *v = 0;
+        *v = SIM_CC_MINOR;
         break;
     case cudaDevAttrMultiProcessorCount:
-        *v = 132;
+        *v = SIM_SMS;
         break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-        *v = 232448;
+        *v = SIM_SMEM_OPTIN;
         break;
     case cudaDevAttrMaxThreadsPerBlock:
-        *v = 1024;
+        *v = SIM_MAX_THREADS;
         break;
     case cudaDevAttrWarpSize:
-        *v = 32;
+        *v = SIM_WARP;
         break;
     default:
         return ret(cudaErrorNotSupported); /* not simulated: say so, never guess */
@@ -919,12 +932,12 @@ SIM_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "gpsim %d: simulated device, not a GPU", d);
     p->totalGlobalMem = SIM_MEM_TOTAL;
-    p->major = 9;
-    p->minor = 0;
-    p->multiProcessorCount = 132;
-    p->maxThreadsPerBlock = 1024;
-    p->warpSize = 32;
-    p->sharedMemPerBlockOptin = 232448;
+    p->major = SIM_CC_MAJOR;
+    p->minor = SIM_CC_MINOR;
+    p->multiProcessorCount = SIM_SMS;
+    p->maxThreadsPerBlock = SIM_MAX_THREADS;
+    p->warpSize = SIM_WARP;
+    p->sharedMemPerBlockOptin = SIM_SMEM_OPTIN;
     p->asyncEngineCount = 2;
     p->canMapHostMemory = 1;
     p->unifiedAddressing = 1;
@@ -942,11 +955,11 @@ SIM_API cudaError_t cudaDeviceSynchronize(void) {
     ENTER();
     UNSAFE_CHECK();
     pthread_mutex_lock(&S.mu);
-    int n = nstreams;
+    int n = S.nstreams;
     pthread_mutex_unlock(&S.mu);
     for (int i = 0; i < n; i++) {
         pthread_mutex_lock(&S.mu);
-        sim_stream *s = all_streams[i];
+        sim_stream *s = S.streams[i];
         pthread_mutex_unlock(&S.mu);
         if (s && s->dev == t_dev) stream_drain(s);
     }
@@ -966,7 +979,7 @@ SIM_API cudaError_t cudaMalloc(void **p, size_t bytes) {
     UNSAFE_CHECK();
     if (!ndev()) return ret(cudaErrorNoDevice);
     void *m = malloc(bytes ? bytes : 1);
-    if (!m || !track(m, bytes, 1, t_dev)) {
+    if (!m || !track(m, bytes, MEM_DEVICE, t_dev)) {
         free(m);
         return ret(cudaErrorMemoryAllocation);
     }
@@ -978,7 +991,7 @@ SIM_API cudaError_t cudaFree(void *p) {
     ENTER();
     if (!p) return cudaSuccess;
     UNSAFE_CHECK();
-    if (!untrack(p, 1 << 1)) return ret(cudaErrorInvalidValue);
+    if (!untrack(p, 1 << MEM_DEVICE)) return ret(cudaErrorInvalidValue);
     free(p);
     return cudaSuccess;
 }
@@ -987,7 +1000,7 @@ SIM_API cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
     ENTER();
     UNSAFE_CHECK();
     void *m = malloc(bytes ? bytes : 1);
-    if (!m || !track(m, bytes, (flags & cudaHostAllocMapped) ? 3 : 2, t_dev)) {
+    if (!m || !track(m, bytes, (flags & cudaHostAllocMapped) ? MEM_MAPPED : MEM_PINNED, t_dev)) {
         free(m);
         return ret(cudaErrorMemoryAllocation);
     }
@@ -1001,14 +1014,14 @@ SIM_API cudaError_t cudaFreeHost(void *p) {
     ENTER();
     if (!p) return cudaSuccess;
     UNSAFE_CHECK();
-    if (!untrack(p, (1 << 2) | (1 << 3))) return ret(cudaErrorInvalidValue);
+    if (!untrack(p, (1 << MEM_PINNED) | (1 << MEM_MAPPED))) return ret(cudaErrorInvalidValue);
     free(p);
     return cudaSuccess;
 }
 SIM_API cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned flags) {
     *d = NULL;
     ENTER();
-    if (flags != 0 || kind_of(h, 1) != 3) return ret(cudaErrorInvalidValue);
+    if (flags != 0 || kind_of(h, 1) != MEM_MAPPED) return ret(cudaErrorInvalidValue);
     *d = h;
     return cudaSuccess;
 }
@@ -1019,13 +1032,13 @@ static int copy_ok(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind
     int dk = kind_of(dst, bytes), sk = kind_of(src, bytes);
     switch (kind) {
     case cudaMemcpyHostToDevice:
-        return dk == 1;
+        return dk == MEM_DEVICE;
     case cudaMemcpyDeviceToHost:
-        return sk == 1;
+        return sk == MEM_DEVICE;
     case cudaMemcpyDeviceToDevice:
-        return dk == 1 && sk == 1;
+        return dk == MEM_DEVICE && sk == MEM_DEVICE;
     case cudaMemcpyHostToHost:
-        return dk != 1 && sk != 1;
+        return dk != MEM_DEVICE && sk != MEM_DEVICE;
     default:
         return (dk != 0 || sk != 0);
     }
@@ -1039,32 +1052,31 @@ SIM_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
     sim_op o = {.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes};
     return ret(enqueue(st, &o));
 }
+/* The synchronous calls: the operation on the legacy stream, waited for. */
+static cudaError_t run_sync(const sim_op *o) {
+    sim_stream *s = resolve(NULL);
+    cudaError_t e = enqueue(NULL, o);
+    if (e == cudaSuccess) stream_drain(s);
+    return ret(e ? e : lost());
+}
 SIM_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     ENTER();
     UNSAFE_CHECK();
     if (bytes == 0) return cudaSuccess;
     if (!copy_ok(dst, src, bytes, kind)) return ret(cudaErrorInvalidValue);
-    sim_stream *s = resolve(NULL);
-    sim_op o = {.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes};
-    cudaError_t e = enqueue(NULL, &o);
-    if (e == cudaSuccess) stream_drain(s);
-    return ret(e ? e : lost());
+    return run_sync(&(sim_op){.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes});
 }
 SIM_API cudaError_t cudaMemset(void *p, int value, size_t bytes) {
     ENTER();
     UNSAFE_CHECK();
     if (bytes == 0) return cudaSuccess;
-    if (kind_of(p, bytes) != 1) return ret(cudaErrorInvalidValue);
-    sim_stream *s = resolve(NULL);
-    sim_op o = {.kind = OP_SET, .dst = p, .value = value, .bytes = bytes};
-    cudaError_t e = enqueue(NULL, &o);
-    if (e == cudaSuccess) stream_drain(s);
-    return ret(e ? e : lost());
+    if (kind_of(p, bytes) != MEM_DEVICE) return ret(cudaErrorInvalidValue);
+    return run_sync(&(sim_op){.kind = OP_SET, .dst = p, .value = value, .bytes = bytes});
 }
 SIM_API cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t st) {
     ENTER();
     if (bytes == 0) return cudaSuccess;
-    if (kind_of(p, bytes) != 1) return ret(cudaErrorInvalidValue);
+    if (kind_of(p, bytes) != MEM_DEVICE) return ret(cudaErrorInvalidValue);
     sim_op o = {.kind = OP_SET, .dst = p, .value = value, .bytes = bytes};
     return ret(enqueue(st, &o));
 }
@@ -1095,8 +1107,8 @@ SIM_API cudaError_t cudaStreamDestroy(cudaStream_t st) {
     pthread_mutex_unlock(&s->mu);
     if (capturing) return ret(cudaErrorStreamCaptureUnsupported);
     pthread_mutex_lock(&S.mu);
-    for (int i = 0; i < nstreams; i++)
-        if (all_streams[i] == s) all_streams[i] = NULL;
+    for (int i = 0; i < S.nstreams; i++)
+        if (S.streams[i] == s) S.streams[i] = NULL;
     pthread_mutex_unlock(&S.mu);
     /* CUDA returns at once and frees the stream when its work is done; the work still runs,
        so waiting for it here changes no outcome. */
@@ -1113,13 +1125,9 @@ SIM_API cudaError_t cudaStreamSynchronize(cudaStream_t st) {
     sim_stream *s = resolve(st);
     pthread_mutex_lock(&s->mu);
     int capturing = s->capturing;
+    if (capturing) s->capturing = 2; /* synchronizing a capturing stream invalidates it */
     pthread_mutex_unlock(&s->mu);
-    if (capturing) {
-        pthread_mutex_lock(&s->mu);
-        s->capturing = 2;
-        pthread_mutex_unlock(&s->mu);
-        return ret(cudaErrorStreamCaptureUnsupported);
-    }
+    if (capturing) return ret(cudaErrorStreamCaptureUnsupported);
     UNSAFE_CHECK();
     stream_drain(s);
     return ret(lost());
@@ -1351,8 +1359,6 @@ SIM_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b
 
 struct cublasContext {
     cudaStream_t st;
-    void *ws;
-    size_t ws_bytes;
 };
 
 SIM_API cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
@@ -1377,10 +1383,9 @@ SIM_API cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *st) {
 }
 SIM_API cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *ws, size_t bytes) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (bytes && kind_of(ws, bytes) != 1) return CUBLAS_STATUS_INVALID_VALUE;
-    h->ws = ws;
-    h->ws_bytes = bytes;
-    return CUBLAS_STATUS_SUCCESS;
+    /* Checked (device memory of that size), not kept: the simulated Sscal needs none. */
+    return bytes && kind_of(ws, bytes) != MEM_DEVICE ? CUBLAS_STATUS_INVALID_VALUE
+                                                     : CUBLAS_STATUS_SUCCESS;
 }
 SIM_API cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha, float *x,
                                       int incx) {
@@ -1388,7 +1393,7 @@ SIM_API cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alph
     if (lost()) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (n <= 0) return CUBLAS_STATUS_SUCCESS;
     if (incx != 1) return CUBLAS_STATUS_NOT_SUPPORTED; /* not simulated */
-    if (kind_of(x, (size_t)n * sizeof *x) != 1) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (kind_of(x, (size_t)n * sizeof *x) != MEM_DEVICE) return CUBLAS_STATUS_EXECUTION_FAILED;
     sim_op o = {.kind = OP_SSCAL, .dst = x, .bytes = (size_t)n, .alpha = *alpha};
     return enqueue(h->st, &o) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
                                              : CUBLAS_STATUS_EXECUTION_FAILED;
