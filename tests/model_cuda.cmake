@@ -1,5 +1,7 @@
 # The model runtime's CUDA layers against the host reference (issue 4), label gpu. Built only
 # with the CUDA backend; without a usable device each case prints why and exits 77 (skipped).
+# tests/sim.cmake runs the same binaries on the simulated device (sim_model_cuda_*,
+# sim_encoder_cuda), where they never skip.
 if(GP_HAVE_CUDA)
   gp_add_test(NAME model_cuda_ops SOURCES model_cuda/test_model_cuda.c ARGS ops LABELS gpu
               TIMEOUT 300)

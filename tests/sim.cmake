@@ -1,20 +1,23 @@
-# The CUDA backend on the simulated device (label sim): the CUDA pipeline and GPU tests run
-# with gpsim (sim/cudart_sim.c) preloaded in place of the CUDA Runtime, so CI without a GPU
-# runs the backend's streams, events, copies, graph capture and fault paths
-# (docs/DESIGN.md §11). Not a GPU: model layers (cuBLASLt, cuDNN) are not simulated, and the
-# kernels are host emulations. Not built in sanitizer presets (CUDA is off there). A sim case
-# never skips: no SKIP_RETURN_CODE, and GPT_REQUIRE_DEVICE=1. gpu_overlap is not among them:
-# it measures copy engines and kernels running beside each other, which the simulated device's
-# host threads on a CI machine's few cores do not. The tsan-sim preset runs these cases under
-# ThreadSanitizer (all but sim_cuda_bench, whose timer reads mapped memory an emulated kernel
-# writes: a race by construction).
+# The CUDA backend on the simulated device (label sim): the CUDA pipeline, GPU and model tests
+# run with gpsim (sim/*.c) preloaded in place of the CUDA Runtime, cuBLAS(Lt) and cuDNN, so CI
+# without a GPU runs the backend's streams, events, copies, graph capture and fault paths, and
+# the model runtime's CUDA layers against the host reference (docs/DESIGN.md §11). Not a GPU:
+# the kernels are host emulations, cuBLASLt and cuDNN are simulated from their documented
+# semantics (the convolution API the conv2d layer uses). Not built in sanitizer presets
+# (CUDA is off there). A sim case never skips: no SKIP_RETURN_CODE, and GPT_REQUIRE_DEVICE=1.
+# gpu_overlap is not among them: it measures copy engines and kernels running beside each
+# other, which the simulated device's host threads on a CI machine's few cores do not; nor is
+# encoder_kernels_cuda, which would test the emulations against its own references. The
+# tsan-sim preset runs these cases under ThreadSanitizer (CMakePresets.json says which).
 if(NOT GP_HAVE_CUDA)
   return()
 endif()
 
-add_library(gpsim SHARED sim/cudart_sim.c)
+# cudart_sim.c the runtime, libs_sim.c cuBLAS / cuBLASLt / cuDNN, kernels_sim.c the model
+# runtime's kernels; sim.h what they share.
+add_library(gpsim SHARED sim/cudart_sim.c sim/libs_sim.c sim/kernels_sim.c)
 target_include_directories(gpsim SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
-target_link_libraries(gpsim PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(gpsim PRIVATE Threads::Threads ${CMAKE_DL_LIBS} m)
 if(GP_HAVE_CUDNN)
   target_compile_definitions(gpsim PRIVATE GPSIM_HAVE_CUDNN)
   target_include_directories(gpsim SYSTEM PRIVATE ${GP_CUDNN_INCLUDE_DIR})
@@ -43,7 +46,43 @@ gp_sim_case(gpu_no_alloc gpu_no_alloc)
 gp_sim_case(gpu_handles gpu_handles ARGS eager)
 gp_sim_case(gpu_graphs gpu_handles ARGS graphs)
 gp_sim_case(gpu_graphs_uncapturable gpu_handles ARGS uncapturable)
+if(GP_HAVE_CUDNN) # cuDNN present but unloadable: gp_cuda_cudnn() NULL, the note says why
+  gp_sim_case(gpu_handles_no_cudnn gpu_handles ARGS eager ENV "GPSIM_CUDNN=0")
+endif()
 gp_sim_case(gpu_multi_device gpu_multi_device ENV "GPSIM_DEVICES=2")
+
+# The model runtime's CUDA layers against the host reference, every precision: every op kind,
+# the demo models eager and with CUDA graphs, on cuBLASLt and cuDNN (a convolution left on the
+# direct kernel fails: GPT_REQUIRE_CUDNN); the demo models with no fused epilogue anywhere
+# (cuBLASLt offers no bias epilogue, cuDNN refuses conv+bias+relu: the bias then runs as a kernel,
+# and the note must say so); every op kind without cuDNN (conv2d on the direct kernel).
+set(dnn "")
+if(GP_HAVE_CUDNN)
+  set(dnn "GPT_REQUIRE_CUDNN=1")
+endif()
+gp_sim_case(model_cuda_ops model_cuda_ops ARGS ops ENV "${dnn}" TIMEOUT 300)
+gp_sim_case(model_cuda_demo model_cuda_ops ARGS demo ENV "${dnn}" TIMEOUT 300)
+gp_sim_case(model_cuda_graphs model_cuda_ops ARGS graphs ENV "${dnn}" TIMEOUT 300)
+gp_sim_case(model_cuda_no_epilogue model_cuda_ops ARGS demo
+            ENV "${dnn};GPSIM_LT_EPILOGUES=0;GPSIM_DNN_FUSED=0" TIMEOUT 300)
+set_tests_properties(sim_model_cuda_no_epilogue PROPERTIES PASS_REGULAR_EXPRESSION
+  "demo mlp: backend note: cuBLASLt has no bias-epilogue algorithm[^\n]*its bias runs as a kernel after it.*all comparisons within tolerance")
+if(GP_HAVE_CUDNN)
+  gp_sim_case(model_cuda_no_cudnn model_cuda_ops ARGS ops ENV "GPSIM_CUDNN=0" TIMEOUT 300)
+endif()
+
+# The README's main job on the simulated device: gp-bench's default sweep of the demo MLP on
+# CUDA (batch 1..512: every bucket's GEMM plan), with the plot. Its figures are the
+# simulation's and are not checked. (The synthetic workload's spin kernel cannot run here: it
+# is gp-bench's own, on the static CUDA runtime, which a preload does not replace.)
+if(TARGET gp-bench)
+  gp_sim_case(gp_bench_mlp gp-bench TIMEOUT 600
+              ARGS --workload mlp --backend cuda --svg ${CMAKE_CURRENT_BINARY_DIR}/sim-gp-bench.svg)
+endif()
+
+# Transformer encoders (embedding, layernorm, both attention kernels, token-by-token GEMMs with
+# cublasLtMatmulAlgoCheck, pooling, l2norm) through variable-size batches, every precision.
+gp_sim_case(encoder_cuda encoder_cuda TIMEOUT 600)
 
 # cuda-bench end to end (its figures are the simulation's and are not checked).
 if(TARGET cuda-bench)

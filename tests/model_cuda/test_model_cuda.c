@@ -11,7 +11,8 @@
  * index must equal the reference's j-th largest logit within the tolerance, and top-1 must
  * agree on at least 99% of the items.
  * Without a usable CUDA device the first pipeline create returns GP_ENODEV: the test prints
- * why and exits 77 (skipped).
+ * why and exits 77 (skipped). GPT_REQUIRE_CUDNN=1: a convolution that runs on the direct kernel
+ * (cuDNN unavailable, or unable to plan it) fails the test.
  */
 #include <gpupipe/model.h>
 #include <math.h>
@@ -186,6 +187,11 @@ static void run_cuda(gp_model *m, const char *label, size_t n, const unsigned ch
     GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
     /* What the CUDA layers ran without (a convolution on the direct kernel) is in the stats. */
     if (s.backend_note[0]) printf("%s: backend note: %s\n", label, s.backend_note);
+    /* Where cuDNN is known to plan every convolution (the simulated device sets
+       GPT_REQUIRE_CUDNN=1), one on the direct kernel is a failure, not a note. */
+    if (backend == GP_BACKEND_CUDA && getenv("GPT_REQUIRE_CUDNN") &&
+        strstr(gp_model_spec(m), "conv2d"))
+        GPT_CHECK(strstr(s.backend_note, "direct kernel") == NULL);
 #if !defined(GP_HAVE_CUDNN)
     if (backend == GP_BACKEND_CUDA && strstr(gp_model_spec(m), "conv2d"))
         GPT_CHECK(strstr(s.backend_note, "built without cuDNN") != NULL);

@@ -1,11 +1,13 @@
 /*
  * gpsim: a CUDA Runtime double for machines without a GPU (docs/DESIGN.md §11, "The simulated
  * device"). Preloaded (LD_PRELOAD) into a test built with CUDA, it answers the CUDA Runtime,
- * cuBLAS-handle and cuDNN calls that the CUDA backend (lib/cuda/backend.c) and the tests' own
- * CUDA support make, so the backend's orchestration runs in CI: streams, events, copies,
- * stream capture and CUDA graphs, faults. It is not a GPU and proves nothing about one: the
- * kernels are host emulations of the tests' and the pipeline's own few kernels, and the
- * model layers (cuBLASLt matmuls, cuDNN convolutions) are not simulated.
+ * cuBLAS, cuBLASLt and cuDNN calls that the CUDA backend (lib/cuda/backend.c), the model
+ * runtime's CUDA layers (lib/cuda/) and the tests' own CUDA support make, so their
+ * orchestration runs in CI: streams, events, copies, stream capture and CUDA graphs, faults,
+ * the layers' plans and launches. It is not a GPU and proves nothing about one: the
+ * kernels are host emulations (of the tests' and the pipeline's kernels here, of the model
+ * runtime's in kernels_sim.c), and cuBLASLt and cuDNN's convolutions are simulated from their
+ * documented semantics (libs_sim.c).
  *
  * What it checks that a real device would only show as corruption or a hang:
  *  - every copy, memset and emulated kernel access lies inside one live allocation of the
@@ -37,16 +39,11 @@
 #include <string.h>
 #include <time.h>
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#ifdef GPSIM_HAVE_CUDNN
-#include <cudnn.h>
-#endif
 
-#define SIM_API __attribute__((visibility("default")))
+#include "sim.h"
+
 #define SIM_MAX_DEV 8
-#define SIM_MAX_ARGS 96 /* bytes of a kernel's arguments kept per launch */
 #define SIM_MEM_TOTAL ((size_t)80 << 30)
 
 /* What the simulated device reports of itself (an H100-like sm_90 part): one place, read by
@@ -60,9 +57,6 @@ enum {
     SIM_WARP = 32
 };
 
-/* Kinds of tracked memory (bits in untrack's mask: 1 << kind). */
-enum { MEM_DEVICE = 1, MEM_PINNED = 2, MEM_MAPPED = 3 };
-
 /* ---- state ------------------------------------------------------------------------------ */
 
 typedef struct sim_alloc {
@@ -73,7 +67,6 @@ typedef struct sim_alloc {
     struct sim_alloc *next;
 } sim_alloc;
 
-typedef struct sim_op sim_op;
 typedef struct CUstream_st sim_stream;
 
 struct CUevent_st {
@@ -84,33 +77,6 @@ struct CUevent_st {
     uint64_t recorded;  /* records enqueued */
     uint64_t completed; /* records that ran */
     uint64_t done_ns;   /* time of the last completed record */
-};
-
-typedef struct sim_kernel {
-    const void *stub;
-    const char *name;
-    int (*emu)(const struct sim_op *op); /* 0, or a cudaError_t that loses the context */
-} sim_kernel;
-
-enum { OP_COPY, OP_SET, OP_KERNEL, OP_RECORD, OP_WAIT, OP_HOSTFN, OP_GRAPH, OP_SSCAL };
-
-struct sim_op {
-    int kind;
-    void *dst;
-    const void *src;
-    size_t bytes;
-    int value;
-    cudaEvent_t ev;
-    uint64_t seq;
-    const sim_kernel *k;
-    dim3 grid, block;
-    size_t shmem;
-    unsigned char args[SIM_MAX_ARGS];
-    cudaHostFn_t fn;
-    void *user;
-    struct sim_graph *graph;
-    float alpha;
-    sim_op *next;
 };
 
 struct CUstream_st {
@@ -143,7 +109,7 @@ static struct {
     pthread_mutex_t mu; /* allocations, kernels, default streams, capture counters */
     sim_alloc *allocs;
     size_t used[SIM_MAX_DEV];
-    sim_kernel kernels[128];
+    sim_kernel kernels[512]; /* every kernel the program registers */
     int nkernels;
     sim_stream *legacy[SIM_MAX_DEV];
     sim_stream *streams[1024]; /* live streams (NULL: a free entry), for device-wide calls */
@@ -201,7 +167,7 @@ static cudaError_t ret(cudaError_t e) {
     return e;
 }
 
-static cudaError_t lost(void) {
+cudaError_t lost(void) {
     return (cudaError_t)atomic_load(&sticky);
 }
 
@@ -251,7 +217,7 @@ static int untrack(void *p, int mask) {
 }
 
 /* The kind of the allocation holding [p, p + bytes), 0 when none holds all of it. */
-static int kind_of(const void *p, size_t bytes) {
+int kind_of(const void *p, size_t bytes) {
     uintptr_t x = (uintptr_t)p;
     int kind = 0;
     pthread_mutex_lock(&S.mu);
@@ -265,7 +231,7 @@ static int kind_of(const void *p, size_t bytes) {
 }
 
 /* A range a kernel may touch: device memory or mapped host memory. */
-static int dev_ok(const void *p, size_t bytes) {
+int dev_ok(const void *p, size_t bytes) {
     int k = kind_of(p, bytes);
     return k == MEM_DEVICE || k == MEM_MAPPED;
 }
@@ -383,12 +349,6 @@ static void run_op(const sim_op *o) {
     case OP_GRAPH:
         run_graph(o->graph);
         break;
-    case OP_SSCAL: {
-        float *x = o->dst;
-        for (size_t i = 0; i < o->bytes; i++)
-            x[i] *= o->alpha;
-        break;
-    }
     }
 }
 
@@ -458,7 +418,7 @@ static sim_stream *resolve(cudaStream_t st) {
 }
 
 /* Enqueue (or, under capture, record into the capture) a copy of *tmpl. */
-static cudaError_t enqueue(cudaStream_t st, const sim_op *tmpl) {
+cudaError_t enqueue(cudaStream_t st, const sim_op *tmpl) {
     sim_stream *s = resolve(st);
     if (!s) return ret(cudaErrorMemoryAllocation);
     sim_op *o = malloc(sizeof *o);
@@ -684,35 +644,38 @@ static int emu_unpad(const sim_op *o) {
     return 0;
 }
 
-static const struct {
-    const char *id; /* the mangled name holds <length><id>: "16transform_kernel" */
-    int (*emu)(const sim_op *);
-    size_t arg_bytes[8];
-} EMUS[] = {
-    {"16transform_kernel", emu_transform, {8, 8, 8}},
-    {"11gate_kernel", emu_gate, {8, 8, 4, 8}},
-    {"11trap_kernel", emu_trap, {0}},
-    {"11noop_kernel", emu_noop, {0}},
-    {"11spin_kernelEyP", emu_bench_spin, {8, 8, 8, 8}}, /* before the tests' spin_kernel(u64) */
-    {"11spin_kernel", emu_spin, {8}},
-    {"12timer_kernel", emu_timer, {8}},
-    {"10var_kernel", emu_var, {8, 8, 8, 8}},
-    {"10pad_kernel", emu_pad, {8, 8, 8, 8, 8, 8}},
-    {"12unpad_kernel", emu_unpad, {8, 8, 8, 8}},
+static const sim_emu EMUS[] = {
+    {"16transform_kernel", emu_transform, "ppz"},
+    {"11gate_kernel", emu_gate, "ppiz"},
+    {"11trap_kernel", emu_trap, ""},
+    {"11noop_kernel", emu_noop, ""},
+    {"11spin_kernelEyP", emu_bench_spin, "zppp"}, /* before the tests' spin_kernel(u64) */
+    {"11spin_kernel", emu_spin, "z"},
+    {"12timer_kernel", emu_timer, "p"},
+    {"10var_kernel", emu_var, "pppz"},
+    {"10pad_kernel", emu_pad, "pppzzp"},
+    {"12unpad_kernel", emu_unpad, "pzpp"},
 };
 
-static int emu_index(const char *name) {
-    for (size_t i = 0; i < sizeof EMUS / sizeof EMUS[0]; i++)
-        if (name && strstr(name, EMUS[i].id)) return (int)i;
-    return -1;
+/* The emulation of the kernel registered as `name`: the tests' and the pipeline's kernels
+   above, then the model runtime's (kernels_sim.c); NULL for a kernel not emulated. */
+static const sim_emu *emu_of(const char *name) {
+    for (size_t i = 0; name && i < sizeof EMUS / sizeof EMUS[0]; i++)
+        if (strstr(name, EMUS[i].id)) return &EMUS[i];
+    for (size_t i = 0; name && i < sim_model_nemus; i++)
+        if (strstr(name, sim_model_emus[i].id)) return &sim_model_emus[i];
+    return NULL;
 }
 
-/* Pack the arguments as the kernel's parameters are laid out (each aligned to its size). */
-static int pack_args(int e, void **args, unsigned char *out) {
+/* Pack the arguments as the kernel's parameters are laid out (each at its alignment). */
+static int pack_args(const sim_emu *e, void **args, unsigned char *out) {
     size_t off = 0;
-    for (int i = 0; i < 8 && EMUS[e].arg_bytes[i]; i++) {
-        size_t b = EMUS[e].arg_bytes[i];
-        off = (off + b - 1) / b * b;
+    for (int i = 0; e->args[i]; i++) {
+        char c = e->args[i];
+        size_t b = c == 'p' || c == 'z' ? 8 : c == 'i' ? 4 : c == 'G' ? 44 : c == 'C' ? 60 : 0;
+        size_t al = b == 8 ? 8 : 4;
+        if (!b) return 0;
+        off = (off + al - 1) / al * al;
         if (off + b > SIM_MAX_ARGS) return 0;
         memcpy(out + off, args[i], b);
         off += b;
@@ -774,10 +737,10 @@ SIM_API void __cudaRegisterFunction(void **h, const char *hostFun, char *deviceF
     pthread_mutex_lock(&S.mu);
     if (S.nkernels < (int)(sizeof S.kernels / sizeof S.kernels[0])) {
         sim_kernel *k = &S.kernels[S.nkernels++];
-        int e = emu_index(deviceName);
+        const sim_emu *e = emu_of(deviceName);
         k->stub = hostFun;
         k->name = deviceName;
-        k->emu = e >= 0 ? EMUS[e].emu : NULL;
+        k->emu = e ? e->emu : NULL;
     }
     pthread_mutex_unlock(&S.mu);
 }
@@ -831,7 +794,7 @@ static cudaError_t launch(const sim_kernel *k, dim3 grid, dim3 block, void **arg
     sim_stream *s = resolve(st);
     if (s->dev != t_dev) return ret(cudaErrorInvalidResourceHandle);
     sim_op o = {.kind = OP_KERNEL, .k = k, .grid = grid, .block = block, .shmem = shmem};
-    if (!pack_args(emu_index(k->name), args, o.args)) return ret(cudaErrorInvalidValue);
+    if (!pack_args(emu_of(k->name), args, o.args)) return ret(cudaErrorInvalidValue);
     return ret(enqueue(st, &o));
 }
 
@@ -845,6 +808,15 @@ SIM_API cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, vo
     return launch(kernel_of(func), grid, block, args, shmem, st);
 }
 
+/* The device code a kernel runs is the device's own architecture's (the build's sm_90). */
+SIM_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *fa, const void *func) {
+    ENTER();
+    if (!kernel_of(func)) return ret(cudaErrorInvalidDeviceFunction);
+    memset(fa, 0, sizeof *fa);
+    fa->maxThreadsPerBlock = SIM_MAX_THREADS;
+    fa->ptxVersion = fa->binaryVersion = SIM_CC_MAJOR * 10 + SIM_CC_MINOR;
+    return cudaSuccess;
+}
 SIM_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
     (void)attr, (void)value;
     ENTER();
@@ -1354,70 +1326,3 @@ SIM_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b
     *ms = (float)((double)(int64_t)(tb - ta) / 1e6);
     return cudaSuccess;
 }
-
-/* ---- cuBLAS / cuBLASLt handles (the pipeline's per-slot handles; no BLAS but Sscal) -------- */
-
-struct cublasContext {
-    cudaStream_t st;
-};
-
-SIM_API cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
-    if (lost()) return CUBLAS_STATUS_EXECUTION_FAILED;
-    *h = calloc(1, sizeof **h);
-    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
-}
-SIM_API cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    free(h);
-    return CUBLAS_STATUS_SUCCESS;
-}
-SIM_API cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t st) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    h->st = st;
-    return CUBLAS_STATUS_SUCCESS;
-}
-SIM_API cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *st) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    *st = h->st;
-    return CUBLAS_STATUS_SUCCESS;
-}
-SIM_API cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *ws, size_t bytes) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    /* Checked (device memory of that size), not kept: the simulated Sscal needs none. */
-    return bytes && kind_of(ws, bytes) != MEM_DEVICE ? CUBLAS_STATUS_INVALID_VALUE
-                                                     : CUBLAS_STATUS_SUCCESS;
-}
-SIM_API cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha, float *x,
-                                      int incx) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (lost()) return CUBLAS_STATUS_EXECUTION_FAILED;
-    if (n <= 0) return CUBLAS_STATUS_SUCCESS;
-    if (incx != 1) return CUBLAS_STATUS_NOT_SUPPORTED; /* not simulated */
-    if (kind_of(x, (size_t)n * sizeof *x) != MEM_DEVICE) return CUBLAS_STATUS_EXECUTION_FAILED;
-    sim_op o = {.kind = OP_SSCAL, .dst = x, .bytes = (size_t)n, .alpha = *alpha};
-    return enqueue(h->st, &o) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
-                                             : CUBLAS_STATUS_EXECUTION_FAILED;
-}
-
-struct cublasLtContext {
-    int unused;
-};
-SIM_API cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
-    if (lost()) return CUBLAS_STATUS_EXECUTION_FAILED;
-    *h = calloc(1, sizeof(struct cublasLtContext));
-    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
-}
-SIM_API cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    free(h);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-#ifdef GPSIM_HAVE_CUDNN
-/* cuDNN is not simulated: its handle cannot be created, as where the library is missing a
-   sub-library (the backend's "cuDNN unavailable" path). */
-SIM_API cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
-    *h = NULL;
-    return CUDNN_STATUS_NOT_INITIALIZED;
-}
-#endif
