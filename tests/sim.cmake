@@ -36,7 +36,8 @@ function(gp_sim_case name exe)
     ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:gpsim>;GPT_REQUIRE_DEVICE=1;GPSIM_DEVICES=1;${S_ENV}")
 endfunction()
 
-foreach(t test_e2e test_policy test_lifecycle test_slot test_varsize test_stress test_tiny_ring)
+foreach(t test_e2e test_policy test_lifecycle test_slot test_varsize test_stress test_tiny_ring
+          test_model_tokens)
   gp_sim_case(${t} ${t} ARGS cuda)
 endforeach()
 gp_sim_case(gpu_fault_sticky gpu_fault_sticky ARGS sticky)

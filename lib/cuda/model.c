@@ -566,8 +566,9 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
         char why[160];
         gp__err e = {why, sizeof why};
         size_t longest = 0;
-        if (gp__token_offsets(m, b->n, off, NULL, &longest, &e) != GP_OK)
-            return CK_FAIL(&c, GP_EDEVICE, "%s", why);
+        int trc = gp__token_offsets(m, b->n, off, NULL, &longest, &e);
+        if (trc != GP_OK) /* the item's fault (GP_EINVAL), as on the host: not the device's */
+            return CK_FAIL(&c, trc, "%s", why);
         st->max_len = longest; /* sizes the grids of the per-item token kernels */
         st->tokens = (size_t)(off[b->n] - off[0]) / m->token_bytes;
         if (st->tokens > st->tcap)
