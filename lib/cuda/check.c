@@ -69,6 +69,8 @@ void gp__cu_format(gp__cu_status s, const char *call, char *buf, size_t len) {
     const char *name, *text;
     gp__cu_describe(s, &name, &text);
     int call_len = (int)strcspn(call, "(");
+    while (call_len > 0 && call[call_len - 1] == ' ') /* "the compute (...)": no double space */
+        call_len--;
     snprintf(buf, len, "%.*s failed: %s (%d): %s", call_len, call, name ? name : "?", s.code,
              text ? text : "?");
 }
