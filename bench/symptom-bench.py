@@ -39,16 +39,18 @@ On CUDA (ii) and (iii) hold at most the same number of items (inflight + 1 batch
 ring), so by Little's law their latencies compare at equal throughput; on a CPU PyTorch's
 forward blocks, so (ii) holds one batch while gpupipe's ring holds up to four: compare
 items/s there, not latency.
-Agreement: the top-1 class of every contender against (ii) fp32 eager, over the first pass;
->= 99 % for fp32/tf32 rows, >= 97 % for fp16 (near-ties flip), and the reference must not give
-one class to over half the items.
+Agreement: the top-1 class of every contender against (ii) fp32 eager, over the first pass
+(the column); every item whose top-1 differs must be a near-tie: its class scores, in PyTorch's
+IEEE fp32 output, within the precision's tolerance x max |score| of the top class (fp32 1e-4,
+tf32 5e-3, fp16/bf16 2e-2, as in the conformance test), else the row says "(N far)" and the run
+fails; and the reference must not give one class to over half the items.
 
 usage: symptom-bench.py GP_INFER [--device cuda|cpu] [--models mlp,resnet18] [--items N]
                         [--size S] [--batch 256] [--inflight 3] [--producers 8]
                         [--precisions fp32,fp16] [--seconds S] [--threads T] [--work DIR]
                         [--json OUT.json]
 Prints one Markdown table per model (for bench/RESULTS.md); --json writes the raw numbers.
-Exit status: 0, or 1 when a contender failed or disagreed with PyTorch fp32 on > 1 % of items.
+Exit status: 0, or 1 when a contender failed or disagreed with PyTorch fp32 beyond a near-tie.
 """
 import argparse
 import contextlib
@@ -108,6 +110,26 @@ def prepare(name, gp_infer, work, items, size):
         C.save_model(rn, path, rn.spec(size) + "topk k=5\n")
         return path, Top5(rn).eval(), x
     raise SystemExit(f"symptom-bench: unknown model '{name}' (mlp, resnet18)")
+
+
+def ref_scores(module, x, dev):
+    """PyTorch fp32 (IEEE) scores of the items (the classifier's output before any top-k):
+    what tells a near-tie from a wrong answer in the agreement check."""
+    f = copy.deepcopy(module.rn if isinstance(module, Top5) else module).to(dev).eval()
+    out = []
+    with torch.inference_mode(), GX.cuda_fp32_math(tf32=False):
+        for i in range(0, len(x), 256):
+            out.append(f(torch.from_numpy(x[i:i + 256]).to(dev)).float().cpu())
+    return torch.cat(out).numpy().astype(np.float64)
+
+
+def far_flips(picked, scores, prec):
+    """Items whose top-1 differs from PyTorch fp32's by more than a near-tie: the class picked
+    scores, in fp32, more than the precision's tolerance (the conformance test's: fp32 1e-4,
+    tf32 5e-3, fp16/bf16 2e-2) x max |score| below fp32's top class."""
+    band = C.TOL[prec] * max(float(np.max(np.abs(scores))), 1e-30)
+    rows = np.arange(len(picked))
+    return int(np.sum(scores.max(axis=1) - scores[rows, picked] > band))
 
 
 def top1(y):
@@ -305,10 +327,10 @@ def main():
         path, module, x = prepare(name, a.gp_infer, a.work, items, size)
         xpath = os.path.join(a.work, f"x_{name}.npy")
         np.save(xpath, x)
-        rows, ref_y = [], None
+        rows, ref_y, scores = [], None, None
 
         def add(label, r, setup, prec):
-            nonlocal ref_y, bad
+            nonlocal ref_y, bad, scores
             y = r["y"][:r["agree_items"]]
             if ref_y is None:
                 ref_y = y
@@ -318,15 +340,20 @@ def main():
                           "top-1 class: the agreement check means nothing", file=sys.stderr)
                     bad = 1
             agree = float(np.mean(top1(y) == top1(ref_y[:len(y)])))
-            # fp16/bf16 flip near-ties (~1 % of items within 1e-3 of the logit scale)
-            if agree < (0.99 if prec in ("fp32", "tf32") else 0.97):
+            # fp16 flips near-ties: on the random ResNet-18, whose 1000 logits sit close
+            # together, PyTorch's own fp16 agreed with its fp32 on 93.5 % of items (first H200
+            # run, 2026-11-26). A flip that is not a near-tie fails the run.
+            if scores is None or len(scores) < len(y):
+                scores = ref_scores(module, x[:len(y)], dev)
+            far = far_flips(top1(y), scores[:len(y)], prec)
+            if far:
                 bad = 1
             w = r["epoch1"] - r["epoch0"]  # NVML averages over up to 1 s: skip the first second
             util = nv.mean(r["epoch0"] + min(1.0, w / 3), r["epoch1"])
             rows.append(dict(label=label, items=r["items"], ips=r["items"] / r["secs"],
                              p50=pct(r["lat"], 50) if "lat" in r else r["p50_ms"],
                              p99=pct(r["lat"], 99) if "lat" in r else r["p99_ms"],
-                             util=util, agree=agree, setup=setup))
+                             util=util, agree=agree, far=far, setup=setup))
             print(f"  {name}: {label}: {rows[-1]['ips']:.1f} items/s", file=sys.stderr,
                   flush=True)
 
@@ -382,9 +409,10 @@ def main():
                 u = "- (CPU)"
             vs_i = f"{r['ips'] / naive_ips:.1f}x" if naive_ips else "n/a"
             vs_ii = f"{r['ips'] / best_ii:.2f}x" if best_ii else "n/a"
+            far = f" ({r['far']} far)" if r["far"] else ""
             print(f"| {r['label']} | {r['setup']} | {r['items']} | {r['ips']:.1f} | {vs_i} | "
                   f"{vs_ii} | {r['p50']:.2f} | {r['p99']:.2f} | {u} | "
-                  f"{100 * r['agree']:.1f} % |")
+                  f"{100 * r['agree']:.1f} %{far} |")
         if gp and naive_ips and best_ii:  # issue 8 B.3's targets, from gpupipe's fastest row
             want = 1.5 if name == "mlp" else 1.0
             verdict = lambda ok: "met" if ok else "NOT met"

@@ -50,8 +50,8 @@ if(GP_CONFORMANCE_PYTHON AND TARGET gp-infer)
   set_tests_properties(gp_infer_messages PROPERTIES LABELS "unit" TIMEOUT 120
                                                     SKIP_RETURN_CODE 77)
   # bench/symptom-bench.py, small, on the CPU: every contender runs, and gpupipe's top-1
-  # agrees with PyTorch's on >= 99 % of items (else exit 1); the script must not rot before the
-  # GPU run it exists for.
+  # agrees with PyTorch fp32's on every item but near-ties (else exit 1); the script must not
+  # rot before the GPU run it exists for.
   add_test(NAME bench_symptom_smoke
            COMMAND ${GP_CONFORMANCE_PYTHON} ${PROJECT_SOURCE_DIR}/bench/symptom-bench.py
                    $<TARGET_FILE:gp-infer> --device cpu --seconds 0.3 --items 512 --size 32

@@ -11,7 +11,9 @@ inputs as .npy, computes PyTorch's outputs (eval mode, fp32), runs gp-infer and 
 
   relative error = max |gp - torch| / max |torch|      over the whole output array
   host fp32 <= 1e-5; CUDA fp32 <= 1e-4, tf32 <= 5e-3, fp16 / bf16 <= 2e-2;
-  argmax equal on >= 99 % of items (classifier outputs);
+  argmax (classifier outputs): equal, or a near-tie: the class gp picks scores, in torch's
+  output, within the tolerance x max |torch| of torch's top class (the share of decisive
+  items, whose top two torch scores are further apart, is printed);
   top-k / argmax outputs: every index gp returns must hold, in torch's output, the value torch
   ranks at that position (within the tolerance), i.e. differences only between near-ties.
 
@@ -32,7 +34,6 @@ except ImportError as exc:  # pragma: no cover - depends on the machine
     sys.exit(77)
 
 TOL = {"host": 1e-5, "fp32": 1e-4, "tf32": 5e-3, "fp16": 2e-2, "bf16": 2e-2}
-ARGMAX_AGREE = 0.99
 
 
 # ---- files ----------------------------------------------------------------------------------
@@ -319,10 +320,21 @@ class Checker:
         rel = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30))
         self.record(rel <= tol, f"{name}: relative error {rel:.3g} (limit {tol:g})")
         if classifier:
-            agree = float(np.mean(np.argmax(got, 1) == np.argmax(ref, 1)))
-            self.record(agree >= ARGMAX_AGREE,
-                        f"{name}: argmax agrees on {100 * agree:.1f}% of items (limit "
-                        f"{100 * ARGMAX_AGREE:g}%)")
+            # A flip between two classes that torch itself scores within the tolerance of each
+            # other is a near-tie, not a wrong answer: bf16 (8 significant bits) on the random
+            # ResNet-18, whose 1000 logits sit close together, flipped 5-8 % of items with a
+            # relative error of 0.004-0.005 (first H200 run, 2026-11-26). Any other flip fails.
+            g, r = np.argmax(got, 1), np.argmax(ref, 1)
+            rows = np.arange(len(r))
+            agree = float(np.mean(g == r))
+            band = tol * max(float(np.max(np.abs(ref))), 1e-30)
+            far = int(np.sum(ref[rows, r] - ref[rows, g] > band))
+            srt = np.sort(ref, axis=1)
+            decisive = float(np.mean(srt[:, -1] - srt[:, -2] > band)) if ref.shape[1] > 1 else 1.0
+            self.record(far == 0,
+                        f"{name}: argmax agrees on {100 * agree:.1f}% of items, every other "
+                        f"at a near-tie ({far} not; {100 * decisive:.0f}% of items decisive: "
+                        f"torch's top two more than {tol:g} x max|torch| apart)")
 
     def compare_indices(self, name, got, scores, tol):
         """got: (N, k) indices from gp; scores: torch's (N, F) values they rank."""
@@ -335,11 +347,11 @@ class Checker:
         distinct = all(len(set(r)) == k for r in got.tolist())
         exact = float(np.mean(np.all(got == order, axis=1)))
         top1 = float(np.mean(got[:, 0] == order[:, 0]))
+        # Position 0 is in `near` too: a top-1 that differs from torch's must be a near-tie
+        # (see compare_values), whatever share of items that is.
         self.record(bool(np.all(near)) and distinct,
                     f"{name}: top-{k} indices match torch (exact on {100 * exact:.1f}% of items, "
-                    "others only at near-ties)")
-        self.record(top1 >= ARGMAX_AGREE,
-                    f"{name}: top-1 agrees on {100 * top1:.1f}% of items")
+                    f"top-1 equal on {100 * top1:.1f}%, others only at near-ties)")
 
     def check(self, name, args, expect, kind, batch=8):
         """kind: 'values' (classifier probabilities/logits), 'values-raw', or 'indices' with
