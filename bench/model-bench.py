@@ -3,7 +3,7 @@
 
 usage: model-bench.py GP_INFER [--device cuda|cpu] [--models mlp,cnn,resnet18]
                       [--batches 1,8,64,256] [--items N] [--precision fp32|tf32|fp16|bf16]
-                      [--work DIR] [--threads T] [--min-batches B]
+                      [--work DIR] [--threads T] [--min-batches B] [--step-timeout S]
 
 Models: the built-in demo MLP and CNN (weights written by `gp-infer --demo X --save-demo`) and
 a ResNet-18 (torchvision topology, 224x224 u8 images in, the conformance test's model) with
@@ -30,6 +30,7 @@ Prints a Markdown table for bench/RESULTS.md. Needs python3-torch and python3-nu
 import argparse
 import contextlib
 import copy
+import faulthandler
 import os
 import re
 import subprocess
@@ -173,11 +174,33 @@ def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, 
            "--inflight", str(inflight)]
     if graphs:
         cmd.append("--cuda-graphs")
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=STEP_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"{' '.join(cmd)}: still running after {STEP_TIMEOUT:g} s, killed; "
+                           f"its stderr so far: {(exc.stderr or b'')[-2000:]!r}") from None
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
     m = re.search(r"\(([0-9.]+) items/s\)", p.stderr)
     return float(m.group(1)), np.load(ypath)
+
+
+STEP_TIMEOUT = 180.0  # --step-timeout: one gp-infer run or one PyTorch timing
+
+
+@contextlib.contextmanager
+def step(what):
+    """One step of a row, announced on stderr (a log cut short says which step it was in); a
+    step still running after STEP_TIMEOUT dumps every thread's Python stack and exits 3 (the
+    first H200 run, 2026-11-26, lost 280 s to a row that never finished, with no sign of why)."""
+    t0 = time.perf_counter()
+    print(f"  {what} ...", file=sys.stderr, flush=True)
+    faulthandler.dump_traceback_later(STEP_TIMEOUT, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    print(f"  {what}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
 
 def fold_bn(module):
@@ -286,6 +309,7 @@ def top1(y):
 
 
 def main():
+    global STEP_TIMEOUT
     ap = argparse.ArgumentParser()
     ap.add_argument("gp_infer")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -300,7 +324,11 @@ def main():
     ap.add_argument("--threads", type=int, default=0,
                     help="CPU threads for both: gpupipe --inflight and torch.set_num_threads "
                     "(default: every core)")
+    ap.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT,
+                    help="seconds one step (a gp-infer run, a PyTorch timing) may take before "
+                    "the bench stops with every thread's stack (default %(default)g)")
     a = ap.parse_args()
+    STEP_TIMEOUT = a.step_timeout
     os.makedirs(a.work, exist_ok=True)
     threads = a.threads or os.cpu_count() or 1
     torch.set_num_threads(threads)
@@ -331,15 +359,22 @@ def main():
             x = x_all[:items]
             xpath = os.path.join(a.work, f"x_{name}_{items}.npy")
             np.save(xpath, x)
-            gp_ips, gp_y = run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b, a.precision,
-                                       False, inflight)
+            with step(f"{name} batch {b}: gpupipe"):
+                gp_ips, gp_y = run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b,
+                                           a.precision, False, inflight)
             row = [name, str(b), str(items), f"{gp_ips:.0f}"]
             if graphs:
-                row.append(f"{run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b, a.precision, True, inflight)[0]:.0f}")
-            t_ips, t_y = run_torch(module, x, a.device, b, a.precision, False)
+                with step(f"{name} batch {b}: gpupipe --cuda-graphs"):
+                    ips = run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b, a.precision,
+                                      True, inflight)[0]
+                row.append(f"{ips:.0f}")
+            with step(f"{name} batch {b}: PyTorch"):
+                t_ips, t_y = run_torch(module, x, a.device, b, a.precision, False)
             row.append(f"{t_ips:.0f}")
             if graphs:
-                row.append(f"{run_torch(module, x, a.device, b, a.precision, True)[0]:.0f}")
+                with step(f"{name} batch {b}: PyTorch + CUDA graphs"):
+                    ips = run_torch(module, x, a.device, b, a.precision, True)[0]
+                row.append(f"{ips:.0f}")
             agree = float(np.mean(top1(gp_y) == top1(t_y)))
             classes = len(np.unique(top1(t_y)))  # 1: the check could not fail (demo cnn)
             row += [f"{gp_ips / t_ips:.2f}", f"{100 * agree:.1f}% ({classes} classes)"]
