@@ -21,7 +21,9 @@
  *  (f) CUDA graphs: a compute of 32 tiny kernels per batch, eager and with cuda_graphs; the
  *      host enqueue time per batch (stats.enqueue_ns / batches), graph / eager; target <= 0.2.
  *      Also the doctor's verdict of each window (eager should read "enqueue": its rule is
- *      checked here on a device).
+ *      checked here on a device);
+ *  (g) the slot turnaround, a report: (b) and (d)'s balanced load again with config.spin_wait,
+ *      and the balanced load at inflight 6 and 8.
  * Pipelines are fed by producer threads that reserve and commit ring slots without writing
  * them (what is measured is the pipeline, not memcpy into the ring); the figures come from
  * the pipeline's own stats over a window after a warm-up.
@@ -792,8 +794,11 @@ static const char *verdict(double v, double target) {
     return v >= target ? "met" : "MISSED";
 }
 
-/* (d) one load at inflight 1..4: items/s over the bound of its slowest stage alone. */
-static void overlap_sweep(const char *name, size_t in, size_t out, size_t max_batch, spin_cfg *s) {
+/* (d) one load at the `n` inflight counts in `inflights` with config.spin_wait = `spin`:
+   items/s over the bound of its slowest stage alone; `target`: (d)'s verdict at inflight >= 3
+   ((g) reports without one). */
+static void overlap_sweep(const char *name, size_t in, size_t out, size_t max_batch, spin_cfg *s,
+                          const int *inflights, int n, int spin, int target) {
     double h2d_ns = copy_alone_ns(in * max_batch, 1), d2h_ns = copy_alone_ns(out * max_batch, 0);
     double k_ns = kernel_alone_ns(s, max_batch);
     double slowest = h2d_ns > d2h_ns ? h2d_ns : d2h_ns;
@@ -811,21 +816,54 @@ static void overlap_sweep(const char *name, size_t in, size_t out, size_t max_ba
            "items/s; both copies at once: H2D %.1f us, D2H %.1f us -> duplex bound %.0f items/s\n",
            name, max_batch, h2d_ns / 1e3, k_ns / 1e3, d2h_ns / 1e3, bound, dh_ns / 1e3, dd_ns / 1e3,
            dbound);
-    for (int inflight = 1; inflight <= 4; inflight++) {
+    for (int k = 0; k < n; k++) {
+        int inflight = inflights[k];
         gp_config c;
         base_config(&c, in, out, max_batch, s);
         c.inflight = inflight;
         c.capacity = 16 * max_batch;
+        c.spin_wait = spin;
         window w = run_pipeline(&c, NULL);
         double ratio = w.items_per_s / bound;
-        printf("      inflight %d: %.0f items/s (1 s pieces %.0f..%.0f) = %.3f of bound%s, %.3f of "
-               "duplex bound; busy H2D %.3f compute %.3f D2H %.3f, mean batch %.1f\n",
-               inflight, w.items_per_s, w.items_lo, w.items_hi, ratio,
-               inflight >= 3
-                   ? (ratio >= 0.95 ? " [target >= 0.95: met]" : " [target >= 0.95: MISSED]")
-                   : "",
+        const char *v = "";
+        if (target && inflight >= 3)
+            v = ratio >= 0.95 ? " [target >= 0.95: met]" : " [target >= 0.95: MISSED]";
+        printf("      inflight %d%s: %.0f items/s (1 s pieces %.0f..%.0f) = %.3f of bound%s, %.3f "
+               "of duplex bound; busy H2D %.3f compute %.3f D2H %.3f, mean batch %.1f\n",
+               inflight, spin ? ", spin_wait" : "", w.items_per_s, w.items_lo, w.items_hi, ratio, v,
                w.items_per_s / dbound, w.h2d_busy, w.compute_busy, w.d2h_busy, w.mean_batch);
     }
+}
+
+/* (b) one batch size: H2D GB/s over the rotating reference (with config.spin_wait = `spin`:
+   (g), which reports and sets no target). */
+static void transfer_bound(size_t batch_bytes, double fixed_gbps, int spin) {
+    spin_cfg trivial = {0, 0, 0, NULL, 1};
+    gp_config c;
+    base_config(&c, batch_bytes / 16, 64, 16, &trivial);
+    c.capacity = 256;
+    c.spin_wait = spin;
+    /* The pinned input ring lib/pipeline.c allocates: capacity items of item_in_bytes. */
+    size_t ring = c.capacity * c.item_in_bytes, batch = c.max_batch * c.item_in_bytes;
+    double rot_gbps = rotating_h2d_gbps(ring, batch);
+    window wb = run_pipeline(&c, NULL);
+    double b_ratio = wb.h2d_gbps / rot_gbps, same_ratio = wb.h2d_gbps / fixed_gbps;
+    char target[128] = "";
+    if (!spin)
+        snprintf(target, sizeof target,
+                 " [target >= 0.92 on this ratio, against the rotating "
+                 "reference: %s]",
+                 verdict(b_ratio, 0.92));
+    printf("(%s) transfer-bound (%zu MiB/batch, trivial kernel%s): H2D %.2f GB/s (1 s pieces "
+           "%.2f..%.2f) = %.3f of pinned cudaMemcpyAsync alone at %zu MiB rotating over a %zu MiB "
+           "pinned buffer, the pipeline's ring size (%.2f GB/s, median of 5)%s; mean batch %.1f, "
+           "H2D busy %.3f\n",
+           spin ? "g" : "b", batch_bytes / MIB, spin ? ", spin_wait" : "", wb.h2d_gbps, wb.h2d_lo,
+           wb.h2d_hi, b_ratio, batch / MIB, ring / MIB, rot_gbps, target, wb.mean_batch,
+           wb.h2d_busy);
+    printf("    = %.3f of pinned cudaMemcpyAsync alone at %zu MiB from one fixed buffer ((a): "
+           "%.2f GB/s, median of 5): not the target\n",
+           same_ratio, batch_bytes / MIB, fixed_gbps);
 }
 
 int main(int argc, char **argv) {
@@ -891,28 +929,10 @@ int main(int argc, char **argv) {
        of the same size alone with its source rotating over a pinned buffer of the ring's size,
        as the pipeline's copies walk its ring (an IOMMU's mappings then cost both the same).
        Also printed, not the target: (a)'s copy of that size, always from one buffer. */
-    spin_cfg trivial = {0, 0, 0, NULL, 1};
-    gp_config c;
-    for (int i = 0; i < 2; i++) {
-        base_config(&c, sizes[i] / 16, 64, 16, &trivial);
-        c.capacity = 256;
-        /* The pinned input ring lib/pipeline.c allocates: capacity items of item_in_bytes. */
-        size_t ring = c.capacity * c.item_in_bytes, batch = c.max_batch * c.item_in_bytes;
-        double rot_gbps = rotating_h2d_gbps(ring, batch);
-        window wb = run_pipeline(&c, NULL);
-        double b_ratio = wb.h2d_gbps / rot_gbps, same_ratio = wb.h2d_gbps / pk.h2d_gbps[i];
-        printf("(b) transfer-bound (%zu MiB/batch, trivial kernel): H2D %.2f GB/s (1 s pieces "
-               "%.2f..%.2f) = %.3f of pinned cudaMemcpyAsync alone at %zu MiB rotating over a "
-               "%zu MiB pinned buffer, the pipeline's ring size (%.2f GB/s, median of 5) [target "
-               ">= 0.92 on this ratio, against the rotating reference: %s]; mean batch %.1f, H2D "
-               "busy %.3f\n",
-               sizes[i] / MIB, wb.h2d_gbps, wb.h2d_lo, wb.h2d_hi, b_ratio, batch / MIB, ring / MIB,
-               rot_gbps, verdict(b_ratio, 0.92), wb.mean_batch, wb.h2d_busy);
-        printf("    = %.3f of pinned cudaMemcpyAsync alone at %zu MiB from one fixed buffer ((a): "
-               "%.2f GB/s, median of 5): not the target\n",
-               same_ratio, sizes[i] / MIB, pk.h2d_gbps[i]);
-    }
+    for (int i = 0; i < 2; i++)
+        transfer_bound(sizes[i], pk.h2d_gbps[i], 0);
     printf("\n");
+    gp_config c;
 
     /* (c) compute-bound: 500 us exclusive kernel per batch, 4 KiB items, 64 per batch. */
     meter *mc = meter_new(500000, 1);
@@ -938,12 +958,13 @@ int main(int argc, char **argv) {
     printf("(d) overlap: items/s / the bound of the slowest stage alone [target >= 0.95 at "
            "inflight >= 3]\n");
     double h2d_ns = copy_alone_ns(64 * ((size_t)64 << 10), 1);
+    static const int d_inflights[] = {1, 2, 3, 4};
     spin_cfg copyb = {(uint64_t)(h2d_ns / 2), 0, 1, NULL, 1};
-    overlap_sweep("copy-bound", 64 << 10, 64, 64, &copyb);
+    overlap_sweep("copy-bound", 64 << 10, 64, 64, &copyb, d_inflights, 4, 0, 1);
     spin_cfg compb = {500000, 0, 1, NULL, 1};
-    overlap_sweep("compute-bound", 4 << 10, 4 << 10, 64, &compb);
+    overlap_sweep("compute-bound", 4 << 10, 4 << 10, 64, &compb, d_inflights, 4, 0, 1);
     spin_cfg bal = {(uint64_t)h2d_ns, 0, 1, NULL, 1};
-    overlap_sweep("balanced", 64 << 10, 64 << 10, 64, &bal);
+    overlap_sweep("balanced", 64 << 10, 64 << 10, 64, &bal, d_inflights, 4, 0, 1);
     printf("\n");
 
     /* (e) naive loop vs pipeline, same kernel: 20 us per launch + 2 us per item, 16 KiB items. */
@@ -983,5 +1004,19 @@ int main(int argc, char **argv) {
                !g && strcmp(wf[g].verdict, "enqueue") != 0
                    ? " (expected \"enqueue\": see RESULTS.md, checklist item 13)"
                    : "");
+
+    /* (g) The slot's turnaround (RESULTS.md, "First GPU run"): on the first H200 run (b) left
+       the copy engine idle 40 % / 11 % of the time with full batches waiting, and the balanced
+       load took ~170 us per slot cycle beyond its three stages. Again with config.spin_wait
+       (the completion thread polls its events instead of sleeping in cudaEventSynchronize),
+       and the balanced load with more slots: how much of that is the completion's wake-up,
+       and how many slots hide the rest. A report, no target. */
+    printf("\n(g) the slot turnaround: (b) and the balanced load of (d) with spin_wait, and with "
+           "more slots [report, no target]\n");
+    for (int i = 0; i < 2; i++)
+        transfer_bound(sizes[i], pk.h2d_gbps[i], 1);
+    static const int g_more[] = {6, 8}, g_spin[] = {3, 4, 6, 8};
+    overlap_sweep("balanced, blocking waits", 64 << 10, 64 << 10, 64, &bal, g_more, 2, 0, 0);
+    overlap_sweep("balanced, spin_wait", 64 << 10, 64 << 10, 64, &bal, g_spin, 4, 1, 0);
     return 0;
 }
