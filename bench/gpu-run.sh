@@ -28,7 +28,8 @@
 # Environment: OUT, BUILD (default build-gpu), JOBS (default: all cores), CUDA_ARCH (default:
 # the GPU's, else 90), GPU_RUN_BUDGET_S, PYTHON (for compare), COMPARE_ITEMS (default 2048),
 # SAN_TOOLS (default "memcheck racecheck synccheck": split them over two commands when one is
-# not enough). For testing this script without a GPU: GPU_RUN_ASSUME_GPU=1 (run the GPU
+# not enough), GPU_RUN_PACK=1 (all logs in one .tgz beside summary.txt: the device tool
+# returns at most eight files). For testing this script without a GPU: GPU_RUN_ASSUME_GPU=1 (run the GPU
 # stages anyway), GP_SANITIZER (a stand-in for compute-sanitizer), GPU_RUN_PREFER_WHEELS=1
 # (cuBLAS, cuDNN, NVTX from the wheels even where the toolkit has them).
 set -u
@@ -50,6 +51,19 @@ if [ -z "${GPU_RUN_GUARDED:-}" ]; then
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     echo "gpu-run: timeout: the whole-script guard stopped the run after $((BUDGET_S + 15)) s" |
       tee -a "$SUMMARY"
+  fi
+  # GPU_RUN_PACK=1: every log of $OUT in one archive beside summary.txt, because the device
+  # tool returns at most eight files (build test bench alone writes nine). Runs after the
+  # guard, so a run cut short still comes back whole.
+  if [ -n "${GPU_RUN_PACK:-}" ]; then
+    pack=gpu-run-$(date -u +%Y%m%d-%H%M%S).tgz
+    if (cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.tgz' -printf '%f\n' |
+      tar czf "$pack" -T -); then
+      find "$OUT" -maxdepth 1 -type f ! -name '*.tgz' ! -name summary.txt -delete
+      echo "gpu-run: logs packed into $OUT/$pack (summary.txt kept beside it)"
+    else
+      echo "gpu-run: packing the logs failed; they are left as they are"
+    fi
   fi
   exit $rc
 fi
@@ -441,6 +455,8 @@ st_test() {
     --stop-time "$stop" --output-junit "$OUT/ctest-gpu.xml") >"$log" 2>&1
   rc=$?
   grep -q 'The stop time has been passed' "$log" && rc=124
+  # Every test's full output (ctest-gpu.log has only the failures').
+  cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/ctest-gpu-all.log" 2>/dev/null
   local line failed skipped
   line=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
   failed=$(sed -n '/The following tests FAILED:/,$p' "$log" | grep -E '^\s+[0-9]+ - ' | head -20)
