@@ -17,9 +17,11 @@
  * Y gets shape (N, *output shape), f32 '<f4' or i64 '<i8'. C order, little-endian.
  * Timing: items/s is N x R (--repeat) submissions over first submit to drained; every item's
  * latency is its submit call to its callback (gp_now_ns(), CLOCK_MONOTONIC), p50/p99 nearest rank.
- * --report writes both, and the window's ends on that clock (to line up samples taken beside the
- * run), as JSON. Exit status: 0 ok; 1 a run-time failure; 2 usage; 3 bad model or input file
- * (shape/dtype mismatch, missing tensor, ...); 4 the requested backend is not usable here.
+ * --report writes both, the window's ends on that clock (to line up samples taken beside the
+ * run) and the pipeline's busy time per stage (gp_stats h2d/compute/d2h_busy_ns: on CUDA,
+ * compute_busy_ns / batches is the device's compute time per batch under load), as JSON. Exit
+ * status: 0 ok; 1 a run-time failure; 2 usage; 3 bad model or input file (shape/dtype mismatch,
+ * missing tensor, ...); 4 the requested backend is not usable here.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -702,11 +704,14 @@ int main(int argc, char **argv) {
                         "\"backend\": \"%s\", \"precision\": \"%s\", "
                         "\"cuda_graphs\": %s, \"graph_replays\": %" PRIu64
                         ", \"max_batch\": %zu, \"inflight\": %zu, "
-                        "\"producers\": %zu, \"batches\": %" PRIu64 ", \"mean_batch\": %.2f}\n",
+                        "\"producers\": %zu, \"batches\": %" PRIu64 ", \"mean_batch\": %.2f, "
+                        "\"h2d_busy_ns\": %" PRIu64 ", \"compute_busy_ns\": %" PRIu64
+                        ", \"d2h_busy_ns\": %" PRIu64 "}\n",
                         total, secs, secs > 0 ? (double)total / secs : 0.0, t0, t1,
                         pct_ms(lat, total, 500), pct_ms(lat, total, 990), pct_ms(lat, total, 1000),
                         gp_backend_name(st.backend), prec_name, st.cuda_graphs ? "true" : "false",
-                        st.graph_replays, batch, inflight, producers, st.batches, mean_batch) < 0;
+                        st.graph_replays, batch, inflight, producers, st.batches, mean_batch,
+                        st.h2d_busy_ns, st.compute_busy_ns, st.d2h_busy_ns) < 0;
             bad = fclose(f) != 0 || bad;
         }
         if (bad) {

@@ -13,6 +13,8 @@
 #             GPU: gp-bench --workload mlp --backend cuda --svg
 #   symptom   bench/symptom-bench.py: the naive PyTorch loop, PyTorch best practice and gpupipe
 #             on the demo MLP and a ResNet-18 (items/s, p50/p99, NVML utilization, targets)
+#   layers    bench/layer-bench.py: a ResNet-18 cut after each stage, gpupipe's compute per
+#             batch against PyTorch's (which stages make the CNN slower than PyTorch's)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck over the small gpu cases
 #   compare   bench/model-bench.py (gpupipe vs PyTorch), when a python has torch with CUDA
 #
@@ -84,12 +86,12 @@ is_timeout() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }
 
 cd "$ROOT" || exit 1
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(build test bench symptom sanitize compare)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(build test bench symptom layers sanitize compare)
 for s in "${STAGES[@]}"; do
   case $s in
-    build | test | bench | symptom | sanitize | compare) ;;
+    build | test | bench | symptom | layers | sanitize | compare) ;;
     *)
-      echo "gpu-run: unknown stage '$s' (build | test | bench | symptom | sanitize | compare)" >&2
+      echo "gpu-run: unknown stage '$s' (build | test | bench | symptom | layers | sanitize | compare)" >&2
       exit 2
       ;;
   esac
@@ -659,6 +661,31 @@ st_symptom() {
     tail -5 "$OUT/symptom.txt" | notes_raw
   else
     ST_DETAIL="symptom-bench ok (symptom.txt)"
+  fi
+}
+
+# ---- layers ---------------------------------------------------------------------------------
+# bench/layer-bench.py: the ResNet-18 cut after each stage, gpupipe's compute per batch against
+# PyTorch's (fp32; fp16 NCHW and channels_last): which stages make the CNN slower.
+st_layers() {
+  need_gpu || return
+  if [ ! -f "$ROOT/bench/layer-bench.py" ]; then
+    ST_STATUS=skipped ST_DETAIL="bench/layer-bench.py is not in this tree"
+    return
+  fi
+  torch_python || return
+  budget_for 300 90 || return
+  timeout -k 10 "$STEP_T" "$PY" "$ROOT/bench/layer-bench.py" "$BUILD/bench/gp-infer" \
+    --device cuda --work "$BUILD/layer-work" >"$OUT/layers.txt" 2>&1
+  local rc=$?
+  grep -E '^(\||fp|layer-bench)' "$OUT/layers.txt" | notes_raw
+  if is_timeout $rc; then
+    ST_STATUS=timeout ST_DETAIL="layer-bench cut at $STEP_T s (layers.txt has what finished)"
+  elif [ $rc -ne 0 ]; then
+    ST_STATUS=failed ST_DETAIL="layer-bench exit $rc (layers.txt)"
+    tail -5 "$OUT/layers.txt" | notes_raw
+  else
+    ST_DETAIL="layer-bench ok (layers.txt)"
   fi
 }
 

@@ -58,6 +58,14 @@ if(GP_CONFORMANCE_PYTHON AND TARGET gp-infer)
                    --work ${CMAKE_CURRENT_BINARY_DIR}/symptom)
   set_tests_properties(bench_symptom_smoke PROPERTIES LABELS "conformance" TIMEOUT 300
                                                       SKIP_RETURN_CODE 77)
+  # bench/layer-bench.py, small, on the CPU: every cut of the ResNet-18 runs on both sides and
+  # gpupipe's output matches PyTorch's for each (else exit 1).
+  add_test(NAME bench_layer_smoke
+           COMMAND ${GP_CONFORMANCE_PYTHON} ${PROJECT_SOURCE_DIR}/bench/layer-bench.py
+                   $<TARGET_FILE:gp-infer> --device cpu --size 32 --items 64 --batch 16
+                   --batches 3 --work ${CMAKE_CURRENT_BINARY_DIR}/layers)
+  set_tests_properties(bench_layer_smoke PROPERTIES LABELS "conformance" TIMEOUT 300
+                                                    SKIP_RETURN_CODE 77)
 endif()
 
 # libFuzzer target for the loader: tests/fuzz/run.sh builds it in its own tree with clang and
