@@ -23,7 +23,8 @@
  *      Also the doctor's verdict of each window (eager should read "enqueue": its rule is
  *      checked here on a device);
  *  (g) the slot turnaround, a report: (b) and (d)'s balanced load again with config.spin_wait,
- *      and the balanced load at inflight 6 and 8.
+ *      and the balanced load at inflight 3, 4, 6 and 8 both ways, each with the turnaround
+ *      split from the per-batch traces (D2H done -> completion seen -> the slot's next start).
  * Pipelines are fed by producer threads that reserve and commit ring slots without writing
  * them (what is measured is the pipeline, not memcpy into the ring); the figures come from
  * the pipeline's own stats over a window after a warm-up.
@@ -794,6 +795,48 @@ static const char *verdict(double v, double target) {
     return v >= target ? "met" : "MISSED";
 }
 
+/* (g)'s split of a slot's turnaround, from the pipeline's per-batch traces (on_batch, on the
+   completion thread, gp_now_ns() clock): for batch m on slot k after batch m' on the same
+   slot, D2H(m') done -> the completion thread seeing it ("seen": the trace call, just before
+   the slot is freed), and seen -> m's start event on the GPU (the batcher's wake-up and
+   enqueue, plus the stream reaching that point). */
+enum { TURN_CAP = 1 << 16, TURN_SLOTS = 64 };
+typedef struct turn_acc {
+    uint64_t last_d2h[TURN_SLOTS], seen[TURN_SLOTS];
+    int have[TURN_SLOTS];
+    double detect_us[TURN_CAP], rest_us[TURN_CAP], total_us[TURN_CAP];
+    int n;
+} turn_acc;
+
+static void turn_trace(void *user, const gp_batch_trace *t) {
+    turn_acc *a = user;
+    uint64_t now = gp_now_ns();
+    int k = t->slot;
+    if (k < 0 || k >= TURN_SLOTS) return;
+    if (a->have[k] && a->n < TURN_CAP) {
+        a->detect_us[a->n] = (double)(int64_t)(a->seen[k] - a->last_d2h[k]) / 1e3;
+        a->rest_us[a->n] = (double)(int64_t)(t->t_start - a->seen[k]) / 1e3;
+        a->total_us[a->n] = (double)(int64_t)(t->t_start - a->last_d2h[k]) / 1e3;
+        a->n++;
+    }
+    a->have[k] = 1;
+    a->last_d2h[k] = t->t_d2h_done;
+    a->seen[k] = now;
+}
+
+static void turn_print(const char *indent, turn_acc *a) {
+    if (a->n < 2) {
+        printf("%sslot turnaround: too few traced batches (%d)\n", indent, a->n);
+        return;
+    }
+    double det = median(a->detect_us, a->n), rest = median(a->rest_us, a->n);
+    double tot = median(a->total_us, a->n); /* sorts total_us: its 90th percentile below */
+    printf("%sslot turnaround (D2H done -> the slot's next batch starts): median %.1f us, p90 "
+           "%.1f us; of which D2H done -> completion seen %.1f us, seen -> next start %.1f us "
+           "(medians of %d batches)\n",
+           indent, tot, a->total_us[a->n * 9 / 10], det, rest, a->n);
+}
+
 /* (d) one load at the `n` inflight counts in `inflights` with config.spin_wait = `spin`:
    items/s over the bound of its slowest stage alone; `target`: (d)'s verdict at inflight >= 3
    ((g) reports without one). */
@@ -823,6 +866,11 @@ static void overlap_sweep(const char *name, size_t in, size_t out, size_t max_ba
         c.inflight = inflight;
         c.capacity = 16 * max_batch;
         c.spin_wait = spin;
+        turn_acc *ta = NULL;
+        if (!target && (ta = calloc(1, sizeof *ta)) != NULL) { /* (g): trace the turnaround */
+            c.on_batch = turn_trace;
+            c.on_batch_user = ta;
+        }
         window w = run_pipeline(&c, NULL);
         double ratio = w.items_per_s / bound;
         const char *v = "";
@@ -832,6 +880,8 @@ static void overlap_sweep(const char *name, size_t in, size_t out, size_t max_ba
                "of duplex bound; busy H2D %.3f compute %.3f D2H %.3f, mean batch %.1f\n",
                inflight, spin ? ", spin_wait" : "", w.items_per_s, w.items_lo, w.items_hi, ratio, v,
                w.items_per_s / dbound, w.h2d_busy, w.compute_busy, w.d2h_busy, w.mean_batch);
+        if (ta) turn_print("        ", ta);
+        free(ta);
     }
 }
 
@@ -843,6 +893,11 @@ static void transfer_bound(size_t batch_bytes, double fixed_gbps, int spin) {
     base_config(&c, batch_bytes / 16, 64, 16, &trivial);
     c.capacity = 256;
     c.spin_wait = spin;
+    turn_acc *ta = NULL;
+    if (spin && (ta = calloc(1, sizeof *ta)) != NULL) { /* (g): trace the turnaround */
+        c.on_batch = turn_trace;
+        c.on_batch_user = ta;
+    }
     /* The pinned input ring lib/pipeline.c allocates: capacity items of item_in_bytes. */
     size_t ring = c.capacity * c.item_in_bytes, batch = c.max_batch * c.item_in_bytes;
     double rot_gbps = rotating_h2d_gbps(ring, batch);
@@ -864,6 +919,8 @@ static void transfer_bound(size_t batch_bytes, double fixed_gbps, int spin) {
     printf("    = %.3f of pinned cudaMemcpyAsync alone at %zu MiB from one fixed buffer ((a): "
            "%.2f GB/s, median of 5): not the target\n",
            same_ratio, batch_bytes / MIB, fixed_gbps);
+    if (ta) turn_print("    ", ta);
+    free(ta);
 }
 
 int main(int argc, char **argv) {
@@ -1015,8 +1072,8 @@ int main(int argc, char **argv) {
            "more slots [report, no target]\n");
     for (int i = 0; i < 2; i++)
         transfer_bound(sizes[i], pk.h2d_gbps[i], 1);
-    static const int g_more[] = {6, 8}, g_spin[] = {3, 4, 6, 8};
-    overlap_sweep("balanced, blocking waits", 64 << 10, 64 << 10, 64, &bal, g_more, 2, 0, 0);
-    overlap_sweep("balanced, spin_wait", 64 << 10, 64 << 10, 64, &bal, g_spin, 4, 1, 0);
+    static const int g_inflight[] = {3, 4, 6, 8};
+    overlap_sweep("balanced, blocking waits", 64 << 10, 64 << 10, 64, &bal, g_inflight, 4, 0, 0);
+    overlap_sweep("balanced, spin_wait", 64 << 10, 64 << 10, 64, &bal, g_inflight, 4, 1, 0);
     return 0;
 }
