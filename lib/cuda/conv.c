@@ -1,9 +1,10 @@
 /*
  * CONV2D (layers.h): on cuDNN when the build has it and cuDNN can plan the op (per bucket: tensor
- * descriptors, the heuristic's algorithm and its workspace; the fused conv + bias + relu where
- * cuDNN accepts it), otherwise on the direct kernel (kernels/act.cu), which is exact but slow;
- * the reason then goes to the slot's note, which the model's setup passes on to the pipeline's
- * stats.backend_note (handles.h, note).
+ * descriptors, up to CONV_CANDIDATES of the heuristic's algorithms, each timed on the slot's
+ * buffers at setup as it will run, fused conv + bias + relu where cuDNN accepts it: the fastest
+ * stays), otherwise on the direct kernel (kernels/act.cu), which is exact but slow; the reason
+ * then goes to the slot's note, which the model's setup passes on to the pipeline's
+ * stats.backend_note (handles.h, note). docs/DESIGN.md §6.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,12 @@
 
 /* The most a convolution may ask for as workspace; algorithms wanting more are skipped. */
 #define CONV_WS_MAX ((size_t)256 << 20)
+/* Per bucket, the heuristic's first usable algorithms that are timed at setup (PyTorch's
+   cudnn.benchmark times every one; the first GPU run, 2026-11-26, had gpupipe's ResNet-18 at
+   0.75x PyTorch's in fp32 with the heuristic's first alone), and the runs timed per candidate
+   after one untimed run. */
+#define CONV_CANDIDATES 3
+#define CONV_TIMED_RUNS 2
 
 /* The direct kernel: builds without cuDNN, and convolutions cuDNN could not plan. */
 static int conv_run_direct(slot_state *st, const step *sp, const gp_batch *b, ck *c) {
@@ -34,6 +41,11 @@ typedef struct conv_bucket {
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws;
     int fused; /* cudnnConvolutionBiasActivationForward accepted this bucket */
+    /* The candidates conv_bind times (the first is the heuristic's choice). */
+    int n_cand;
+    cudnnConvolutionFwdAlgo_t cand_algo[CONV_CANDIDATES];
+    cudnnMathType_t cand_math[CONV_CANDIDATES];
+    size_t cand_ws[CONV_CANDIDATES];
 } conv_bucket;
 
 typedef struct conv_plan {
@@ -67,10 +79,12 @@ static int conv_desc(cudnnConvolutionDescriptor_t *d, const gp__op *op, ck *c) {
     return GP_OK;
 }
 
-/* Pick the bucket's algorithm: the heuristic's first (fastest estimate) that succeeded, fits
-   CONV_WS_MAX and, for fp32, uses FMA math only. The descriptor takes that result's math
-   type (cuDNN needs algorithm and math type together). IMPLICIT_GEMM stands in when the
-   heuristic offers nothing usable. */
+/* The bucket's candidates: the heuristic's first CONV_CANDIDATES (fastest estimates first) that
+   succeeded, fit CONV_WS_MAX, are not FFT (its rounding is not the direct sums' and fp32 is
+   held to 1e-4 of the reference: left out untried rather than chosen by speed alone) and, for
+   fp32, use FMA math only; the first is the bucket's algorithm until conv_bind has timed them.
+   The descriptor takes that result's math type (cuDNN needs algorithm and math type
+   together). IMPLICIT_GEMM stands in when the heuristic offers nothing usable. */
 static int conv_pick(slot_state *st, conv_plan *cp, conv_bucket *bk, cudnnHandle_t h, ck *c) {
     gp_precision prec = st->m->precision;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -78,8 +92,12 @@ static int conv_pick(slot_state *st, conv_plan *cp, conv_bucket *bk, cudnnHandle
     memset(perf, 0, sizeof perf);
     CK(c, cudnnGetConvolutionForwardAlgorithm_v7(h, bk->x, cp->w, bk->conv, bk->y,
                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-    for (int i = 0; i < got; i++) {
+    bk->n_cand = 0;
+    for (int i = 0; i < got && bk->n_cand < CONV_CANDIDATES; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX) continue;
+        if (perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
+            perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING)
+            continue;
         /* fp32 runs FMA only; no precision lets cuDNN down-convert fp32 data to fp16. */
         if (prec == GP_PRECISION_FP32 && perf[i].mathType != CUDNN_FMA_MATH) continue;
         if (perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
@@ -91,8 +109,17 @@ static int conv_pick(slot_state *st, conv_plan *cp, conv_bucket *bk, cudnnHandle
                                                     &ws) != CUDNN_STATUS_SUCCESS ||
             ws > CONV_WS_MAX)
             continue;
-        bk->algo = perf[i].algo;
-        bk->ws = ws;
+        bk->cand_algo[bk->n_cand] = perf[i].algo;
+        bk->cand_math[bk->n_cand] = perf[i].mathType;
+        bk->cand_ws[bk->n_cand] = ws;
+        bk->n_cand++;
+    }
+    if (bk->n_cand > 0) { /* the first, until timed; the workspace fits the largest */
+        CK(c, cudnnSetConvolutionMathType(bk->conv, bk->cand_math[0]));
+        bk->algo = bk->cand_algo[0];
+        bk->ws = 0;
+        for (int i = 0; i < bk->n_cand; i++)
+            if (bk->cand_ws[i] > bk->ws) bk->ws = bk->cand_ws[i];
         return GP_OK;
     }
     CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(prec)));
@@ -208,34 +235,136 @@ static cudnnStatus_t conv_fused(const slot_state *st, const step *sp, const gp_b
                                                  bk->y, y);
 }
 
-/* After the buffers: try the fused call once per bucket (on zeroed buffers): cuDNN rejects
-   unsupported fused configurations at the call, and those buckets then run unfused. */
+/* One bucket's convolution as a batch runs it: fused, or cuDNN's then the bias/act kernel. A
+   cuDNN status and a CUDA error come back apart (the caller decides what each means). */
+static cudnnStatus_t conv_exec(const slot_state *st, const step *sp, const gp_batch *b,
+                               const conv_bucket *bk, size_t n, cudaError_t *kerr) {
+    const conv_plan *cp = sp->plan;
+    const gp__op *op = sp->op;
+    *kerr = cudaSuccess;
+    if (bk->fused) return conv_fused(st, sp, b, bk);
+    const float one = 1.0f, zero = 0.0f;
+    void *x = gp__resolve(sp->src, b), *y = gp__resolve(sp->dst, b);
+    cudnnStatus_t s =
+        cudnnConvolutionForward(gp_cuda_cudnn(b), &one, bk->x, x, cp->w, sp->k->w, bk->conv,
+                                bk->algo, conv_ws(st, b, bk->ws), bk->ws, &zero, bk->y, y);
+    if (s == CUDNN_STATUS_SUCCESS)
+        *kerr = gp__k_bias_act(gp_cuda_stream(b), st->kt, y, sp->k->bias_f32, n, op->out.c,
+                               (size_t)op->out.h * (size_t)op->out.w, (int)op->act);
+    return s;
+}
+
+/* Make candidate i the bucket's algorithm (its math type on the descriptor). */
+static int conv_set(conv_bucket *bk, int i, ck *c) {
+    if (bk->n_cand == 0) return GP_OK; /* IMPLICIT_GEMM, set by conv_pick */
+    CK(c, cudnnSetConvolutionMathType(bk->conv, bk->cand_math[i]));
+    bk->algo = bk->cand_algo[i];
+    return GP_OK;
+}
+
+/* Whether cuDNN fuses bias + relu with the bucket's algorithm: it rejects an unsupported fused
+   configuration at the call (run here once, on the slot's zeroed buffers), and such a bucket
+   runs unfused. Returns whether the call ran (a run of the fused form, or nothing). */
+static int conv_try_fused(const slot_state *st, step *sp, const gp_batch *slot, conv_bucket *bk) {
+    const conv_plan *cp = sp->plan;
+    bk->fused = 0;
+    if (!cp->relu) return 0;
+    bk->fused = conv_fused(st, sp, slot, bk) == CUDNN_STATUS_SUCCESS;
+    if (!bk->fused) (void)cudaGetLastError(); /* drop what a rejected call may have left */
+    return bk->fused;
+}
+
+/* Time candidate i as the bucket's batches will run it: one untimed run (the fused trial where
+   there is one), then CONV_TIMED_RUNS between ev[0] and ev[1] on the slot's stream. Sets *ms,
+   or -1 when the candidate fails to run (it is passed over); bk->fused says how it ran. */
+static int conv_time(const slot_state *st, step *sp, const gp_batch *slot, conv_bucket *bk, int i,
+                     size_t n, cudaEvent_t ev[2], float *ms, ck *c) {
+    cudaStream_t s = gp_cuda_stream(slot);
+    cudaError_t kerr = cudaSuccess;
+    cudnnStatus_t ds = CUDNN_STATUS_SUCCESS;
+    int rc;
+    *ms = -1.0f;
+    if ((rc = conv_set(bk, i, c)) != GP_OK) return rc;
+    if (!conv_try_fused(st, sp, slot, bk)) ds = conv_exec(st, sp, slot, bk, n, &kerr);
+    for (int r = 0; r <= CONV_TIMED_RUNS && ds == CUDNN_STATUS_SUCCESS && kerr == cudaSuccess;
+         r++) {
+        if (r == 0) {
+            CK(c, cudaEventRecord(ev[0], s));
+        } else {
+            ds = conv_exec(st, sp, slot, bk, n, &kerr);
+        }
+    }
+    CK(c, cudaEventRecord(ev[1], s));
+    CK(c, cudaEventSynchronize(ev[1]));
+    if (ds != CUDNN_STATUS_SUCCESS || kerr != cudaSuccess) {
+        (void)cudaGetLastError(); /* this candidate's failure: passed over */
+        return GP_OK;
+    }
+    CK(c, cudaEventElapsedTime(ms, ev[0], ev[1]));
+    return GP_OK;
+}
+
+/* After the buffers. A bucket with several candidates runs each as its batches would (fused
+   where cuDNN takes it) and keeps the fastest (cudnn.benchmark's method, on the slot's zeroed
+   buffers); the choice is the model's per device, op and bucket size (gp__memo_*), so only a
+   model's first slot on a device pays the timing. Then the bucket's fused trial, as before. */
 static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     conv_plan *cp = sp->plan;
-    if (!cp || !cp->relu) return GP_OK;
-    for (int bi = 0; bi < st->n_buckets; bi++) {
+    if (!cp) return GP_OK;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    int rc = GP_OK;
+    for (int bi = 0; bi < st->n_buckets && rc == GP_OK; bi++) {
         conv_bucket *bk = &cp->bk[bi];
-        bk->fused = conv_fused(st, sp, slot, bk) == CUDNN_STATUS_SUCCESS;
-        if (!bk->fused) (void)cudaGetLastError(); /* drop what a rejected call may have left */
+        size_t n = st->buckets[bi];
+        int best = 0, memo[2];
+        if (bk->n_cand > 1 && gp__memo_get(st, sp->op, n, memo)) {
+            for (int i = 0; i < bk->n_cand; i++)
+                if ((int)bk->cand_algo[i] == memo[0] && (int)bk->cand_math[i] == memo[1]) best = i;
+        } else if (bk->n_cand > 1) {
+            if (!ev[0]) {
+                cudaError_t e = cudaEventCreate(&ev[0]);
+                if (e == cudaSuccess && (e = cudaEventCreate(&ev[1])) != cudaSuccess) ev[1] = NULL;
+                if (e != cudaSuccess) {
+                    rc = gp__ck_status(c, gp__cu_rt(e), "cudaEventCreate(conv timing)", __FILE__,
+                                       __LINE__);
+                    break;
+                }
+            }
+            float best_ms = -1.0f;
+            for (int i = 0; i < bk->n_cand && rc == GP_OK; i++) {
+                float ms;
+                rc = conv_time(st, sp, slot, bk, i, n, ev, &ms, c);
+                if (rc == GP_OK && ms >= 0 && (best_ms < 0 || ms < best_ms)) {
+                    best_ms = ms;
+                    best = i;
+                }
+            }
+            if (rc != GP_OK) break;
+            memo[0] = (int)bk->cand_algo[best];
+            memo[1] = (int)bk->cand_math[best];
+            /* Not kept (out of memory): the next slot times it again. */
+            (void)gp__memo_put(st, sp->op, n, memo);
+        }
+        if ((rc = conv_set(bk, best, c)) == GP_OK) (void)conv_try_fused(st, sp, slot, bk);
     }
-    return GP_OK;
+    /* Destroy statuses are not actionable here. */
+    if (ev[0]) cudaEventDestroy(ev[0]);
+    if (ev[1]) cudaEventDestroy(ev[1]);
+    return rc;
 }
 
 static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, ck *c) {
     const conv_plan *cp = sp->plan;
     if (!cp) return conv_run_direct(st, sp, b, c);
-    const conv_bucket *bk = &cp->bk[bi];
-    const gp__op *op = sp->op;
-    if (bk->fused) {
-        CK(c, conv_fused(st, sp, b, bk));
-        return GP_OK;
-    }
-    const float one = 1.0f, zero = 0.0f;
-    void *x = gp__resolve(sp->src, b), *y = gp__resolve(sp->dst, b);
-    CK(c, cudnnConvolutionForward(gp_cuda_cudnn(b), &one, bk->x, x, cp->w, sp->k->w, bk->conv,
-                                  bk->algo, conv_ws(st, b, bk->ws), bk->ws, &zero, bk->y, y));
-    CK(c, gp__k_bias_act(gp_cuda_stream(b), st->kt, y, sp->k->bias_f32, b->n, op->out.c,
-                         (size_t)op->out.h * (size_t)op->out.w, (int)op->act));
+    cudaError_t kerr;
+    cudnnStatus_t s = conv_exec(st, sp, b, &cp->bk[bi], b->n, &kerr);
+    if (s != CUDNN_STATUS_SUCCESS)
+        return gp__ck_status(c, gp__cu_dnn(s),
+                             cp->bk[bi].fused ? "cudnnConvolutionBiasActivationForward"
+                                              : "cudnnConvolutionForward",
+                             __FILE__, __LINE__);
+    if (kerr != cudaSuccess)
+        return gp__ck_status(c, gp__cu_rt(kerr), "gp__k_bias_act", __FILE__, __LINE__);
     return GP_OK;
 }
 

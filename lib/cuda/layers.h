@@ -123,9 +123,12 @@ typedef struct step {
     void *tmp;
 } step;
 
+struct dev_weights;
+
 typedef struct slot_state {
     gp__model *m;
     int device;
+    struct dev_weights *dw; /* the model's weights (and memos) on this device */
     size_t capacity;
     size_t tcap;    /* variable-length models: tokens a batch may carry (token buffers) */
     int64_t *d_tok; /* the batch's token offsets (capacity + 1), device */
@@ -150,6 +153,13 @@ typedef struct slot_state {
     int n_steps;
     char note[256]; /* why a convolution runs on the direct kernel, if one does */
 } slot_state;
+
+/* A choice a layer times once per device, op and batch size (conv.c: the algorithm), kept with
+   the model's weights on that device and shared by every slot of every pipeline using them.
+   gp__memo_get returns 1 and fills v if one was put; gp__memo_put returns GP_OK, or GP_ENOMEM /
+   GP_ESYS (then nothing is kept). Any thread (the model's lock). */
+int gp__memo_get(const slot_state *st, const gp__op *op, size_t n, int v[2]);
+int gp__memo_put(const slot_state *st, const gp__op *op, size_t n, const int v[2]);
 
 /* ---- the layer table ------------------------------------------------------------------------- */
 

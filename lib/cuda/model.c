@@ -114,11 +114,19 @@ static const cuda_layer *layer_of(const gp__op *op) {
 
 /* ---- model-wide state: weights per device ------------------------------------------------- */
 
+typedef struct memo {
+    struct memo *next;
+    const gp__op *op;
+    size_t n;
+    int v[2];
+} memo;
+
 typedef struct dev_weights {
     struct dev_weights *next;
     int device;
     void *arena;
     op_consts *ops; /* m->n_ops */
+    memo *memos;    /* gp__memo_*, under m->mu */
 } dev_weights;
 
 typedef struct model_cuda {
@@ -189,7 +197,39 @@ static void dev_weights_free(dev_weights *d) {
     if (!d) return;
     if (d->arena) cudaFree(d->arena); /* teardown: a failure is not actionable */
     free(d->ops);
+    while (d->memos) {
+        memo *x = d->memos;
+        d->memos = x->next;
+        free(x);
+    }
     free(d);
+}
+
+int gp__memo_get(const slot_state *st, const gp__op *op, size_t n, int v[2]) {
+    int found = 0;
+    if (pthread_mutex_lock(&st->m->mu) != 0) return 0; /* not found: timed again */
+    for (const memo *x = st->dw->memos; x && !found; x = x->next)
+        if (x->op == op && x->n == n) {
+            v[0] = x->v[0];
+            v[1] = x->v[1];
+            found = 1;
+        }
+    pthread_mutex_unlock(&st->m->mu);
+    return found;
+}
+
+int gp__memo_put(const slot_state *st, const gp__op *op, size_t n, const int v[2]) {
+    memo *x = malloc(sizeof *x);
+    if (!x) return GP_ENOMEM;
+    *x = (memo){.op = op, .n = n, .v = {v[0], v[1]}};
+    if (pthread_mutex_lock(&st->m->mu) != 0) {
+        free(x);
+        return GP_ESYS;
+    }
+    x->next = st->dw->memos;
+    st->dw->memos = x;
+    pthread_mutex_unlock(&st->m->mu);
+    return GP_OK;
 }
 
 /* Upload the weights to the current device (d->device) through `stream`, synchronously. */
@@ -250,8 +290,7 @@ out:
 }
 
 /* The weights on `device`, uploaded by the first slot that needs them. Takes m->mu. */
-static int weights_for(gp__model *m, int device, cudaStream_t stream, ck *c,
-                       const dev_weights **out) {
+static int weights_for(gp__model *m, int device, cudaStream_t stream, ck *c, dev_weights **out) {
     int rc = GP_OK;
     pthread_mutex_lock(&m->mu);
     model_cuda *mc = m->shared[GP_BACKEND_CUDA];
@@ -488,11 +527,11 @@ static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
     st->in_align = gp__align_of(slot->in);
     st->out_align = gp__align_of(slot->out);
     int rc;
-    const dev_weights *w = NULL;
+    dev_weights *w = NULL;
     cudaStream_t s = gp_cuda_stream(slot);
-    if ((rc = weights_for(m, st->device, s, &c, &w)) != GP_OK ||
-        (rc = plan_steps(st, w, &c)) != GP_OK)
-        goto bad;
+    if ((rc = weights_for(m, st->device, s, &c, &w)) != GP_OK) goto bad;
+    st->dw = w;
+    if ((rc = plan_steps(st, w, &c)) != GP_OK) goto bad;
     /* Plans first: their workspace sizes decide the slot's allocation. */
     for (int i = 0; i < st->n_steps; i++) {
         const cuda_layer *l = layer_of(st->steps[i].op);
