@@ -33,6 +33,7 @@ Exit status: 0; 1 when a run failed or a cut's outputs disagree; 77 when PyTorch
 missing.
 """
 import argparse
+import faulthandler
 import importlib.util
 import json
 import math
@@ -182,6 +183,9 @@ def main():
         layouts = [False, True] if cuda and prec in ("fp16", "bf16") else [False]
         rows = []
         for k, (name, spec) in enumerate(cuts):
+            # A cut still running after 240 s prints every thread's Python stack and exits (a
+            # model-bench row hung for 280 s on the first GPU run with no sign of where).
+            faulthandler.dump_traceback_later(240, exit=True)
             try:
                 g, y = run_gp(a.gp_infer, model, spec, x_path, a.work, a.device, prec, a.batch,
                               repeat)
@@ -199,6 +203,8 @@ def main():
                 print(f"  {prec} {name}: {exc}", file=sys.stderr, flush=True)
                 bad = 1
                 continue
+            finally:
+                faulthandler.cancel_dump_traceback_later()
             rows.append((name, g, t))
             print(f"  {prec} {name}: gpupipe {g:.3f} ms (rel. err {rel:.2g}), PyTorch "
                   + ", ".join(f"{v:.3f}" for v in t) + " ms", file=sys.stderr, flush=True)
