@@ -646,47 +646,37 @@ torch_python() {
   fi
 }
 
-st_symptom() {
+# run_py_bench NAME SCRIPT LOG CAP MIN PATTERN: a PyTorch-side bench of bench/ on CUDA with the
+# interpreter that has torch (gp-infer and a work folder in $BUILD), its output in $OUT/LOG, the
+# lines matching PATTERN in the summary; the step's status from its exit.
+run_py_bench() {
+  local name=$1 script=$2 log=$3 cap=$4 min=$5 pat=$6
   need_gpu || return
   torch_python || return
-  budget_for 420 120 || return
-  timeout -k 10 "$STEP_T" "$PY" "$ROOT/bench/symptom-bench.py" "$BUILD/bench/gp-infer" \
-    --device cuda --work "$BUILD/symptom-work" >"$OUT/symptom.txt" 2>&1
+  budget_for "$cap" "$min" || return
+  timeout -k 10 "$STEP_T" "$PY" "$ROOT/bench/$script" "$BUILD/bench/gp-infer" \
+    --device cuda --work "$BUILD/$name-work" >"$OUT/$log" 2>&1
   local rc=$?
-  grep -E '^(\||targets|symptom-bench)' "$OUT/symptom.txt" | notes_raw
+  grep -E "$pat" "$OUT/$log" | notes_raw
   if is_timeout $rc; then
-    ST_STATUS=timeout ST_DETAIL="symptom-bench cut at $STEP_T s (symptom.txt has what finished)"
+    ST_STATUS=timeout ST_DETAIL="$script cut at $STEP_T s ($log has what finished)"
   elif [ $rc -ne 0 ]; then
-    ST_STATUS=failed ST_DETAIL="symptom-bench exit $rc: a contender failed or disagreed (symptom.txt)"
-    tail -5 "$OUT/symptom.txt" | notes_raw
+    ST_STATUS=failed ST_DETAIL="$script exit $rc: a run failed or disagreed ($log)"
+    tail -5 "$OUT/$log" | notes_raw
   else
-    ST_DETAIL="symptom-bench ok (symptom.txt)"
+    ST_DETAIL="$script ok ($log)"
   fi
+}
+
+st_symptom() {
+  run_py_bench symptom symptom-bench.py symptom.txt 420 120 '^(\||targets|symptom-bench)'
 }
 
 # ---- layers ---------------------------------------------------------------------------------
 # bench/layer-bench.py: the ResNet-18 cut after each stage, gpupipe's compute per batch against
 # PyTorch's (fp32; fp16 NCHW and channels_last): which stages make the CNN slower.
 st_layers() {
-  need_gpu || return
-  if [ ! -f "$ROOT/bench/layer-bench.py" ]; then
-    ST_STATUS=skipped ST_DETAIL="bench/layer-bench.py is not in this tree"
-    return
-  fi
-  torch_python || return
-  budget_for 300 90 || return
-  timeout -k 10 "$STEP_T" "$PY" "$ROOT/bench/layer-bench.py" "$BUILD/bench/gp-infer" \
-    --device cuda --work "$BUILD/layer-work" >"$OUT/layers.txt" 2>&1
-  local rc=$?
-  grep -E '^(\||fp|layer-bench)' "$OUT/layers.txt" | notes_raw
-  if is_timeout $rc; then
-    ST_STATUS=timeout ST_DETAIL="layer-bench cut at $STEP_T s (layers.txt has what finished)"
-  elif [ $rc -ne 0 ]; then
-    ST_STATUS=failed ST_DETAIL="layer-bench exit $rc (layers.txt)"
-    tail -5 "$OUT/layers.txt" | notes_raw
-  else
-    ST_DETAIL="layer-bench ok (layers.txt)"
-  fi
+  run_py_bench layer layer-bench.py layers.txt 300 90 '^(\||fp|layer-bench)'
 }
 
 st_compare() {

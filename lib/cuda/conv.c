@@ -286,14 +286,9 @@ static int conv_time(const slot_state *st, step *sp, const gp_batch *slot, conv_
     *ms = -1.0f;
     if ((rc = conv_set(bk, i, c)) != GP_OK) return rc;
     if (!conv_try_fused(st, sp, slot, bk)) ds = conv_exec(st, sp, slot, bk, n, &kerr);
-    for (int r = 0; r <= CONV_TIMED_RUNS && ds == CUDNN_STATUS_SUCCESS && kerr == cudaSuccess;
-         r++) {
-        if (r == 0) {
-            CK(c, cudaEventRecord(ev[0], s));
-        } else {
-            ds = conv_exec(st, sp, slot, bk, n, &kerr);
-        }
-    }
+    CK(c, cudaEventRecord(ev[0], s));
+    for (int r = 0; r < CONV_TIMED_RUNS && ds == CUDNN_STATUS_SUCCESS && kerr == cudaSuccess; r++)
+        ds = conv_exec(st, sp, slot, bk, n, &kerr);
     CK(c, cudaEventRecord(ev[1], s));
     CK(c, cudaEventSynchronize(ev[1]));
     if (ds != CUDNN_STATUS_SUCCESS || kerr != cudaSuccess) {
