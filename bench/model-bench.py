@@ -280,7 +280,13 @@ def _run_torch(module, x, device, batch, precision, graphs):
 def cuda_graph_step(module, batch, like, dev):
     """module captured in a CUDA graph for batches of `batch` items shaped and typed as `like`'s
     (warmed up on a side stream first, as PyTorch's docs do) -> step(xb): copies xb into the
-    graph's input, replays, returns the graph's output rows (valid until the next replay)."""
+    graph's input, replays, returns the graph's output rows (valid until the next replay).
+
+    Each graph is captured on a stream of its own. torch.cuda.graph's default capture stream is
+    one per process, and PyTorch keys its cuBLAS workspace by stream: graphs captured on the same
+    stream share one workspace (pytorch/pytorch#193402). Replayed at once on the slots' streams,
+    they most likely raced on it: on the H200 (2026-11-26, both runs) the fp32 MLP and CNN at
+    batch 64 hung in torch.cuda.synchronize() after the first replays (not yet rerun)."""
     static_in = torch.empty((batch,) + tuple(like.shape[1:]), dtype=like.dtype, device=dev)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -289,7 +295,7 @@ def cuda_graph_step(module, batch, like, dev):
             module(static_in)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=torch.cuda.Stream()):
         static_out = module(static_in)
 
     def step(xb):
