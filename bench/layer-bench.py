@@ -166,7 +166,10 @@ def main():
     rn = C.ResNet18(classes=1000).eval()
     C.randomize_bn(rn, torch.Generator().manual_seed(5))
     x = np.random.default_rng(1).integers(0, 256, (a.items, a.size, a.size, 3), dtype=np.uint8)
-    C.center_logits(rn, rn.fc, torch.from_numpy(x[:64]))
+    # No C.center_logits here: it cancels the logits to ~1/200 of their terms (max 0.0097 against
+    # |W||f| 2.3), so fp16's rounding of fc's bias alone moved them by 2.5 % and the whole-model
+    # cut failed its closeness check on the H200 (0.0252, limit 0.02) while every other cut was
+    # within 6.2e-4. This bench checks closeness, not top-1 agreement, and times the same model.
     model = os.path.join(a.work, f"resnet18_{a.size}.safetensors")
     C.save_model(rn, model, rn.spec(a.size))
     x_path = os.path.join(a.work, "x.npy")
