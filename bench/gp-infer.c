@@ -6,7 +6,7 @@
  *            [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]
  *            [--max-delay-us US] [--max-tokens T]
  *            [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]
- *            [--capacity C] [--repeat R] [--report R.json] [--quiet]
+ *            [--capacity C] [--repeat R] [--warmup W] [--report R.json] [--quiet]
  *   gp-infer --demo mlp|cnn|encoder [--save-demo FILE] [--input X.npy --output Y.npy] ...
  *
  * X holds N items: shape (N, *item shape), dtype as the model's input (f32 '<f4', u8 '|u1').
@@ -17,6 +17,9 @@
  * Y gets shape (N, *output shape), f32 '<f4' or i64 '<i8'. C order, little-endian.
  * Timing: items/s is N x R (--repeat) submissions over first submit to drained; every item's
  * latency is its submit call to its callback (gp_now_ns(), CLOCK_MONOTONIC), p50/p99 nearest rank.
+ * --warmup W submits W items (the input's first, cycling) and drains them before that window,
+ * so a short run does not time a fresh process's first batches (lazily loaded kernels, first
+ * library calls); the report's counters then cover the window alone.
  * --report writes both, the window's ends on that clock (to line up samples taken beside the
  * run) and the pipeline's busy time per stage (gp_stats h2d/compute/d2h_busy_ns: on CUDA,
  * compute_busy_ns / batches is the device's compute time per batch under load), as JSON. Exit
@@ -305,6 +308,18 @@ static void *produce(void *arg) {
     return NULL;
 }
 
+/* `producers` threads (at least this thread) submit r->total items, then the pipeline drains. */
+static void produce_all(producer *pr, size_t producers) {
+    pthread_t th[64];
+    size_t started = 0;
+    for (; started < producers; started++)
+        if (pthread_create(&th[started], NULL, produce, pr) != 0) break;
+    if (started == 0) produce(pr);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    gp_pipeline_drain(pr->r->p, -1);
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
@@ -324,9 +339,10 @@ static void usage(FILE *f) {
            "                [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]\n"
            "                [--max-delay-us US] [--max-tokens T]\n"
            "                [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]\n"
-           "                [--capacity C] [--repeat R] [--report R.json] [--quiet]\n"
+           "                [--capacity C] [--repeat R] [--warmup W] [--report R.json] [--quiet]\n"
            "  --capacity C: the ring's items (a power of two >= --batch; default: the library's)\n"
            "  --repeat R: submit every item R times (a longer run; Y gets each item once)\n"
+           "  --warmup W: submit and drain W items before the timed run (default 0)\n"
            "  --report R.json: items/s, the run's window and every item's latency (submit to\n"
            "                   callback) as p50/p99/max, as JSON (bench/symptom-bench.py)\n"
            "  --lengths L.npy: a variable-length model's tokens per item (X: all tokens packed)\n");
@@ -372,7 +388,7 @@ int main(int argc, char **argv) {
     const char *in_path = NULL, *out_path = NULL, *backend_s = "auto", *prec_s = "fp32";
     const char *len_path = NULL, *report_path = NULL;
     size_t batch = 64, inflight = 3, producers = 2, delay_us = 0, max_tokens = 0, repeat = 1,
-           capacity = 0;
+           capacity = 0, warmup = 0;
     int describe = 0, quiet = 0, graphs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -412,6 +428,8 @@ int main(int argc, char **argv) {
             nval = &capacity, lo = 0, hi = (size_t)1 << 30;
         else if (!strcmp(a, "--repeat"))
             nval = &repeat, hi = 1u << 20;
+        else if (!strcmp(a, "--warmup"))
+            nval = &warmup, lo = 0, hi = 1u << 24;
         else if (!strcmp(a, "--describe")) {
             describe = 1;
             continue;
@@ -624,12 +642,14 @@ int main(int argc, char **argv) {
     run r = {.in = x.data, .in_bytes = ii.bytes, .out_bytes = oi.bytes, .n = n, .off = off};
     r.total = n * repeat; /* repeat <= 2^20, n < 2^40 (an .npy this program read) */
     r.out = calloc(n ? n : 1, oi.bytes);
-    item_ctx *items = malloc((r.total ? r.total : 1) * sizeof *items);
+    /* The warm-up's submissions use the first of these too (their latencies are overwritten). */
+    size_t n_ctx = r.total > warmup ? r.total : warmup;
+    item_ctx *items = malloc((n_ctx ? n_ctx : 1) * sizeof *items);
     if (!r.out || !items) {
         fprintf(stderr, "gp-infer: out of memory\n");
         return EXIT_RUN;
     }
-    for (size_t i = 0; i < r.total; i++)
+    for (size_t i = 0; i < n_ctx; i++)
         items[i] = (item_ctx){.r = &r, .index = i % n};
 
     gp_config cfg;
@@ -652,22 +672,32 @@ int main(int argc, char **argv) {
         exit_code = rc == GP_ENODEV || rc == GP_ENOTSUP ? EXIT_NODEV : EXIT_RUN;
         goto out;
     }
-    uint64_t t0 = gp_now_ns();
-    pthread_t th[64];
     producer pr = {&r, items};
-    size_t started = 0;
-    for (; started < producers; started++)
-        if (pthread_create(&th[started], NULL, produce, &pr) != 0) break;
-    if (started == 0) produce(&pr);
-    for (size_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    gp_pipeline_drain(r.p, -1);
+    gp_stats st0, st;
+    memset(&st0, 0, sizeof st0);
+    st0.struct_size = sizeof st0;
+    if (warmup) { /* untimed; a failure shows in r.failed / r.submit_rc, reported below */
+        size_t timed = r.total;
+        r.total = warmup;
+        produce_all(&pr, producers);
+        gp_pipeline_stats(r.p, &st0);
+        r.total = timed;
+        atomic_store(&r.next, 0);
+    }
+    uint64_t t0 = gp_now_ns();
+    produce_all(&pr, producers);
     uint64_t t1 = gp_now_ns();
     double secs = (double)(t1 - t0) * 1e-9;
-    gp_stats st;
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
     gp_pipeline_stats(r.p, &st);
+    /* The report's counters: the timed window's alone. */
+    st.batches -= st0.batches;
+    st.batch_items -= st0.batch_items;
+    st.graph_replays -= st0.graph_replays;
+    st.h2d_busy_ns -= st0.h2d_busy_ns;
+    st.compute_busy_ns -= st0.compute_busy_ns;
+    st.d2h_busy_ns -= st0.d2h_busy_ns;
     /* Every item's latency, sorted (a failed run exits below; its latencies are not used). */
     size_t total = r.total;
     uint64_t *lat = malloc((total ? total : 1) * sizeof *lat);

@@ -112,7 +112,7 @@ def run_gp(gp_infer, model, spec, x_path, work, device, prec, batch, repeat):
     cmd = [gp_infer, "--model", model, "--spec", sp, "--input", x_path, "--output", y,
            "--backend", "cuda" if device == "cuda" else "host", "--precision", prec,
            "--batch", str(batch), "--inflight", "3", "--producers", "8",
-           "--repeat", str(repeat), "--report", rep, "--quiet"]
+           "--repeat", str(repeat), "--warmup", str(6 * batch), "--report", rep, "--quiet"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-800:]}")

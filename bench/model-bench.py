@@ -171,7 +171,10 @@ def prepare(name, gp_infer, work, items):
 def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, inflight):
     cmd = [gp_infer, "--model", path, "--input", xpath, "--output", ypath, "--batch", str(batch),
            "--backend", "cuda" if device == "cuda" else "host", "--precision", precision,
-           "--inflight", str(inflight)]
+           "--inflight", str(inflight),
+           # Untimed first batches, as PyTorch's side runs its probe and warm-ups before its
+           # clock: a 20-batch run of a fresh process otherwise times its lazily loaded kernels.
+           "--warmup", str(2 * inflight * batch)]
     if graphs:
         cmd.append("--cuda-graphs")
     try:

@@ -150,6 +150,20 @@ def main():
            and abs(rep["items_per_s"] * rep["seconds"] - 3 * n) < 0.01 * 3 * n
            and rep["batches"] >= (3 * n + 1) // 2 and "latency p50 " in err3,
            "--repeat 3 --report: same outputs, 3 x N submissions, p50 <= p99 <= max", str(rep))
+    # --warmup W: W untimed submissions first; outputs unchanged, the report's window and its
+    # counters exclude them (W = 5 x N items in batches of at most 2 would add >= 2.5 x N
+    # batches: a report counting them has more than N batches of N items).
+    rcw, _, errw = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",
+                       w("yw.npy"), "--backend", "host", "--warmup", str(5 * n), "--batch", "2",
+                       "--report", w("rw.json"))
+    repw = {}
+    if rcw == 0:
+        with open(w("rw.json")) as f:
+            repw = json.load(f)
+    record(rcw == 0 and np.array_equal(np.load(w("y1.npy")), np.load(w("yw.npy")))
+           and repw.get("items") == n and (n + 1) // 2 <= repw.get("batches", 0) <= n
+           and f"gp-infer: {n} items in " in errw,
+           "--warmup 5N: same outputs; items and batches of the timed window only", str(repw))
     expect(gp, "--capacity not a power of two",
            ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output", w("y.npy"),
             "--backend", "host", "--batch", "4", "--capacity", "12"], 1,
