@@ -202,11 +202,19 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
     case GP_VERDICT_INFLIGHT:
         say(d->why, sizeof d->why,
             "a batch waited for a free slot %.0f%% of the time, yet no stage is busy more than "
-            "%.0f%% (%s): with inflight=%d the copies and compute of consecutive batches "
-            "cannot overlap",
+            "%.0f%% (%s): with inflight=%d %s",
             gp__pct(d->saturated), gp__pct(fmax(d->h2d, fmax(d->compute, d->d2h))), mix,
-            s->inflight);
-        say(d->knob, sizeof d->knob, "raise inflight (now %d) to 3 or more", s->inflight);
+            s->inflight,
+            s->inflight < 3 ? "the copies and compute of consecutive batches cannot overlap"
+                            : "the slots spend their time between batches, not in the stages");
+        if (s->inflight < 3)
+            say(d->knob, sizeof d->knob, "raise inflight (now %d) to 3 or more", s->inflight);
+        else /* docs/DESIGN.md §2, "A slot's cycle" (measured on an H200) */
+            say(d->knob, sizeof d->knob,
+                "raise inflight (now %d): a slot's cycle is its three stages plus its turnaround "
+                "between batches, which short stages leave uncovered; on CUDA, spin_wait=1 "
+                "shortens the turnaround",
+                s->inflight);
         break;
     case GP_VERDICT_MIXED:
     default:

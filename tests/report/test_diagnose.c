@@ -112,7 +112,9 @@ int main(void) {
     s = base();
     s.inflight = 1;
     s.saturated_ns = 700 * MS;
-    GPT_EQ(verdict(&s, "raise inflight (now 1)"), GP_VERDICT_INFLIGHT);
+    GPT_EQ(verdict(&s, "raise inflight (now 1) to 3 or more"), GP_VERDICT_INFLIGHT);
+    s.inflight = 3; /* already 3: the turnaround, not overlap, is what more slots cover */
+    GPT_EQ(verdict(&s, "spin_wait=1"), GP_VERDICT_INFLIGHT);
     s = base();
     s.starved_ns = 690 * MS;
     GPT_EQ(verdict(&s, "GPU is starved"), GP_VERDICT_PRODUCERS);
