@@ -15,6 +15,9 @@
 #             on the demo MLP and a ResNet-18 (items/s, p50/p99, NVML utilization, targets)
 #   layers    bench/layer-bench.py: a ResNet-18 cut after each stage, gpupipe's compute per
 #             batch against PyTorch's (which stages make the CNN slower than PyTorch's)
+#   convs     bench/conv-bench.py: each distinct convolution of the ResNet-18 alone, conv.c's
+#             cuDNN algorithm rule against every algorithm, NCHW against NHWC, the fused form,
+#             PyTorch's F.conv2d, and the same under PyTorch's cuDNN (why the convolutions trail)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck over the small gpu cases
 #   compare   bench/model-bench.py (gpupipe vs PyTorch), when a python has torch with CUDA
 #
@@ -86,12 +89,12 @@ is_timeout() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }
 
 cd "$ROOT" || exit 1
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(build test bench symptom layers sanitize compare)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(build test bench symptom layers convs sanitize compare)
 for s in "${STAGES[@]}"; do
   case $s in
-    build | test | bench | symptom | layers | sanitize | compare) ;;
+    build | test | bench | symptom | layers | convs | sanitize | compare) ;;
     *)
-      echo "gpu-run: unknown stage '$s' (build | test | bench | symptom | layers | sanitize | compare)" >&2
+      echo "gpu-run: unknown stage '$s' (build | test | bench | symptom | layers | convs | sanitize | compare)" >&2
       exit 2
       ;;
   esac
@@ -646,16 +649,25 @@ torch_python() {
   fi
 }
 
-# run_py_bench NAME SCRIPT LOG CAP MIN PATTERN: a PyTorch-side bench of bench/ on CUDA with the
-# interpreter that has torch (gp-infer and a work folder in $BUILD), its output in $OUT/LOG, the
-# lines matching PATTERN in the summary; the step's status from its exit.
+# run_py_bench NAME SCRIPT LOG CAP MIN PATTERN [TOOL ARG...]: a PyTorch-side bench of bench/ on
+# CUDA with the interpreter that has torch, its output in $OUT/LOG, the lines matching PATTERN
+# in the summary; the step's status from its exit. The script's arguments: gp-infer and a work
+# folder in $BUILD, or TOOL (a binary the build must have made) and the ARGs.
 run_py_bench() {
   local name=$1 script=$2 log=$3 cap=$4 min=$5 pat=$6
+  shift 6
   need_gpu || return
   torch_python || return
+  local args=("$BUILD/bench/gp-infer" --device cuda --work "$BUILD/$name-work")
+  if [ $# -gt 0 ]; then
+    if [ ! -x "$1" ]; then
+      ST_STATUS=failed ST_DETAIL="$1 not built (CUDA and cuDNN needed: see build.log)"
+      return
+    fi
+    args=("$@")
+  fi
   budget_for "$cap" "$min" || return
-  timeout -k 10 "$STEP_T" "$PY" "$ROOT/bench/$script" "$BUILD/bench/gp-infer" \
-    --device cuda --work "$BUILD/$name-work" >"$OUT/$log" 2>&1
+  timeout -k 10 "$STEP_T" "$PY" "$ROOT/bench/$script" "${args[@]}" >"$OUT/$log" 2>&1
   local rc=$?
   grep -E "$pat" "$OUT/$log" | notes_raw
   if is_timeout $rc; then
@@ -677,6 +689,15 @@ st_symptom() {
 # PyTorch's (fp32; fp16 NCHW and channels_last): which stages make the CNN slower.
 st_layers() {
   run_py_bench layer layer-bench.py layers.txt 300 90 '^(\||fp|layer-bench)'
+}
+
+# ---- convs ----------------------------------------------------------------------------------
+# bench/conv-bench.py: each distinct convolution of the ResNet-18 alone (fp32, fp16): conv.c's
+# algorithm rule against every algorithm, NCHW against NHWC, the fused form, PyTorch's
+# F.conv2d; conv-bench again under PyTorch's cuDNN (whether the cuDNN version is the gap).
+st_convs() {
+  run_py_bench conv conv-bench.py convs.txt 120 60 '^(\||fp|conv-bench\.py)' \
+    "$BUILD/bench/conv-bench" --torch-cudnn
 }
 
 st_compare() {

@@ -43,3 +43,11 @@ if(GP_CONFORMANCE_PYTHON)
   set_tests_properties(attention_mma_emul PROPERTIES LABELS unit TIMEOUT 120
                                                      SKIP_RETURN_CODE 77)
 endif()
+
+# bench/conv-bench (CUDA builds with cuDNN): every convolution of the ResNet-18 list, both
+# layouts, every algorithm, at batch 2, so the benchmark does not rot before the GPU run it
+# exists for (its figures are not checked). Without a usable device it prints why and exits 77.
+if(TARGET conv-bench)
+  add_test(NAME conv_bench_smoke COMMAND conv-bench --batch 2 --reps 1)
+  set_tests_properties(conv_bench_smoke PROPERTIES LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

@@ -87,6 +87,19 @@ endif()
 # cublasLtMatmulAlgoCheck, pooling, l2norm) through variable-size batches, every precision.
 gp_sim_case(encoder_cuda encoder_cuda TIMEOUT 600)
 
+# conv-bench's code paths on three small shapes from a file, fp16: the heuristic's candidates,
+# every algorithm, the fused form, the table in NCHW; NHWC, which the simulated cuDNN refuses,
+# is reported as refused and passed over (as a real cuDNN's refusal would be). Its figures are
+# the simulation's and are not checked.
+if(TARGET conv-bench)
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/conv-bench-shapes.txt
+       "# NAME CIN COUT KERNEL STRIDE PAD SIZE COUNT\n"
+       "stem 3 8 7 2 3 32 1\nmid 8 16 3 1 1 16 2\ndownsample 8 16 1 2 0 16 1\n")
+  gp_sim_case(conv_bench conv-bench TIMEOUT 300
+              ARGS --batch 2 --reps 2 --precision fp16 --layouts NCHW,NHWC
+                   --shapes ${CMAKE_CURRENT_BINARY_DIR}/conv-bench-shapes.txt)
+endif()
+
 # cuda-bench end to end (its figures are the simulation's and are not checked).
 if(TARGET cuda-bench)
   add_test(NAME sim_cuda_bench COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sim/cuda-bench-smoke.sh

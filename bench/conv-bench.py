@@ -1,0 +1,360 @@
+#!/usr/bin/python3
+"""Why gpupipe's convolutions trail PyTorch's, shape by shape: bench/conv-bench (cuDNN's legacy
+API as lib/cuda/conv.c uses it) beside PyTorch's own F.conv2d on the same shapes.
+
+usage: conv-bench.py CONV_BENCH [--precisions fp32,fp16] [--batch 256] [--reps 5]
+                     [--shapes resnet18|FILE] [--torch-cudnn] [--json OUT]
+
+Why: on the first H200 run (2026-11-26, RESULTS.md) gpupipe ran the ResNet-18 at 0.68x
+PyTorch's speed in fp16 and 0.75x in fp32, and bench/layer-bench.py put the gap in the
+convolutions (up to 2.8x for the 3x3 stride-1 ones in fp32). Per convolution shape this sets
+apart what could explain it:
+
+  conv-bench    for each precision: conv.c's algorithm rule (the heuristic's first 3 usable,
+                timed) against every algorithm timed, NCHW against NHWC, the fused
+                conv + bias + relu; its raw output is printed indented;
+  PyTorch       F.conv2d on the same shapes (no bias), cudnn.benchmark, IEEE fp32 for fp32
+                (no TF32), NCHW and channels_last; 3 warm-up calls, then the median of R calls,
+                each between two CUDA events, queued behind torch.cuda._sleep so that the events
+                time the GPU (conv-bench times its runs the same way);
+  --torch-cudnn conv-bench again with LD_LIBRARY_PATH led by the directory of the cuDNN that
+                PyTorch loaded (its wheels'), so the same legacy-API rules are timed under
+                PyTorch's cuDNN too: whether the cuDNN version is the gap.
+
+Prints, per precision, a Markdown table: shape | count | ours(h) NCHW | best(a) NCHW |
+best(a) NHWC | PyTorch NCHW | PyTorch channels_last | ours/PyTorch-best (ms per convolution,
+weighted totals = sum of count x ms), and with --torch-cudnn one of conv-bench under the
+cuDNN the loader finds against PyTorch's. Exit status: 0; 1 when a run failed; 77 without
+PyTorch or a CUDA device (SKIP line).
+"""
+import argparse
+import faulthandler
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+try:
+    import torch
+    import torch.nn.functional as F
+    import gpupipe_export as gx  # cuda_fp32_math: IEEE fp32 on any PyTorch version
+except ImportError as exc:  # depends on the machine
+    print(f"SKIP: PyTorch/NumPy not importable by {sys.executable} ({exc})")
+    sys.exit(77)
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+BIN_TIMEOUT_S = 240  # one conv-bench run; ~10 s expected on an H200
+KV = re.compile(r"^conv-bench: (\w+)=")
+
+
+def run_bench(cmd, env=None):
+    """Runs conv-bench, echoing its output indented as it comes. -> (exit status, lines)."""
+    extra = f" (LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']})" if env else ""
+    print(f"\n$ {' '.join(cmd)}{extra}", flush=True)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=env)
+    timer = threading.Timer(BIN_TIMEOUT_S, p.kill)
+    timer.start()
+    lines = []
+    try:
+        for ln in p.stdout:
+            lines.append(ln.rstrip("\n"))
+            print("    " + lines[-1], flush=True)
+        rc = p.wait()
+    finally:
+        timer.cancel()
+    if rc < 0:
+        print(f"conv-bench.py: conv-bench killed (signal {-rc}; the limit is {BIN_TIMEOUT_S} s)",
+              flush=True)
+    print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+    return rc, lines
+
+
+def parse(lines):
+    """conv-bench's key=value lines -> (header dict, {(shape, layout): row dict}, [shapes in
+    order]); the loaded libraries as header['loaded'], a list."""
+    head, rows, order = {"loaded": []}, {}, []
+    for ln in lines:
+        if not KV.match(ln):
+            continue
+        kv = dict(t.split("=", 1) for t in shlex.split(ln[len("conv-bench: "):]) if "=" in t)
+        if "shape" in kv:
+            for k, v in kv.items():
+                if k.endswith("_ms") or k in ("n", "c", "hw", "k", "r", "stride", "pad", "out",
+                                              "count"):
+                    kv[k] = None if v == "-" else (float(v) if k.endswith("_ms") else int(v))
+            rows[(kv["shape"], kv["layout"])] = kv
+            if kv["shape"] not in order:
+                order.append(kv["shape"])
+        elif "loaded" in kv:
+            head["loaded"].append(kv["loaded"])
+        else:
+            head.update(kv)
+    return head, rows, order
+
+
+def torch_cudnn_dirs():
+    """The directories of the cuDNN PyTorch loaded (then of its other nvidia wheel libraries,
+    which that cuDNN may open): from /proc/self/maps, else nvidia.cudnn's lib. [] if none."""
+    torch.backends.cudnn.version()  # loads it
+    dnn, other = [], []
+    try:
+        with open("/proc/self/maps") as f:
+            for ln in f:
+                parts = ln.split(None, 5)
+                if len(parts) < 6 or not parts[5].startswith("/"):
+                    continue
+                path = parts[5].strip()
+                d, base = os.path.dirname(path), os.path.basename(path)
+                if base.startswith("libcudnn"):
+                    dnn.append(d)
+                elif f"{os.sep}nvidia{os.sep}" in path:
+                    other.append(d)
+    except OSError:
+        pass
+    if not dnn:
+        try:
+            import nvidia.cudnn as nc  # PyTorch's wheel, when it has one
+            base = os.path.dirname(nc.__file__) if getattr(nc, "__file__", None) else \
+                list(nc.__path__)[0]
+            if os.path.isdir(os.path.join(base, "lib")):
+                dnn.append(os.path.join(base, "lib"))
+        except ImportError:
+            pass
+    out = []
+    for d in dnn + (other if dnn else []):
+        if d not in out:
+            out.append(d)
+    return out
+
+
+def time_torch(row, prec, channels_last, reps):
+    """PyTorch's F.conv2d for one conv-bench row: median ms of `reps` calls."""
+    dev, dt = torch.device("cuda"), DTYPES[prec]
+    g = torch.Generator(device=dev).manual_seed(1)
+    x = (torch.rand(row["n"], row["c"], row["hw"], row["hw"], device=dev, generator=g) * 2 - 1)
+    w = (torch.rand(row["k"], row["c"], row["r"], row["r"], device=dev, generator=g) * 2 - 1)
+    x, w = x.to(dt), (w * 0.1).to(dt)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = w.contiguous(memory_format=torch.channels_last)
+    s, p = row["stride"], row["pad"]
+    with torch.inference_mode(), gx.cuda_fp32_math(tf32=False):
+        for _ in range(3):  # cudnn.benchmark times its algorithms on the first
+            F.conv2d(x, w, None, s, p)
+        torch.cuda.synchronize()
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
+        if hasattr(torch.cuda, "_sleep"):  # the calls below are queued while the GPU spins
+            torch.cuda._sleep(2_000_000 + 400_000 * reps)
+        ev[0].record()
+        for i in range(reps):
+            F.conv2d(x, w, None, s, p)
+            ev[i + 1].record()
+        ev[-1].synchronize()
+        return statistics.median(ev[i].elapsed_time(ev[i + 1]) for i in range(reps))
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:.3f}"
+
+
+def wsum(vals, counts):
+    """Sum of count x value, with how many values are missing."""
+    tot = sum(c * v for v, c in zip(vals, counts) if v is not None)
+    miss = sum(v is None for v in vals)
+    if miss == len(vals):
+        return "-"
+    return f"{tot:.3f}" + (f" ({miss} missing)" if miss else "")
+
+
+def ratio(a, b):
+    return "-" if a is None or b is None or b <= 0 else f"{a / b:.2f}"
+
+
+def total(vals, counts):
+    if any(v is None for v in vals):
+        return None
+    return sum(c * v for v, c in zip(vals, counts))
+
+
+def joined_table(prec, batch, order, rows, pt):
+    print(f"\n{prec}: ms per convolution, batch {batch}; ours(h) = conv.c's rule, best(a) = "
+          "every algorithm (FFT apart), PyTorch = F.conv2d with cudnn.benchmark"
+          + (" (IEEE fp32)" if prec == "fp32" else "") + "\n")
+    print("| shape | count | ours(h) NCHW | best(a) NCHW | best(a) NHWC | PyTorch NCHW | "
+          "PyTorch channels_last | ours/PyTorch-best |")
+    print("|---|---|---|---|---|---|---|---|")
+    cols = [[] for _ in range(6)]
+    counts = []
+    for name in order:
+        r0, r1 = rows.get((name, "NCHW"), {}), rows.get((name, "NHWC"), {})
+        t = pt.get(name, (None, None))
+        best_pt = min((v for v in t if v is not None), default=None)
+        vals = [r0.get("h_ms"), r0.get("a_ms"), r1.get("a_ms"), t[0], t[1], best_pt]
+        r = r0 or r1
+        counts.append(r["count"])
+        for col, v in zip(cols, vals):
+            col.append(v)
+        print(f"| {name} {r['c']}->{r['k']} {r['r']}x{r['r']}/{r['stride']} @{r['hw']} | "
+              f"{r['count']} | " + " | ".join(fmt(v) for v in vals[:5])
+              + f" | {ratio(vals[0], best_pt)} |")
+    print(f"| weighted total | {sum(counts)} | "
+          + " | ".join(wsum(col, counts) for col in cols[:5])
+          + f" | {ratio(total(cols[0], counts), total(cols[5], counts))} |")
+
+
+def cudnn_table(prec, order, sys_rows, tc_rows, pt, sys_head, tc_head):
+    libs = [os.path.realpath(h.get("cudnn_lib", "?")) for h in (sys_head, tc_head)]
+    print(f"\n{prec}: conv-bench with the cuDNN the loader finds ({sys_head.get('cudnn', '?')}, "
+          f"{libs[0]}) and with PyTorch's ({tc_head.get('cudnn', '?')}, {libs[1]}), ms per "
+          "convolution" + (" (the same library both times)" if libs[0] == libs[1] else "") + "\n")
+    heads = ["ours(h) NCHW", "best(a) NCHW", "best(a) NHWC"]
+    keys = [("h_ms", "NCHW"), ("a_ms", "NCHW"), ("a_ms", "NHWC")]
+    print("| shape | count | " + " | ".join(f"{h} default | {h} PyTorch's" for h in heads)
+          + " | PyTorch best |")
+    print("|---" * (3 + 2 * len(heads)) + "|")
+    cols = [[] for _ in range(2 * len(keys) + 1)]
+    counts = []
+    for name in order:
+        vals = []
+        for key, lay in keys:
+            vals += [sys_rows.get((name, lay), {}).get(key), tc_rows.get((name, lay), {}).get(key)]
+        vals.append(min((v for v in pt.get(name, (None, None)) if v is not None), default=None))
+        r = sys_rows.get((name, "NCHW")) or sys_rows.get((name, "NHWC"))
+        counts.append(r["count"])
+        for col, v in zip(cols, vals):
+            col.append(v)
+        print(f"| {name} | {r['count']} | " + " | ".join(fmt(v) for v in vals) + " |")
+    print(f"| weighted total | {sum(counts)} | " + " | ".join(wsum(c, counts) for c in cols)
+          + " |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("conv_bench", help="the conv-bench binary (build/bench/conv-bench)")
+    ap.add_argument("--precisions", default="fp32,fp16")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--shapes", default="resnet18")
+    ap.add_argument("--torch-cudnn", action="store_true",
+                    help="also run conv-bench on the cuDNN PyTorch loaded")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    if not (os.path.isfile(a.conv_bench) and os.access(a.conv_bench, os.X_OK)):
+        print(f"conv-bench.py: {a.conv_bench} is not an executable", file=sys.stderr)
+        return 2
+    precs = [p for p in a.precisions.split(",") if p]
+    bad_prec = [p for p in precs if p not in DTYPES]
+    if bad_prec or not precs or a.batch < 1 or a.reps < 1:
+        print(f"conv-bench.py: bad --precisions {a.precisions} / --batch / --reps",
+              file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print(f"SKIP: no CUDA device for PyTorch {torch.__version__} ({sys.executable})")
+        return 77
+    t_start = time.perf_counter()
+    torch.backends.cudnn.benchmark = True
+    tc_ver = torch.backends.cudnn.version()
+    print(f"conv-bench.py: torch {torch.__version__} (CUDA {torch.version.cuda}), its cuDNN "
+          f"{tc_ver}; device {torch.cuda.get_device_name()}; batch {a.batch}, {a.reps} timed "
+          f"runs per measure; shapes {a.shapes}", flush=True)
+    common = ["--batch", str(a.batch), "--reps", str(a.reps), "--shapes", a.shapes]
+    raw = {"torch": torch.__version__, "torch_cudnn": tc_ver, "batch": a.batch, "runs": {}}
+    bad, runs = 0, {}
+
+    # conv-bench first, with the cuDNN the loader finds, then with PyTorch's.
+    tc_env, tc_dirs = None, []
+    if a.torch_cudnn:
+        tc_dirs = torch_cudnn_dirs()
+        if tc_dirs:
+            tc_env = dict(os.environ)
+            tc_env["LD_LIBRARY_PATH"] = ":".join(
+                tc_dirs + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p])
+        else:
+            print("conv-bench.py: --torch-cudnn: the cuDNN PyTorch loaded was not found "
+                  "(/proc/self/maps, nvidia.cudnn); that run is left out", flush=True)
+            bad = 1
+    for which, env in [("default", None), ("torch", tc_env)]:
+        if which == "torch" and env is None:
+            continue
+        for prec in precs:
+            rc, lines = run_bench([a.conv_bench, "--precision", prec] + common, env)
+            if rc == 77:
+                print(next((ln for ln in lines if ln.startswith("SKIP")),
+                           "SKIP: conv-bench found no usable CUDA device"))
+                return 77
+            if rc != 0:
+                print(f"conv-bench.py: conv-bench --precision {prec} "
+                      f"({'PyTorch' if which == 'torch' else 'default'} cuDNN) exit {rc}",
+                      flush=True)
+                bad = 1
+                continue
+            runs[(which, prec)] = parse(lines)
+            raw["runs"][f"{which}-{prec}"] = {"head": runs[(which, prec)][0],
+                                               "rows": list(runs[(which, prec)][1].values())}
+    if tc_env:
+        for (which, prec), (head, _, _) in runs.items():
+            lib = os.path.realpath(head.get("cudnn_lib", "?"))
+            if which == "torch" and not any(lib.startswith(os.path.realpath(d) + os.sep)
+                                            for d in tc_dirs):
+                print(f"conv-bench.py: --torch-cudnn {prec}: conv-bench loaded {lib}, not from "
+                      f"{tc_dirs[0]}: its figures are not PyTorch's cuDNN", flush=True)
+                bad = 1
+    t_bench = time.perf_counter()
+
+    # PyTorch on the same shapes (the default run's list).
+    pt_all = {}
+    for prec in precs:
+        if ("default", prec) not in runs:
+            continue
+        _, rows, order = runs[("default", prec)]
+        pt = pt_all[prec] = {}
+        for name in order:
+            row = rows.get((name, "NCHW")) or rows.get((name, "NHWC"))
+            vals = []
+            for cl in (False, True):
+                # A measure still running after 120 s prints every thread's Python stack and
+                # exits.
+                faulthandler.dump_traceback_later(120, exit=True)
+                try:
+                    vals.append(time_torch(row, prec, cl, a.reps))
+                except Exception as exc:  # one failed measure must not lose the table
+                    print(f"  {prec} {name} {'channels_last' if cl else 'NCHW'}: PyTorch: {exc}",
+                          file=sys.stderr, flush=True)
+                    vals.append(None)
+                    bad = 1
+                finally:
+                    faulthandler.cancel_dump_traceback_later()
+            pt[name] = tuple(vals)
+            print(f"  {prec} {name}: PyTorch NCHW {fmt(pt[name][0])}, channels_last "
+                  f"{fmt(pt[name][1])} ms", file=sys.stderr, flush=True)
+        raw.setdefault("pytorch", {})[prec] = pt
+    t_torch = time.perf_counter()
+
+    for prec in precs:
+        if ("default", prec) not in runs:
+            continue
+        head, rows, order = runs[("default", prec)]
+        joined_table(prec, a.batch, order, rows, pt_all.get(prec, {}))
+        if ("torch", prec) in runs:
+            cudnn_table(prec, order, rows, runs[("torch", prec)][1], pt_all.get(prec, {}), head,
+                        runs[("torch", prec)][0])
+    print(f"\nconv-bench.py: conv-bench runs {t_bench - t_start:.1f} s, PyTorch "
+          f"{t_torch - t_bench:.1f} s" + (" (a run failed: see above)" if bad else ""),
+          flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(raw, f, indent=1)
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())
