@@ -11,9 +11,14 @@
  * The batcher alone reads the ring's head. It takes every item it hands on with one atomic OR
  * of the state word (ring.h), after which only it writes the item's status.
  */
+#include <sched.h>
 #include <string.h>
 
 #include "pipeline.h"
+
+/* config.spin_wait: how long the batcher polls for a free slot before sleeping. A balanced
+   load's stages took ~80 us each on an H200: a slot usually frees within one stage. */
+#define SLOT_SPIN_NS 200000u
 
 typedef struct batcher {
     gp_pipeline *p;
@@ -220,7 +225,8 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t ou
     gp__slot *s = next_slot(b);
     const gp__device_ops *o = p->ops;
     gp_batch *bt = &s->launch.batch;
-    gp__batchrec r = {.first = b->head, .n = n, .slot = s->index, .reason = reason};
+    gp__batchrec r = {
+        .first = b->head, .n = n, .slot = s->index, .reason = reason, .t_dispatch = now};
 
     /* Take every item. Deadlines are checked up to the H2D copy; an expired or canceled item
        inside the span rides along on the device but its output is never delivered. */
@@ -317,9 +323,18 @@ static void wait_data(batcher *b, uint64_t want_idx, uint64_t deadline_ns, uint6
     gp__notify_unlock(&p->bwake);
 }
 
-/* Wait until a slot is free or the device failed. Woken through slotwake by the poller. */
+/* Wait until a slot is free or the device failed. Woken through slotwake by the poller; with
+   config.spin_wait, polled for up to SLOT_SPIN_NS first: a sleeping batcher's wake-up was
+   tens of microseconds of each slot's turnaround on the GPU machine (docs/DESIGN.md §2). */
 static void wait_slot(batcher *b) {
     gp_pipeline *p = b->p;
+    if (p->cfg.spin_wait) {
+        uint64_t until = gp__now_ns() + SLOT_SPIN_NS;
+        do {
+            if (slot_free(b) || atomic_load_explicit(&p->failed, memory_order_relaxed)) return;
+            (void)sched_yield(); /* cannot fail on Linux; the loop re-checks either way */
+        } while (gp__now_ns() < until);
+    }
     gp__notify_lock(&p->slotwake);
     while (!slot_free(b) && !atomic_load_explicit(&p->failed, memory_order_relaxed))
         gp__notify_wait(&p->slotwake, 0);

@@ -44,7 +44,8 @@ static void record_timings(gp_pipeline *p, gp__slot *s, const gp__batchrec *r) {
                              .t_start = t[GP__EV_START],
                              .t_h2d_done = t[GP__EV_H2D],
                              .t_compute_done = t[GP__EV_COMPUTE],
-                             .t_d2h_done = t[GP__EV_D2H]};
+                             .t_d2h_done = t[GP__EV_D2H],
+                             .t_dispatch = r->t_dispatch};
         p->cfg.on_batch(p->cfg.on_batch_user, &tr);
     }
 }

@@ -66,6 +66,7 @@ typedef struct gp__batchrec {
     /* Variable-size items (monotonic arena positions): the input bytes up to in_end are free
        once this record is released; the outputs are packed from out_start to out_end. */
     uint64_t in_end, out_start, out_end;
+    uint64_t t_dispatch; /* gp_now_ns() as the batcher began dispatching it (the trace's) */
 } gp__batchrec;
 
 /* Batch records between batcher, poller and callback workers: cursors into `buf`

@@ -248,7 +248,13 @@ typedef struct gp_batch_trace {
     int slot;
     int status; /* GP_OK, GP_ECOMPUTE or GP_EDEVICE */
     gp_close_reason reason;
+    /* The device's stage events: the batch's start (before its H2D copy) and each stage's end;
+       on CUDA read from events and mapped to this clock (within a few microseconds). */
     uint64_t t_start, t_h2d_done, t_compute_done, t_d2h_done;
+    /* The host: when the batcher began the batch's dispatch (before its first enqueue). From
+       the slot's previous t_d2h_done to this is the slot's wait for the host; from this to
+       t_start, the enqueue (docs/DESIGN.md §2, "A slot's cycle"). */
+    uint64_t t_dispatch;
 } gp_batch_trace;
 
 /* Called once per device batch, in dispatch order, on the completion poller thread, before
@@ -309,7 +315,9 @@ typedef struct gp_config {
     int cuda_graphs; /* CUDA: capture the compute per batch-size bucket (fixed-size inputs
                         and outputs only: GP_EINVAL with max_item_in_bytes or
                         max_item_out_bytes); default 0 */
-    int spin_wait;   /* CUDA: completion spins on events instead of blocking; default 0 */
+    int spin_wait;   /* poll instead of sleeping: the completion thread on the device's events
+                        (CUDA), the batcher for up to 200 us for a free slot (any backend);
+                        a core each while saturated, for a shorter slot turnaround; default 0 */
 
     gp_log_fn log; /* optional */
     void *log_user;

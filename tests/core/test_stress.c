@@ -80,6 +80,7 @@ typedef struct round_cfg {
     int infer, children, hiccups, slow_callbacks;
     double sim_compute_us;
     double overlap_at;
+    int spin_wait;
 } round_cfg;
 
 typedef struct prod {
@@ -165,10 +166,10 @@ static void describe(FILE *f) {
         fprintf(f, " %zu", c->preferred[i]);
     fprintf(f,
             "%s; %s; completion_workers %d prep_workers %d; producers %d; fail_mod %d; "
-            "infer %d children %d hiccups %d sim %.0fus; end %s, destroy %s\n",
+            "infer %d children %d hiccups %d sim %.0fus spin_wait %d; end %s, destroy %s\n",
             c->num_preferred ? "" : " -", c->policy == GP_FULL_BLOCK ? "block" : "fail",
             c->completion_workers, c->prep_workers, c->producers, c->fail_mod, c->infer,
-            c->children, c->hiccups, c->sim_compute_us, end_name[c->end],
+            c->children, c->hiccups, c->sim_compute_us, c->spin_wait, end_name[c->end],
             c->mode == GP_DESTROY_DRAIN ? "drain" : "cancel");
 }
 
@@ -358,6 +359,11 @@ static void on_batch(void *user, const gp_batch_trace *t) {
     CHECK(t->t_start <= t->t_h2d_done && t->t_h2d_done <= t->t_compute_done &&
               t->t_compute_done <= t->t_d2h_done,
           "stage times out of order");
+    /* The batcher's host clock before the start event; CUDA's events map to that clock within
+       microseconds, hence the 1 ms of slack. */
+    CHECK(t->t_dispatch > 0 && t->t_dispatch <= t->t_start + 1000000,
+          "t_dispatch %llu after t_start %llu", (unsigned long long)t->t_dispatch,
+          (unsigned long long)t->t_start);
     switch (t->reason) {
     case GP_CLOSE_FULL:
         CHECK(t->n == c->max_batch, "full batch of %zu", t->n);
@@ -685,6 +691,7 @@ static void pick_config(uint64_t seed, int round) {
     c->slow_callbacks = rnd(&r, 4) == 0;
     c->sim_compute_us = rnd(&r, 4) == 0 ? 5 + rnd(&r, 100) : 0;
     c->overlap_at = (double)rnd(&r, 1001) / 1000.0;
+    c->spin_wait = rnd(&r, 4) == 0; /* drawn last: the earlier draws of a seed stay as they were */
 }
 
 static void reset_round(void) {
@@ -845,6 +852,7 @@ static void run_round(uint64_t seed, int round) {
     cfg.compute_setup = stress_setup;
     cfg.compute_teardown = stress_teardown;
     cfg.sim_compute_us = c->sim_compute_us;
+    cfg.spin_wait = c->spin_wait;
     R.p = gpt_create(&cfg);
 
     pthread_t th[MAXP];
