@@ -798,13 +798,15 @@ static const char *verdict(double v, double target) {
 /* (g)'s split of a slot's turnaround, from the pipeline's per-batch traces (on_batch, on the
    completion thread, gp_now_ns() clock): for batch m on slot k after batch m' on the same
    slot, D2H(m') done -> the completion thread seeing it ("seen": the trace call, just before
-   the slot is freed), and seen -> m's start event on the GPU (the batcher's wake-up and
-   enqueue, plus the stream reaching that point). */
+   the slot is freed), and seen -> m's start event on the GPU, split at the trace's
+   t_dispatch (the batcher starting m's dispatch, host clock) into the batcher's wait (its
+   wake-up, or items to arrive) and the enqueue up to the start event. */
 enum { TURN_CAP = 1 << 16, TURN_SLOTS = 64 };
 typedef struct turn_acc {
     uint64_t last_d2h[TURN_SLOTS], seen[TURN_SLOTS];
     int have[TURN_SLOTS];
     double detect_us[TURN_CAP], rest_us[TURN_CAP], total_us[TURN_CAP];
+    double wait_us[TURN_CAP], enq_us[TURN_CAP]; /* rest_us = wait_us + enq_us */
     int n;
 } turn_acc;
 
@@ -816,6 +818,8 @@ static void turn_trace(void *user, const gp_batch_trace *t) {
     if (a->have[k] && a->n < TURN_CAP) {
         a->detect_us[a->n] = (double)(int64_t)(a->seen[k] - a->last_d2h[k]) / 1e3;
         a->rest_us[a->n] = (double)(int64_t)(t->t_start - a->seen[k]) / 1e3;
+        a->wait_us[a->n] = (double)(int64_t)(t->t_dispatch - a->seen[k]) / 1e3;
+        a->enq_us[a->n] = (double)(int64_t)(t->t_start - t->t_dispatch) / 1e3;
         a->total_us[a->n] = (double)(int64_t)(t->t_start - a->last_d2h[k]) / 1e3;
         a->n++;
     }
@@ -830,11 +834,13 @@ static void turn_print(const char *indent, turn_acc *a) {
         return;
     }
     double det = median(a->detect_us, a->n), rest = median(a->rest_us, a->n);
+    double wait = median(a->wait_us, a->n), enq = median(a->enq_us, a->n);
     double tot = median(a->total_us, a->n); /* sorts total_us: its 90th percentile below */
     printf("%sslot turnaround (D2H done -> the slot's next batch starts): median %.1f us, p90 "
            "%.1f us; of which D2H done -> completion seen %.1f us, seen -> next start %.1f us "
+           "(seen -> the batcher dispatching it %.1f us, dispatch -> start event %.1f us) "
            "(medians of %d batches)\n",
-           indent, tot, a->total_us[a->n * 9 / 10], det, rest, a->n);
+           indent, tot, a->total_us[a->n * 9 / 10], det, rest, wait, enq, a->n);
 }
 
 /* (d) one load at the `n` inflight counts in `inflights` with config.spin_wait = `spin`:
