@@ -134,6 +134,7 @@ typedef struct result {
     int fft_algo, fft_math; /* the fastest FFT variant, -1 if none ran */
     float fft_ms;
     float f_ms; /* < 0: rejected (f_why) */
+    long f_nan; /* fused_reads_z: y's non-finite elements after a fused run on NaN; -1 not run */
     char f_why[64];
 } result;
 
@@ -148,6 +149,7 @@ typedef struct bench {
     cudnnConvolutionDescriptor_t cd;
     cudnnActivationDescriptor_t act;
     void *x, *y, *w, *bias, *ws;
+    void *host;      /* host staging, as large as the largest of x, y and w */
     cudaEvent_t *ev; /* reps + 1 */
     float *times;    /* reps */
     /* the current shape and layout */
@@ -208,6 +210,36 @@ static cudnnStatus_t run_once(const bench *b, int algo, size_t ws, int fused) {
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
+}
+
+/* Whether the fused call reads z although alpha2 is 0 (RESULTS.md, "First GPU run: check
+   these" 14(a): conv.c passes z = y, and cuDNN documents "not read" for beta = 0, not for
+   alpha2): y filled with NaN (all-ones bytes are NaN in fp32, fp16 and bf16), one fused run,
+   then y's non-finite elements counted. x, w and bias are finite, so any is z's NaN read.
+   Returns the count, or -1 when the call failed. */
+static long fused_reads_z(bench *b, int algo, size_t ws, size_t y_elems, void *host) {
+    CU(cudaMemset(b->y, 0xff, y_elems * b->es));
+    if (run_once(b, algo, ws, 1) != CUDNN_STATUS_SUCCESS) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    CU(cudaGetLastError());
+    CU(cudaMemcpy(host, b->y, y_elems * b->es, cudaMemcpyDeviceToHost));
+    long bad = 0;
+    const unsigned char *hp = host;
+    for (size_t i = 0; i < y_elems; i++) {
+        if (b->prec == PREC_FP32) {
+            uint32_t u;
+            memcpy(&u, hp + 4 * i, 4);
+            bad += (u & 0x7f800000u) == 0x7f800000u;
+        } else {
+            uint16_t h;
+            memcpy(&h, hp + 2 * i, 2);
+            uint16_t m = b->prec == PREC_FP16 ? 0x7c00u : 0x7f80u;
+            bad += (h & m) == m;
+        }
+    }
+    return bad;
 }
 
 /* Runs the configuration the descriptors hold (math type set): one untimed run, then the
@@ -315,6 +347,7 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
     res->h_algo = res->a_algo = res->fft_algo = -1;
     res->h_math = res->a_math = res->fft_math = -1;
     res->f_ms = -1.0f;
+    res->f_nan = -1;
 
     /* A layout or shape this cuDNN will not describe or plan is reported and passed over (the
        other shapes and layouts still run): a line with refused=<call>, "-" in the table. */
@@ -426,6 +459,9 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
         if (time_runs(b, res->h_algo, c->ws, 1, &res->f_ms, &runs, res->f_why, sizeof res->f_why) !=
             0)
             res->f_ms = -1.0f;
+        else
+            res->f_nan = fused_reads_z(b, res->h_algo, c->ws,
+                                       (size_t)N * (size_t)s->k * (size_t)ho * (size_t)ho, b->host);
     }
 
     printf("conv-bench: shape=%s count=%d prec=%s layout=%s n=%d c=%d hw=%d k=%d r=%d stride=%d "
@@ -459,7 +495,7 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
     else
         printf(" fft_algo=- fft_ms=- fft_faster=0");
     if (res->f_ms >= 0)
-        printf(" fused_ms=%.4f\n", (double)res->f_ms);
+        printf(" fused_ms=%.4f fused_z_nan=%ld\n", (double)res->f_ms, res->f_nan);
     else
         printf(" fused_ms=- fused=rejected:%s\n", res->f_why);
     fflush(stdout);
@@ -717,7 +753,8 @@ int main(int argc, char **argv) {
         if ((size_t)s->k > k_max) k_max = (size_t)s->k;
     }
     size_t host_el = x_el > w_el ? x_el : w_el;
-    void *host = malloc(host_el * b.es);
+    if (y_el > host_el) host_el = y_el;
+    void *host = b.host = malloc(host_el * b.es);
     if (!host) {
         fprintf(stderr, "conv-bench: out of host memory (%zu bytes)\n", host_el * b.es);
         return 1;
@@ -730,7 +767,6 @@ int main(int argc, char **argv) {
     fill(&b, b.x, x_el, 1.0f, 0x636f6e76ull, host);
     fill(&b, b.w, w_el, 0.1f, 0x77656967ull, host);
     fill(&b, b.bias, k_max, 0.1f, 0x62696173ull, host);
-    free(host);
     CU(cudaMemset(b.y, 0, y_el * b.es)); /* the fused form reads it (z = y, alpha2 = 0) */
     b.ev = malloc((size_t)(b.reps + 1) * sizeof *b.ev);
     b.times = malloc((size_t)b.reps * sizeof *b.times);
@@ -782,5 +818,6 @@ int main(int argc, char **argv) {
     free(res);
     free(b.ev);
     free(b.times);
+    free(b.host);
     return 0;
 }

@@ -344,6 +344,16 @@ def main():
             continue
         head, rows, order = runs[("default", prec)]
         joined_table(prec, a.batch, order, rows, pt_all.get(prec, {}))
+        # RESULTS.md "First GPU run: check these" 14(a): does the fused call read z = y with
+        # alpha2 = 0? (y filled with NaN before one fused run; the count is y's non-finite.)
+        nan = [(n, int(rows[(n, "NCHW")]["fused_z_nan"])) for n in order
+               if "fused_z_nan" in rows.get((n, "NCHW"), {})]
+        read = [n for n, v in nan if v != 0]
+        verdict = ("no shape ran fused" if not nan else
+                   f"non-finite output in {len(read)} of {len(nan)} shapes ({', '.join(read)}): "
+                   "cuDNN reads z; conv.c must pass a zeroed z" if read else
+                   f"finite in all {len(nan)} shapes run fused: z not read")
+        print(f"\n{prec}: fused conv (z = y, alpha2 = 0) on a y of NaN: {verdict}")
         if ("torch", prec) in runs:
             cudnn_table(prec, order, rows, runs[("torch", prec)][1], pt_all.get(prec, {}), head,
                         runs[("torch", prec)][0])
