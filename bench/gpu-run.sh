@@ -713,6 +713,9 @@ st_compare() {
   [[ $help == *--device* ]] && args+=(--device cuda)
   [[ $help == *--items* ]] && args+=(--items "${COMPARE_ITEMS:-2048}")
   [[ $help == *--work* ]] && args+=(--work "$BUILD/model-bench-work")
+  # A step (one gp-infer run, one PyTorch timing) took < 5 s on the H200; a hung one (PyTorch's
+  # CUDA graphs, both runs of 2026-11-26) ends the process and the rows after it: stop it soon.
+  [[ $help == *--step-timeout* ]] && args+=(--step-timeout 60)
   local precs=(fp32)
   [[ $help == *--precision* ]] && precs=(fp32 fp16)
   ST_DETAIL="$(basename "$py"): $(timeout 60 "$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1)"
