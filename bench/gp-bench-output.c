@@ -150,9 +150,9 @@ void gb_print_table(const gb_run *r, FILE *f) {
     if (swept_inflight(o)) fprintf(f, " %8s", "inflight");
     if (swept_producers(o)) fprintf(f, " %9s", "producers");
     if (swept_delay(o)) fprintf(f, " %8s", "delay us");
-    fprintf(f, " %9s %8s %8s %8s %8s %8s %8s %8s %6s %-13s %-13s", "items/s", "p50 ms", "p95 ms",
-            "p99 ms", "compute%", "H2D GB/s", "D2H GB/s", "enq us", "mean", "verdict",
-            "bottleneck");
+    fprintf(f, " %9s %8s %8s %8s %8s %8s %8s %8s %9s %6s %-13s %-13s", "items/s", "p50 ms",
+            "p95 ms", "p99 ms", "compute%", "H2D GB/s", "D2H GB/s", "enq us", "launch us", "mean",
+            "verdict", "bottleneck");
     if (varlen(r)) fprintf(f, " %9s %9s %5s", "tok/s", "H2D B/it", "pad%");
     if (o->bound) fprintf(f, " %9s %7s", "bound/s", "%bound");
     fputc('\n', f);
@@ -164,11 +164,11 @@ void gb_print_table(const gb_run *r, FILE *f) {
         if (swept_inflight(o)) fprintf(f, " %8d", p->inflight);
         if (swept_producers(o)) fprintf(f, " %9d", p->producers);
         if (swept_delay(o)) fprintf(f, " %8u", p->delay_us);
-        fprintf(f, " %9s %8s %8s %8s %7.1f%% %8s %8s %8s %6s %-13s %-13s", rate(p->items_per_s).s,
-                sig3(p->p50_us / 1e3).s, sig3(p->p95_us / 1e3).s, sig3(p->p99_us / 1e3).s,
-                100 * p->compute_busy, sig3(p->h2d_gbps).s, sig3(p->d2h_gbps).s,
-                sig3(p->enqueue_us).s, sig3(p->mean_batch).s, gp_verdict_name(p->verdict),
-                gp_verdict_name(p->bottleneck));
+        fprintf(f, " %9s %8s %8s %8s %7.1f%% %8s %8s %8s %9s %6s %-13s %-13s",
+                rate(p->items_per_s).s, sig3(p->p50_us / 1e3).s, sig3(p->p95_us / 1e3).s,
+                sig3(p->p99_us / 1e3).s, 100 * p->compute_busy, sig3(p->h2d_gbps).s,
+                sig3(p->d2h_gbps).s, sig3(p->enqueue_us).s, sig3(p->launch_us).s,
+                sig3(p->mean_batch).s, gp_verdict_name(p->verdict), gp_verdict_name(p->bottleneck));
         if (varlen(r))
             fprintf(f, " %9s %9s %4.0f%%", rate(p->tokens_per_s).s, rate(p->h2d_bytes_per_item).s,
                     100 * p->padding);
@@ -285,12 +285,13 @@ int gb_write_csv(const gb_run *r, const char *path) {
                "p95_us,p99_us,compute_busy_pct,h2d_busy_pct,d2h_busy_pct,h2d_gbps,d2h_gbps,"
                "enqueue_us,mean_batch,verdict,bound_items_per_s,pipeline_over_bound,repeats,"
                "items_per_s_min,items_per_s_max,bottleneck,window_batches,packing,tokens_per_s,"
-               "useful_bytes_per_s,h2d_bytes_per_item,padding,mean_tokens,computed_tokens\n");
+               "useful_bytes_per_s,h2d_bytes_per_item,padding,mean_tokens,computed_tokens,"
+               "launch_us\n");
     for (int i = 0; i < r->npts; i++) {
         const gb_point *p = &r->pts[i];
         fprintf(f,
                 "pipeline,%zu,%d,%d,%u,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%.4g,%.4g,%.6g,%.6g,%.6g,"
-                "%.6g,%s,%.6g,%.6g,%d,%.6g,%.6g,%s,%llu,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                "%.6g,%s,%.6g,%.6g,%d,%.6g,%.6g,%s,%llu,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
                 p->batch, p->inflight, p->producers, p->delay_us, p->items_per_s, p->offered_per_s,
                 p->p50_us, p->p95_us, p->p99_us, 100 * p->compute_busy, 100 * p->h2d_busy,
                 100 * p->d2h_busy, p->h2d_gbps, p->d2h_gbps, p->enqueue_us, p->mean_batch,
@@ -298,14 +299,14 @@ int gb_write_csv(const gb_run *r, const char *path) {
                 p->items_per_s_min, p->items_per_s_max, gp_verdict_name(p->bottleneck),
                 (unsigned long long)p->window_batches, gb_packing_name(p->packing), p->tokens_per_s,
                 p->useful_bytes_per_s, p->h2d_bytes_per_item, p->padding, p->mean_tokens,
-                p->computed_tokens);
+                p->computed_tokens, p->launch_us);
     }
     if (r->naive.ran) {
         /* One item per call at its own length: no padding. */
         double mean = r->naive.items ? (double)r->naive.tokens / (double)r->naive.items : 0;
         fprintf(f,
                 "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0,%d,%.6g,%.6g,serial,0,"
-                "serial,%.6g,%.6g,%.6g,0,%.6g,%.6g\n",
+                "serial,%.6g,%.6g,%.6g,0,%.6g,%.6g,0\n",
                 r->naive.items_per_s, r->naive.p50_us, r->naive.p99_us, r->o->repeat,
                 r->naive.items_per_s, r->naive.items_per_s, naive_tokens_per_s(r),
                 naive_tokens_per_s(r) * (double)r->token_bytes, mean * (double)r->token_bytes, mean,
@@ -363,7 +364,8 @@ int gb_write_json(const gb_run *r, const char *path) {
                 "\"items_per_s_min\":%.6g,\"items_per_s_max\":%.6g,\"repeats\":%d,"
                 "\"offered_per_s\":%.6g,\"p50_us\":%.6g,\"p95_us\":%.6g,\"p99_us\":%.6g,"
                 "\"compute_busy\":%.6g,\"h2d_busy\":%.6g,\"d2h_busy\":%.6g,\"h2d_gbps\":%.6g,"
-                "\"d2h_gbps\":%.6g,\"enqueue_us\":%.6g,\"mean_batch\":%.6g,\"verdict\":\"%s\","
+                "\"d2h_gbps\":%.6g,\"enqueue_us\":%.6g,\"launch_us\":%.6g,\"mean_batch\":%.6g,"
+                "\"verdict\":\"%s\","
                 "\"bottleneck\":\"%s\",\"window_batches\":%llu,"
                 "\"bound\":{\"items_per_s\":%.6g,\"h2d_us\":%.6g,\"compute_us\":%.6g,"
                 "\"d2h_us\":%.6g,\"compute_threads\":%d,\"compute_cpu_in_slot\":%s,"
@@ -374,7 +376,7 @@ int gb_write_json(const gb_run *r, const char *path) {
                 fin(p->items_per_s), fin(p->items_per_s_min), fin(p->items_per_s_max), p->repeats,
                 fin(p->offered_per_s), fin(p->p50_us), fin(p->p95_us), fin(p->p99_us),
                 fin(p->compute_busy), fin(p->h2d_busy), fin(p->d2h_busy), fin(p->h2d_gbps),
-                fin(p->d2h_gbps), fin(p->enqueue_us), fin(p->mean_batch),
+                fin(p->d2h_gbps), fin(p->enqueue_us), fin(p->launch_us), fin(p->mean_batch),
                 gp_verdict_name(p->verdict), gp_verdict_name(p->bottleneck),
                 (unsigned long long)p->window_batches, fin(p->bound_items_per_s),
                 fin(p->bound_h2d_us), fin(p->bound_compute_us), fin(p->bound_d2h_us),

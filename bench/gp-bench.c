@@ -883,6 +883,7 @@ static void fill_point(gb_point *pt, const point_spec *ps, const gp_stats *s, ui
     pt->h2d_gbps = d.h2d_gbps;
     pt->d2h_gbps = d.d2h_gbps;
     pt->enqueue_us = d.batch_enqueue_us;
+    pt->launch_us = s->batches ? (double)s->launch_ns / (double)s->batches / 1e3 : 0;
     pt->mean_batch = d.mean_batch;
     pt->verdict = d.verdict;
     pt->bottleneck = d.bottleneck;

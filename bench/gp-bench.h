@@ -99,6 +99,7 @@ typedef struct gb_point {
     double compute_busy, h2d_busy, d2h_busy; /* fractions of wall time */
     double h2d_gbps, d2h_gbps;
     double enqueue_us, mean_batch;
+    double launch_us; /* of enqueue_us: in the backend's launch (stats.launch_ns per batch) */
     uint64_t window_batches; /* batches that completed in the (median) window */
     gp_verdict verdict;      /* the report's first verdict (gp_diagnosis.verdict) */
     gp_verdict bottleneck;   /* the pipeline's own limit (gp_diagnosis.bottleneck) */

@@ -274,7 +274,11 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t ou
         rc = o->copy_h2d(p->dev, s->stream, s->d_off, s->h_off, off_bytes);
     if (rc == GP_OK) rc = p->var_in ? copy_inputs(p, s, &in) : copy_span(p, s, 1, b->head, n);
     if (rc == GP_OK) rc = o->event_record(p->dev, s->ev[GP__EV_H2D], s->stream);
-    if (rc == GP_OK) rc = o->launch(p->dev, s->stream, &s->launch);
+    if (rc == GP_OK) {
+        uint64_t t_launch = gp__now_ns();
+        rc = o->launch(p->dev, s->stream, &s->launch);
+        GP__BUMP1(st->launch_ns, gp__now_ns() - t_launch);
+    }
     if (rc == GP_OK) rc = o->event_record(p->dev, s->ev[GP__EV_COMPUTE], s->stream);
     if (rc == GP_OK)
         rc = p->var_out ? o->copy_d2h(p->dev, s->stream,

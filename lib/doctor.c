@@ -182,14 +182,26 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             d->mean_batch, full_ms);
         break;
     }
-    case GP_VERDICT_ENQUEUE:
+    case GP_VERDICT_ENQUEUE: {
+        /* launch_ns: the compute's share of the enqueue (0: a caller's older gp_stats). */
+        double launch_us = s->batches ? (double)s->launch_ns / (double)s->batches / 1e3 : 0;
+        char part[64] = "";
+        if (s->launch_ns)
+            snprintf(part, sizeof part, ", the compute's launch %s of it",
+                     gp__fmt_ns(launch_us * 1e3).s);
         say(d->why, sizeof d->why,
             "the batcher spends %.0f%% of wall time enqueuing: %s of host work per batch "
-            "(copies + compute launch) vs %s of device compute per batch; the GPU waits for "
-            "the CPU to launch",
+            "(copies and events%s) vs %s of device compute per batch; the GPU waits for the "
+            "CPU to launch",
             gp__pct(d->enqueue), gp__fmt_ns(d->batch_enqueue_us * 1e3).s,
-            gp__fmt_ns(d->batch_compute_us * 1e3).s);
-        if (s->cuda_graphs && s->graph_eager)
+            s->launch_ns ? part : " + compute launch", gp__fmt_ns(d->batch_compute_us * 1e3).s);
+        if (s->launch_ns && 2 * launch_us < d->batch_enqueue_us)
+            say(d->knob, sizeof d->knob,
+                "the copies and events, not the compute's launch (%s of %s per batch), take "
+                "most of the enqueue: raise max_batch so each batch carries more items (CUDA "
+                "graphs shorten only the launch)",
+                gp__fmt_ns(launch_us * 1e3).s, gp__fmt_ns(d->batch_enqueue_us * 1e3).s);
+        else if (s->cuda_graphs && s->graph_eager)
             say(d->knob, sizeof d->knob,
                 "CUDA graphs are on but %" PRIu64 " batches ran eager (%s): fix that; fuse "
                 "kernels or raise max_batch so each launch carries more items",
@@ -199,6 +211,7 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
                 "capture the compute in CUDA graphs (cuda_graphs=1: one launch per batch), "
                 "fuse kernels, or raise max_batch so each launch carries more items");
         break;
+    }
     case GP_VERDICT_INFLIGHT:
         say(d->why, sizeof d->why,
             "a batch waited for a free slot %.0f%% of the time, yet no stage is busy more than "

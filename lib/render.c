@@ -370,9 +370,10 @@ static void write_report(const gp_stats *s, FILE *f) {
             gp__fmt_ns(d.batch_compute_us * 1e3).s, d.h2d_gbps, d.d2h_gbps);
     fprintf(f,
             "  batcher   starved %.1f%%, holding for max_delay_us %.1f%%, waiting for a slot "
-            "%.1f%%, enqueue %s per batch (%.1f%% of wall)\n",
+            "%.1f%%, enqueue %s per batch (%.1f%% of wall; the compute's launch %s of it)\n",
             gp__pct(d.starved), gp__pct(d.delay_wait), gp__pct(d.saturated),
-            gp__fmt_ns(d.batch_enqueue_us * 1e3).s, gp__pct(d.enqueue));
+            gp__fmt_ns(d.batch_enqueue_us * 1e3).s, gp__pct(d.enqueue),
+            gp__fmt_ns(s->batches ? (double)s->launch_ns / (double)s->batches : 0).s);
     fprintf(f, "  workers   callbacks %.1f%% of %d, prep ", gp__pct(d.callbacks),
             s->completion_workers);
     if (s->prep_workers)

@@ -192,6 +192,7 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
     s->saturated_ns = gp__wait_read(&t->saturated_since, &t->saturated_ns, now);
     s->delay_wait_ns = gp__wait_read(&t->delay_since, &t->delay_ns, now);
     s->enqueue_ns = GP__READ(t->enqueue_ns);
+    s->launch_ns = GP__READ(t->launch_ns);
 
     s->latency_sum_ns = GP__READ(t->latency.sum);
     s->queue_wait_sum_ns = GP__READ(t->queue_wait.sum);

@@ -108,6 +108,7 @@ typedef struct gp__stats {
     _Atomic uint64_t batch_hist[GP_HIST_BUCKETS];
     _Atomic uint64_t close_reasons[GP_CLOSE_COUNT_];
     _Atomic uint64_t starved_ns, saturated_ns, enqueue_ns;
+    _Atomic uint64_t launch_ns; /* of enqueue_ns: inside the backend's launch (the compute) */
     /* Start of the batcher's wait in progress (0: none), so a snapshot counts a long wait
        before it ends: an idle pipeline reads as starved now, not after the next item. */
     _Atomic uint64_t starved_since, saturated_since;

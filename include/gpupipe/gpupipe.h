@@ -654,13 +654,16 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(COUNT, uint64_t, pad_total, , "elements", "padding_elements_total{kind=\"computed\"}",       \
       "elements computes processed, padding included (gp_batch_report_padding)")                   \
     X(TEXT, char, backend_note, [160], "", "",                                                     \
-      "what the backend runs without and why (e.g. cuDNN unavailable), or empty")
+      "what the backend runs without and why (e.g. cuDNN unavailable), or empty")                  \
+    X(NS, uint64_t, launch_ns, , "ns", "launch_seconds_total",                                     \
+      "of enqueue_ns, host time in the backend's launch (CUDA: the compute's own calls or its "    \
+      "graph's launch; host: the hand-off to the stream)")
 
 /*
  * A snapshot of the pipeline's counters, GP_STATS_FIELDS in order. Layout history (fields are
  * only appended, so code built against an older header keeps working): struct_size ..
  * graph_eager_reason first; latency_sum_ns .. delay_wait_ns appended in 0.1.0; queue_wait_hist
- * .. backend_note appended in 0.2.0.
+ * .. backend_note appended in 0.2.0; launch_ns appended after 0.2.0.
  */
 #define GP__STATS_MEMBER(kind, type, name, dim, unit, prom, help) type name dim;
 typedef struct gp_stats {

@@ -106,7 +106,7 @@ static void check_csv(int want_pipeline_rows, int want_naive) {
             GPT_CHECK(end != field && *end == '\0' && d >= 0);
         }
     }
-    GPT_EQ(cols, 32);
+    GPT_EQ(cols, 33); /* ... computed_tokens, launch_us */
     GPT_EQ(rows, want_pipeline_rows);
     GPT_EQ(naive, want_naive);
     free(t);
@@ -216,13 +216,15 @@ static int check_table(const char *out, int bound, char *verdicts_out, size_t le
         int nc = 0;
         for (char *c = strtok_r(row, " ", &save); c && nc < 24; c = strtok_r(NULL, " ", &save))
             col[nc++] = c;
-        /* batch items/s p50 p95 p99 compute% h2d d2h enq mean verdict bottleneck [tok/s h2d/it
-           pad%] [bound %] */
-        GPT_CHECK(nc == x + tok + (bound ? 14 : 12));
-        if (tok) GPT_CHECK(col[x + 14][strlen(col[x + 14]) - 1] == '%');
+        /* batch items/s p50 p95 p99 compute% h2d d2h enq launch mean verdict bottleneck [tok/s
+           h2d/it pad%] [bound %] */
+        GPT_CHECK(nc == x + tok + (bound ? 15 : 13));
+        if (tok) GPT_CHECK(col[x + 15][strlen(col[x + 15]) - 1] == '%');
+        /* launch us: part of enq us */
+        GPT_CHECK(strtod(col[x + 9], NULL) <= strtod(col[x + 8], NULL) * 1.001 + 0.001);
         snprintf(verdicts_out + strlen(verdicts_out), len - strlen(verdicts_out), "%s ",
-                 col[x + 10]);
-        int b = x + tok + 12;
+                 col[x + 11]);
+        int b = x + tok + 13;
         if (bound && strncmp(col[b], "n/a[", 4) == 0) { /* no bound: said why below */
             GPT_CHECK(strcmp(col[b + 1], "-") == 0 && strstr(out, ": no bound: ") != NULL);
         } else if (bound) {

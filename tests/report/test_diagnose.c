@@ -85,6 +85,19 @@ int main(void) {
     s.graph_eager = 1000;
     snprintf(s.graph_eager_reason, sizeof s.graph_eager_reason, "capture failed");
     GPT_EQ(verdict(&s, "capture failed"), GP_VERDICT_ENQUEUE);
+    /* launch_ns splits the enqueue: the compute's launch most of it -> graphs; the copies and
+       events most of it -> larger batches, whatever cuda_graphs says. */
+    s = base();
+    s.enqueue_ns = 850 * MS;
+    s.compute_busy_ns = 300 * MS;
+    s.launch_ns = 700 * MS;
+    GPT_EQ(verdict(&s, "cuda_graphs=1"), GP_VERDICT_ENQUEUE);
+    GPT_EQ(verdict(&s, "the compute's launch"), GP_VERDICT_ENQUEUE);
+    s.launch_ns = 200 * MS;
+    GPT_EQ(verdict(&s, "the copies and events, not the compute's launch"), GP_VERDICT_ENQUEUE);
+    s.cuda_graphs = 1;
+    s.graph_eager = 1000;
+    GPT_EQ(verdict(&s, "raise max_batch so each batch carries more items"), GP_VERDICT_ENQUEUE);
     /* ...but not when the device takes longer per batch than the launch: then it is compute. */
     s = base();
     s.enqueue_ns = 850 * MS;

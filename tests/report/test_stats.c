@@ -463,6 +463,7 @@ static void test_counters(void) {
     GPT_EQ(s.prep_busy_ns, 0);
     GPT_CHECK(s.starved_ns >= 40000000u); /* the 50 ms gap */
     GPT_CHECK(s.enqueue_ns > 0);
+    GPT_CHECK(s.launch_ns > 0 && s.launch_ns <= s.enqueue_ns); /* host: the hand-off only */
     GPT_CHECK(s.saturated_ns > 0); /* 2 producers outrun 2 slots at 200 us per batch */
     GPT_CHECK(s.latency_p50 <= s.latency_p95 && s.latency_p95 <= s.latency_p99 &&
               s.latency_p99 <= s.latency_max);
