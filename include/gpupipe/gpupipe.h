@@ -249,7 +249,8 @@ typedef struct gp_batch_trace {
     int status; /* GP_OK, GP_ECOMPUTE or GP_EDEVICE */
     gp_close_reason reason;
     /* The device's stage events: the batch's start (before its H2D copy) and each stage's end;
-       on CUDA read from events and mapped to this clock (within a few microseconds). */
+       on CUDA read from events and mapped to this clock through an anchor event (a few
+       microseconds apart on an H200; further when the anchor waits behind a busy slot). */
     uint64_t t_start, t_h2d_done, t_compute_done, t_d2h_done;
     /* The host: when the batcher began the batch's dispatch (before its first enqueue). From
        the slot's previous t_d2h_done to this is the slot's wait for the host; from this to
