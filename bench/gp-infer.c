@@ -673,31 +673,35 @@ int main(int argc, char **argv) {
         goto out;
     }
     producer pr = {&r, items};
-    gp_stats st0, st;
-    memset(&st0, 0, sizeof st0);
-    st0.struct_size = sizeof st0;
+    gp_stats_mark *mark = NULL; /* after the warm-up: the report's counters cover the window */
     if (warmup) { /* untimed; a failure shows in r.failed / r.submit_rc, reported below */
         size_t timed = r.total;
         r.total = warmup;
         produce_all(&pr, producers);
-        gp_pipeline_stats(r.p, &st0);
         r.total = timed;
         atomic_store(&r.next, 0);
+        if ((rc = gp_pipeline_mark(r.p, &mark)) != GP_OK) {
+            fprintf(stderr, "gp-infer: gp_pipeline_mark: %s\n", gp_err_name(rc));
+            gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
+            exit_code = EXIT_RUN;
+            goto out;
+        }
     }
     uint64_t t0 = gp_now_ns();
     produce_all(&pr, producers);
     uint64_t t1 = gp_now_ns();
     double secs = (double)(t1 - t0) * 1e-9;
+    gp_stats st;
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
-    gp_pipeline_stats(r.p, &st);
-    /* The report's counters: the timed window's alone. */
-    st.batches -= st0.batches;
-    st.batch_items -= st0.batch_items;
-    st.graph_replays -= st0.graph_replays;
-    st.h2d_busy_ns -= st0.h2d_busy_ns;
-    st.compute_busy_ns -= st0.compute_busy_ns;
-    st.d2h_busy_ns -= st0.d2h_busy_ns;
+    rc = mark ? gp_pipeline_stats_since(r.p, mark, &st) : gp_pipeline_stats(r.p, &st);
+    gp_stats_mark_free(mark);
+    if (rc != GP_OK) {
+        fprintf(stderr, "gp-infer: stats: %s\n", gp_err_name(rc));
+        gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
+        exit_code = EXIT_RUN;
+        goto out;
+    }
     /* Every item's latency, sorted (a failed run exits below; its latencies are not used). */
     size_t total = r.total;
     uint64_t *lat = malloc((total ? total : 1) * sizeof *lat);
