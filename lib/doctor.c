@@ -185,7 +185,7 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
     case GP_VERDICT_ENQUEUE: {
         /* launch_ns: the compute's share of the enqueue (0: a caller's older gp_stats). */
         double launch_us = s->batches ? (double)s->launch_ns / (double)s->batches / 1e3 : 0;
-        char part[64] = "";
+        char part[64] = " + compute launch";
         if (s->launch_ns)
             snprintf(part, sizeof part, ", the compute's launch %s of it",
                      gp__fmt_ns(launch_us * 1e3).s);
@@ -193,8 +193,8 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             "the batcher spends %.0f%% of wall time enqueuing: %s of host work per batch "
             "(copies and events%s) vs %s of device compute per batch; the GPU waits for the "
             "CPU to launch",
-            gp__pct(d->enqueue), gp__fmt_ns(d->batch_enqueue_us * 1e3).s,
-            s->launch_ns ? part : " + compute launch", gp__fmt_ns(d->batch_compute_us * 1e3).s);
+            gp__pct(d->enqueue), gp__fmt_ns(d->batch_enqueue_us * 1e3).s, part,
+            gp__fmt_ns(d->batch_compute_us * 1e3).s);
         if (s->launch_ns && 2 * launch_us < d->batch_enqueue_us)
             say(d->knob, sizeof d->knob,
                 "the copies and events, not the compute's launch (%s of %s per batch), take "
