@@ -10,12 +10,14 @@
  * with how often the model has it) and each layout (x, y and the filter all NCHW, or all NHWC):
  *   (h) conv.c's rule: cudnnGetConvolutionForwardAlgorithm_v7's list filtered as conv_pick
  *       filters it (status ok, workspace <= 256 MiB, no FFT / FFT_TILING, fp32 FMA math only,
- *       never TENSOR_OP_MATH_ALLOW_CONVERSION), its first 3 timed: the fastest;
+ *       never TENSOR_OP_MATH_ALLOW_CONVERSION), every entry timed: the fastest convolution
+ *       alone (conv.c also times each unfused with its bias/act kernel after it, which this
+ *       bench does not run, and fused: (f));
  *   (a) every algorithm with every math type the precision allows (fp32: FMA, the IEEE fp32
  *       contract; fp16 / bf16: DEFAULT and TENSOR_OP), workspace <= 256 MiB, timed: the
  *       fastest; FFT and FFT_TILING are timed too but reported apart (conv.c excludes them);
  *   (f) conv.c's fused form, cudnnConvolutionBiasActivationForward (bias + relu, alpha2 = 0,
- *       z = y), with (h)'s algorithm: its time, or "rejected".
+ *       z = y), with each of (h)'s candidates: the fastest cuDNN accepts, or "rejected".
  * Timing: one untimed run (timed, to size what follows), then up to R runs (default 5; fewer
  * when one run takes more than 250 ms / R) queued behind a spin kernel so that the CUDA events
  * between them time the GPU, not the host's calls; the median is reported.
@@ -41,9 +43,9 @@
 
 #include "bench-spin.h"
 
-#define WS_MAX ((size_t)256 << 20) /* conv.c's CONV_WS_MAX */
-#define N_CAND 3                   /* conv.c's CONV_CANDIDATES */
-#define TIMED_CAP_MS 250.0f        /* the timed runs of one configuration, about */
+#define WS_MAX ((size_t)256 << 20)              /* conv.c's CONV_WS_MAX */
+#define N_CAND CUDNN_CONVOLUTION_FWD_ALGO_COUNT /* conv.c's CONV_MAX_CAND */
+#define TIMED_CAP_MS 250.0f                     /* the timed runs of one configuration, about */
 #define MAX_SHAPES 64
 #define N_ALGO CUDNN_CONVOLUTION_FWD_ALGO_COUNT
 #define N_MATH 4 /* DEFAULT, TENSOR_OP, TENSOR_OP_ALLOW_CONVERSION, FMA */
@@ -133,7 +135,8 @@ typedef struct result {
     float a_ms;
     int fft_algo, fft_math; /* the fastest FFT variant, -1 if none ran */
     float fft_ms;
-    float f_ms; /* < 0: rejected (f_why) */
+    int f_algo, f_math; /* the fastest fused candidate; -1: every one rejected (f_why) */
+    float f_ms;
     long f_nan; /* fused_reads_z: y's non-finite elements after a fused run on NaN; -1 not run */
     char f_why[64];
 } result;
@@ -347,6 +350,7 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
     res->h_algo = res->a_algo = res->fft_algo = -1;
     res->h_math = res->a_math = res->fft_math = -1;
     res->f_ms = -1.0f;
+    res->f_algo = res->f_math = -1;
     res->f_nan = -1;
 
     /* A layout or shape this cuDNN will not describe or plan is reported and passed over (the
@@ -449,19 +453,27 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
             }
         }
 
-    /* (f) the fused form with (h)'s algorithm. */
-    if (res->h_algo < 0) {
-        snprintf(res->f_why, sizeof res->f_why, "no_h_algorithm");
-    } else {
-        const cfg *c = &b->cache[res->h_algo][res->h_math];
+    /* (f) the fused form with each of (h)'s candidates that ran: the fastest cuDNN accepts. */
+    snprintf(res->f_why, sizeof res->f_why, "no_h_algorithm");
+    for (int i = 0; i < n_cand; i++) {
+        const cfg *c = &b->cache[cand_a[i]][cand_m[i]];
+        float ms;
         int runs;
-        DNN(cudnnSetConvolutionMathType(b->cd, (cudnnMathType_t)res->h_math));
-        if (time_runs(b, res->h_algo, c->ws, 1, &res->f_ms, &runs, res->f_why, sizeof res->f_why) !=
-            0)
-            res->f_ms = -1.0f;
-        else
-            res->f_nan = fused_reads_z(b, res->h_algo, c->ws,
-                                       (size_t)N * (size_t)s->k * (size_t)ho * (size_t)ho, b->host);
+        char why[sizeof res->f_why];
+        if (c->state != CFG_OK) continue;
+        DNN(cudnnSetConvolutionMathType(b->cd, (cudnnMathType_t)cand_m[i]));
+        if (time_runs(b, cand_a[i], c->ws, 1, &ms, &runs, why, sizeof why) != 0) {
+            if (res->f_algo < 0) memcpy(res->f_why, why, sizeof why); /* the first refusal */
+            continue;
+        }
+        if (res->f_algo < 0 || ms < res->f_ms)
+            res->f_algo = cand_a[i], res->f_math = cand_m[i], res->f_ms = ms;
+    }
+    if (res->f_algo >= 0) {
+        const cfg *c = &b->cache[res->f_algo][res->f_math];
+        DNN(cudnnSetConvolutionMathType(b->cd, (cudnnMathType_t)res->f_math));
+        res->f_nan = fused_reads_z(b, res->f_algo, c->ws,
+                                   (size_t)N * (size_t)s->k * (size_t)ho * (size_t)ho, b->host);
     }
 
     printf("conv-bench: shape=%s count=%d prec=%s layout=%s n=%d c=%d hw=%d k=%d r=%d stride=%d "
@@ -494,8 +506,9 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
                res->a_algo < 0 || res->fft_ms < res->a_ms);
     else
         printf(" fft_algo=- fft_ms=- fft_faster=0");
-    if (res->f_ms >= 0)
-        printf(" fused_ms=%.4f fused_z_nan=%ld\n", (double)res->f_ms, res->f_nan);
+    if (res->f_algo >= 0)
+        printf(" fused_algo=%s fused_math=%s fused_ms=%.4f fused_z_nan=%ld\n",
+               algo_name(res->f_algo), math_name(res->f_math), (double)res->f_ms, res->f_nan);
     else
         printf(" fused_ms=- fused=rejected:%s\n", res->f_why);
     fflush(stdout);
@@ -570,7 +583,7 @@ static void print_table(const bench *b, const shape *sh, int n, int lay[2], resu
     double tot[5] = {0};
     int miss[5] = {0}, count = 0;
     printf("\nconv-bench: %s, batch %d, ms per convolution (median of up to %d runs); "
-           "(h) conv.c's rule, (a) every algorithm, fused: (h)'s algorithm as "
+           "(h) conv.c's rule, (a) every algorithm, fused: the fastest of (h)'s candidates as "
            "cudnnConvolutionBiasActivationForward, NCHW; weighted total: sum of count x ms\n\n",
            PREC_NAME[b->prec], b->batch, b->reps);
     printf("| shape | count | NCHW ours(h) ms | NCHW best(a) ms | NHWC ours(h) ms | NHWC best(a) "
@@ -582,7 +595,7 @@ static void print_table(const bench *b, const shape *sh, int n, int lay[2], resu
         float v[5] = {r0 ? r0->h_ms : 0, r0 ? r0->a_ms : 0, r1 ? r1->h_ms : 0, r1 ? r1->a_ms : 0,
                       r0 ? r0->f_ms : 0};
         int ok[5] = {r0 && r0->h_algo >= 0, r0 && r0->a_algo >= 0, r1 && r1->h_algo >= 0,
-                     r1 && r1->a_algo >= 0, r0 && r0->f_ms >= 0};
+                     r1 && r1->a_algo >= 0, r0 && r0->f_algo >= 0};
         printf("| %s %d->%d %dx%d/%d @%d | %d |", s->name, s->c, s->k, s->r, s->r, s->stride, s->hw,
                s->count);
         for (int j = 0; j < 5; j++) {

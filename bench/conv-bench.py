@@ -10,9 +10,10 @@ PyTorch's speed in fp16 and 0.75x in fp32, and bench/layer-bench.py put the gap 
 convolutions (up to 2.8x for the 3x3 stride-1 ones in fp32). Per convolution shape this sets
 apart what could explain it:
 
-  conv-bench    for each precision: conv.c's algorithm rule (the heuristic's first 3 usable,
-                timed) against every algorithm timed, NCHW against NHWC, the fused
-                conv + bias + relu; its raw output is printed indented;
+  conv-bench    for each precision: conv.c's algorithm rule (every usable entry of the
+                heuristic's list, timed; until 2026-11-26 its first 3) against every algorithm
+                and math type timed, NCHW against NHWC, the fused conv + bias + relu; its raw
+                output is printed indented;
   PyTorch       F.conv2d on the same shapes (no bias), cudnn.benchmark, IEEE fp32 for fp32
                 (no TF32), NCHW and channels_last; 3 warm-up calls, then the median of R calls,
                 each between two CUDA events, queued behind torch.cuda._sleep so that the events

@@ -1,10 +1,11 @@
 /*
  * CONV2D (layers.h): on cuDNN when the build has it and cuDNN can plan the op (per bucket: tensor
- * descriptors, up to CONV_CANDIDATES of the heuristic's algorithms, each timed on the slot's
- * buffers at setup as it will run, fused conv + bias + relu where cuDNN accepts it: the fastest
- * stays), otherwise on the direct kernel (kernels/act.cu), which is exact but slow; the reason
- * then goes to the slot's note, which the model's setup passes on to the pipeline's
- * stats.backend_note (handles.h, note). docs/DESIGN.md §6.
+ * descriptors, every usable algorithm of the heuristic's list, each timed on the slot's buffers
+ * at setup as it will run, as conv then the bias/act kernel and, for a relu, as cuDNN's fused
+ * conv + bias + relu where cuDNN accepts it: the fastest pair stays), otherwise on the direct
+ * kernel (kernels/act.cu), which is exact but slow; the reason then goes to the slot's note,
+ * which the model's setup passes on to the pipeline's stats.backend_note (handles.h, note).
+ * docs/DESIGN.md §6.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,11 +17,11 @@
 
 /* The most a convolution may ask for as workspace; algorithms wanting more are skipped. */
 #define CONV_WS_MAX ((size_t)256 << 20)
-/* Per bucket, the heuristic's first usable algorithms that are timed at setup (PyTorch's
-   cudnn.benchmark times every one; the first GPU run, 2026-11-26, had gpupipe's ResNet-18 at
-   0.75x PyTorch's in fp32 with the heuristic's first alone), and the runs timed per candidate
-   after one untimed run. */
-#define CONV_CANDIDATES 3
+/* Per bucket, every usable algorithm of the heuristic's list is timed at setup, as PyTorch's
+   cudnn.benchmark does (the second GPU run, 2026-11-26, had gpupipe's 3x3 stride-1 stages 1.2-2.8x
+   slower than PyTorch's with the heuristic's first three only; bench/RESULTS.md), in each form,
+   CONV_TIMED_RUNS times after one untimed run. */
+#define CONV_MAX_CAND CUDNN_CONVOLUTION_FWD_ALGO_COUNT
 #define CONV_TIMED_RUNS 2
 
 /* The direct kernel: builds without cuDNN, and convolutions cuDNN could not plan. */
@@ -40,13 +41,26 @@ typedef struct conv_bucket {
     cudnnTensorDescriptor_t x, y;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws;
-    int fused; /* cudnnConvolutionBiasActivationForward accepted this bucket */
+    int fused;      /* runs as cudnnConvolutionBiasActivationForward (timed faster, and accepted) */
+    int memo_fused; /* -1; or the form an earlier slot chose, with its algorithm the only candidate
+                     */
     /* The candidates conv_bind times (the first is the heuristic's choice). */
     int n_cand;
-    cudnnConvolutionFwdAlgo_t cand_algo[CONV_CANDIDATES];
-    cudnnMathType_t cand_math[CONV_CANDIDATES];
-    size_t cand_ws[CONV_CANDIDATES];
+    cudnnConvolutionFwdAlgo_t cand_algo[CONV_MAX_CAND];
+    cudnnMathType_t cand_math[CONV_MAX_CAND];
+    size_t cand_ws[CONV_MAX_CAND];
 } conv_bucket;
+
+/* What a convolution's choice depends on (gp__memo_*): its geometry, its activation (the fused
+   form exists for relu only) and the batch size; int64 fields, so no padding. */
+enum { CONV_KEY_LEN = 17 };
+static void conv_key(const gp__op *op, size_t n, int64_t key[CONV_KEY_LEN]) {
+    const int64_t k[CONV_KEY_LEN] = {op->in.c,     op->in.h,  op->in.w,  op->out.c,    op->out.h,
+                                     op->out.w,    op->kh,    op->kw,    op->stride_h, op->stride_w,
+                                     op->pad_h,    op->pad_w, op->dil_h, op->dil_w,    op->groups,
+                                     (int)op->act, (int64_t)n};
+    memcpy(key, k, sizeof k);
+}
 
 typedef struct conv_plan {
     cudnnFilterDescriptor_t w;
@@ -79,21 +93,46 @@ static int conv_desc(cudnnConvolutionDescriptor_t *d, const gp__op *op, ck *c) {
     return GP_OK;
 }
 
-/* The bucket's candidates: the heuristic's first CONV_CANDIDATES (fastest estimates first) that
-   succeeded, fit CONV_WS_MAX, are not FFT (its rounding is not the direct sums' and fp32 is
+/* The bucket's candidates: every entry of the heuristic's list (fastest estimates first) that
+   succeeded, fits CONV_WS_MAX, is not FFT (its rounding is not the direct sums' and fp32 is
    held to 1e-4 of the reference: left out untried rather than chosen by speed alone) and, for
-   fp32, use FMA math only; the first is the bucket's algorithm until conv_bind has timed them.
+   fp32, uses FMA math only; the first is the bucket's algorithm until conv_bind has timed them.
    The descriptor takes that result's math type (cuDNN needs algorithm and math type
-   together). IMPLICIT_GEMM stands in when the heuristic offers nothing usable. */
-static int conv_pick(slot_state *st, conv_plan *cp, conv_bucket *bk, cudnnHandle_t h, ck *c) {
+   together). When an earlier slot on this device timed the same convolution at this batch size
+   (gp__memo_*), its choice is the only candidate, so this slot's workspace is only what that
+   algorithm needs. IMPLICIT_GEMM stands in when the heuristic offers nothing usable. */
+static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucket *bk,
+                     cudnnHandle_t h, size_t n, ck *c) {
     gp_precision prec = st->m->precision;
+    int64_t key[CONV_KEY_LEN];
+    int memo[GP__MEMO_VALS];
+    bk->memo_fused = -1;
+    conv_key(op, n, key);
+    if (gp__memo_get(st, key, sizeof key, memo)) {
+        size_t ws = 0;
+        /* The descriptors are this op's own: a choice they reject falls back to the list. */
+        if (cudnnSetConvolutionMathType(bk->conv, (cudnnMathType_t)memo[1]) ==
+                CUDNN_STATUS_SUCCESS &&
+            cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y,
+                                                    (cudnnConvolutionFwdAlgo_t)memo[0],
+                                                    &ws) == CUDNN_STATUS_SUCCESS &&
+            ws <= CONV_WS_MAX) {
+            bk->n_cand = 1;
+            bk->cand_algo[0] = bk->algo = (cudnnConvolutionFwdAlgo_t)memo[0];
+            bk->cand_math[0] = (cudnnMathType_t)memo[1];
+            bk->cand_ws[0] = bk->ws = ws;
+            bk->memo_fused = memo[2];
+            return GP_OK;
+        }
+    }
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
     memset(perf, 0, sizeof perf);
+    CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(prec)));
     CK(c, cudnnGetConvolutionForwardAlgorithm_v7(h, bk->x, cp->w, bk->conv, bk->y,
                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
     bk->n_cand = 0;
-    for (int i = 0; i < got && bk->n_cand < CONV_CANDIDATES; i++) {
+    for (int i = 0; i < got && bk->n_cand < CONV_MAX_CAND; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX) continue;
         if (perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
             perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING)
@@ -174,7 +213,6 @@ static int conv_plan_dnn(slot_state *st, step *sp, cudnnHandle_t h, ck *c) {
         conv_bucket *bk = &cp->bk[bi];
         int N = (int)st->buckets[bi], rc;
         if ((rc = conv_desc(&bk->conv, op, c)) != GP_OK) return rc;
-        CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(st->m->precision)));
         CK(c, cudnnCreateTensorDescriptor(&bk->x));
         CK(c, cudnnSetTensor4dDescriptor(bk->x, CUDNN_TENSOR_NCHW, dt, N, op->in.c, op->in.h,
                                          op->in.w));
@@ -186,7 +224,7 @@ static int conv_plan_dnn(slot_state *st, step *sp, cudnnHandle_t h, ck *c) {
         if (on != N || oc != op->out.c || oh != op->out.h || ow != op->out.w)
             return CK_FAIL(c, GP_ENOTSUP, "cuDNN computes a %dx%dx%d output, the model %dx%dx%d",
                            oc, oh, ow, op->out.c, op->out.h, op->out.w);
-        if ((rc = conv_pick(st, cp, bk, h, c)) != GP_OK) return rc;
+        if ((rc = conv_pick(st, op, cp, bk, h, (size_t)N, c)) != GP_OK) return rc;
         if (bk->ws > need) need = bk->ws;
     }
     if (need > st->conv_ws_bytes) st->conv_ws_bytes = need;
@@ -263,8 +301,8 @@ static int conv_set(conv_bucket *bk, int i, ck *c) {
 }
 
 /* Whether cuDNN fuses bias + relu with the bucket's algorithm: it rejects an unsupported fused
-   configuration at the call (run here once, on the slot's zeroed buffers), and such a bucket
-   runs unfused. Returns whether the call ran (a run of the fused form, or nothing). */
+   configuration at the call (run here once, on the slot's buffers), and such a bucket runs
+   unfused. Returns whether the call ran (a run of the fused form, or nothing). */
 static int conv_try_fused(const slot_state *st, step *sp, const gp_batch *slot, conv_bucket *bk) {
     const conv_plan *cp = sp->plan;
     bk->fused = 0;
@@ -274,18 +312,24 @@ static int conv_try_fused(const slot_state *st, step *sp, const gp_batch *slot, 
     return bk->fused;
 }
 
-/* Time candidate i as the bucket's batches will run it: one untimed run (the fused trial where
-   there is one), then CONV_TIMED_RUNS between ev[0] and ev[1] on the slot's stream. Sets *ms,
-   or -1 when the candidate fails to run (it is passed over); bk->fused says how it ran. */
+/* Time candidate i in one form (fused: cuDNN's conv + bias + relu; else the conv, then the
+   bias/act kernel) as the bucket's batches will run it: one untimed run (for the fused form,
+   the trial that says whether cuDNN accepts it), then CONV_TIMED_RUNS between ev[0] and ev[1]
+   on the slot's stream. Sets *ms, or -1 when the pair does not run (it is passed over). */
 static int conv_time(const slot_state *st, step *sp, const gp_batch *slot, conv_bucket *bk, int i,
-                     size_t n, cudaEvent_t ev[2], float *ms, ck *c) {
+                     int fused, size_t n, cudaEvent_t ev[2], float *ms, ck *c) {
     cudaStream_t s = gp_cuda_stream(slot);
     cudaError_t kerr = cudaSuccess;
     cudnnStatus_t ds = CUDNN_STATUS_SUCCESS;
     int rc;
     *ms = -1.0f;
     if ((rc = conv_set(bk, i, c)) != GP_OK) return rc;
-    if (!conv_try_fused(st, sp, slot, bk)) ds = conv_exec(st, sp, slot, bk, n, &kerr);
+    if (fused) {
+        if (!conv_try_fused(st, sp, slot, bk)) return GP_OK; /* rejected: no fused form */
+    } else {
+        bk->fused = 0;
+        ds = conv_exec(st, sp, slot, bk, n, &kerr);
+    }
     CK(c, cudaEventRecord(ev[0], s));
     for (int r = 0; r < CONV_TIMED_RUNS && ds == CUDNN_STATUS_SUCCESS && kerr == cudaSuccess; r++)
         ds = conv_exec(st, sp, slot, bk, n, &kerr);
@@ -299,23 +343,37 @@ static int conv_time(const slot_state *st, step *sp, const gp_batch *slot, conv_
     return GP_OK;
 }
 
-/* After the buffers. A bucket with several candidates runs each as its batches would (fused
-   where cuDNN takes it) and keeps the fastest (cudnn.benchmark's method, on the slot's zeroed
-   buffers); the choice is the model's per device, op and bucket size (gp__memo_*), so only a
-   model's first slot on a device pays the timing. Then the bucket's fused trial, as before. */
+/* After the buffers. Per bucket, every candidate runs in each form (fused only for a relu) as
+   its batches would, and the fastest pair stays (cudnn.benchmark's method, on the slot's
+   buffers, which setup zeroed). The choice is kept with the model's weights on the device, per
+   geometry and bucket size (gp__memo_*, conv_key): a later op of the same geometry takes it
+   here, a later slot's conv_pick makes it the only candidate, so a device pays the timing once
+   per distinct convolution and bucket, in the first slot of the first pipeline. */
 static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     conv_plan *cp = sp->plan;
     if (!cp) return GP_OK;
     cudaEvent_t ev[2] = {NULL, NULL};
-    int rc = GP_OK;
+    int rc = GP_OK, forms = cp->relu ? 2 : 1;
     for (int bi = 0; bi < st->n_buckets && rc == GP_OK; bi++) {
         conv_bucket *bk = &cp->bk[bi];
         size_t n = st->buckets[bi];
-        int best = 0, memo[2];
-        if (bk->n_cand > 1 && gp__memo_get(st, sp->op, n, memo)) {
-            for (int i = 0; i < bk->n_cand; i++)
-                if ((int)bk->cand_algo[i] == memo[0] && (int)bk->cand_math[i] == memo[1]) best = i;
-        } else if (bk->n_cand > 1) {
+        int n_cand = bk->n_cand > 0 ? bk->n_cand : 1; /* 0: conv_pick's IMPLICIT_GEMM */
+        int best = 0, best_fused = cp->relu != NULL;  /* untimed: fused where cuDNN takes it */
+        int64_t key[CONV_KEY_LEN];
+        int memo[GP__MEMO_VALS], hit = -1;
+        conv_key(sp->op, n, key);
+        if (bk->memo_fused >= 0) {
+            hit = 0; /* conv_pick's: its only candidate */
+            memo[2] = bk->memo_fused;
+        } else if (n_cand * forms > 1 && gp__memo_get(st, key, sizeof key, memo)) {
+            /* An op before this one in this slot, of the same geometry, was just timed. */
+            for (int i = 0; i < bk->n_cand && hit < 0; i++)
+                if ((int)bk->cand_algo[i] == memo[0] && (int)bk->cand_math[i] == memo[1]) hit = i;
+        }
+        if (hit >= 0) {
+            best = hit;
+            best_fused = memo[2];
+        } else if (n_cand * forms > 1) {
             if (!ev[0]) {
                 cudaError_t e = cudaEventCreate(&ev[0]);
                 if (e == cudaSuccess && (e = cudaEventCreate(&ev[1])) != cudaSuccess) ev[1] = NULL;
@@ -326,21 +384,32 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                 }
             }
             float best_ms = -1.0f;
-            for (int i = 0; i < bk->n_cand && rc == GP_OK; i++) {
-                float ms;
-                rc = conv_time(st, sp, slot, bk, i, n, ev, &ms, c);
-                if (rc == GP_OK && ms >= 0 && (best_ms < 0 || ms < best_ms)) {
-                    best_ms = ms;
-                    best = i;
+            for (int i = 0; i < n_cand && rc == GP_OK; i++)
+                for (int f = 0; f < forms && rc == GP_OK; f++) {
+                    float ms;
+                    rc = conv_time(st, sp, slot, bk, i, f, n, ev, &ms, c);
+                    if (rc == GP_OK && ms >= 0 && (best_ms < 0 || ms < best_ms)) {
+                        best_ms = ms;
+                        best = i;
+                        best_fused = f;
+                    }
                 }
-            }
             if (rc != GP_OK) break;
-            memo[0] = (int)bk->cand_algo[best];
-            memo[1] = (int)bk->cand_math[best];
-            /* Not kept (out of memory): the next slot times it again. */
-            (void)gp__memo_put(st, sp->op, n, memo);
+            if (best_ms >= 0 && bk->n_cand > 0) {
+                memo[0] = (int)bk->cand_algo[best];
+                memo[1] = (int)bk->cand_math[best];
+                memo[2] = best_fused;
+                memo[3] = 0;
+                /* Not kept (out of memory): the next slot times it again. */
+                (void)gp__memo_put(st, key, sizeof key, memo);
+            }
         }
-        if ((rc = conv_set(bk, best, c)) == GP_OK) (void)conv_try_fused(st, sp, slot, bk);
+        if ((rc = conv_set(bk, best, c)) == GP_OK) {
+            if (best_fused)
+                (void)conv_try_fused(st, sp, slot, bk); /* rejected: runs unfused */
+            else
+                bk->fused = 0;
+        }
     }
     /* Destroy statuses are not actionable here. */
     if (ev[0]) cudaEventDestroy(ev[0]);

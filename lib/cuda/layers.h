@@ -154,12 +154,16 @@ typedef struct slot_state {
     char note[256]; /* why a convolution runs on the direct kernel, if one does */
 } slot_state;
 
-/* A choice a layer times once per device, op and batch size (conv.c: the algorithm), kept with
-   the model's weights on that device and shared by every slot of every pipeline using them.
-   gp__memo_get returns 1 and fills v if one was put; gp__memo_put returns GP_OK, or GP_ENOMEM /
-   GP_ESYS (then nothing is kept). Any thread (the model's lock). */
-int gp__memo_get(const slot_state *st, const gp__op *op, size_t n, int v[2]);
-int gp__memo_put(const slot_state *st, const gp__op *op, size_t n, const int v[2]);
+/* A choice a layer times once per device and key (conv.c: the algorithm and form of a
+   convolution's geometry at one batch size), kept with the model's weights on that device and
+   shared by every slot of every pipeline using them, and by every op of the model with the same
+   key. The key is up to GP__MEMO_KEY bytes, compared bytewise (no padding in it); the value
+   GP__MEMO_VALS ints. gp__memo_get returns 1 and fills v if one was put; gp__memo_put returns
+   GP_OK, or GP_ENOMEM / GP_ESYS (then nothing is kept). Any thread (the model's lock). */
+#define GP__MEMO_KEY 96
+#define GP__MEMO_VALS 4
+int gp__memo_get(const slot_state *st, const void *key, size_t len, int v[GP__MEMO_VALS]);
+int gp__memo_put(const slot_state *st, const void *key, size_t len, const int v[GP__MEMO_VALS]);
 
 /* ---- the layer table ------------------------------------------------------------------------- */
 

@@ -116,9 +116,9 @@ static const cuda_layer *layer_of(const gp__op *op) {
 
 typedef struct memo {
     struct memo *next;
-    const gp__op *op;
-    size_t n;
-    int v[2];
+    size_t len;
+    unsigned char key[GP__MEMO_KEY];
+    int v[GP__MEMO_VALS];
 } memo;
 
 typedef struct dev_weights {
@@ -205,23 +205,26 @@ static void dev_weights_free(dev_weights *d) {
     free(d);
 }
 
-int gp__memo_get(const slot_state *st, const gp__op *op, size_t n, int v[2]) {
+int gp__memo_get(const slot_state *st, const void *key, size_t len, int v[GP__MEMO_VALS]) {
     int found = 0;
+    if (len > GP__MEMO_KEY) return 0;
     if (pthread_mutex_lock(&st->m->mu) != 0) return 0; /* not found: timed again */
     for (const memo *x = st->dw->memos; x && !found; x = x->next)
-        if (x->op == op && x->n == n) {
-            v[0] = x->v[0];
-            v[1] = x->v[1];
+        if (x->len == len && memcmp(x->key, key, len) == 0) {
+            memcpy(v, x->v, sizeof x->v);
             found = 1;
         }
     pthread_mutex_unlock(&st->m->mu);
     return found;
 }
 
-int gp__memo_put(const slot_state *st, const gp__op *op, size_t n, const int v[2]) {
-    memo *x = malloc(sizeof *x);
+int gp__memo_put(const slot_state *st, const void *key, size_t len, const int v[GP__MEMO_VALS]) {
+    if (len > GP__MEMO_KEY) return GP_ENOMEM; /* a key this long is never kept */
+    memo *x = calloc(1, sizeof *x);
     if (!x) return GP_ENOMEM;
-    *x = (memo){.op = op, .n = n, .v = {v[0], v[1]}};
+    x->len = len;
+    memcpy(x->key, key, len);
+    memcpy(x->v, v, sizeof x->v);
     if (pthread_mutex_lock(&st->m->mu) != 0) {
         free(x);
         return GP_ESYS;
