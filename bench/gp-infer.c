@@ -7,6 +7,7 @@
  *            [--max-delay-us US] [--max-tokens T]
  *            [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]
  *            [--capacity C] [--repeat R] [--warmup W] [--report R.json] [--quiet]
+ *            [--log error|warn|info]
  *   gp-infer --demo mlp|cnn|encoder [--save-demo FILE] [--input X.npy --output Y.npy] ...
  *
  * X holds N items: shape (N, *item shape), dtype as the model's input (f32 '<f4', u8 '|u1').
@@ -25,6 +26,9 @@
  * compute_busy_ns / batches is the device's compute time per batch under load), as JSON. Exit
  * status: 0 ok; 1 a run-time failure; 2 usage; 3 bad model or input file (shape/dtype mismatch,
  * missing tensor, ...); 4 the requested backend is not usable here.
+ * --log L prints the pipeline's log lines at level L and above to stderr, each as
+ * "gp-infer: log LEVEL: message" (info: what the CUDA model chose at create, such as each
+ * convolution's timed algorithm per batch size; default: none).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -340,12 +344,21 @@ static void usage(FILE *f) {
            "                [--max-delay-us US] [--max-tokens T]\n"
            "                [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]\n"
            "                [--capacity C] [--repeat R] [--warmup W] [--report R.json] [--quiet]\n"
+           "                [--log error|warn|info]\n"
            "  --capacity C: the ring's items (a power of two >= --batch; default: the library's)\n"
            "  --repeat R: submit every item R times (a longer run; Y gets each item once)\n"
            "  --warmup W: submit and drain W items before the timed run (default 0)\n"
            "  --report R.json: items/s, the run's window and every item's latency (submit to\n"
            "                   callback) as p50/p99/max, as JSON (bench/symptom-bench.py)\n"
-           "  --lengths L.npy: a variable-length model's tokens per item (X: all tokens packed)\n");
+           "  --lengths L.npy: a variable-length model's tokens per item (X: all tokens packed)\n"
+           "  --log L: print the pipeline's log at level L and above to stderr (default: none)\n");
+}
+
+/* --log: the pipeline's log lines at or above the chosen level (user: a gp_log_level). */
+static void log_line(void *user, gp_log_level level, const char *msg) {
+    static const char *const names[] = {"error", "warn", "info"};
+    if ((int)level > *(const int *)user) return;
+    fprintf(stderr, "gp-infer: log %s: %s\n", (unsigned)level < 3 ? names[level] : "?", msg);
 }
 
 /* "gp-infer: <what>: GP_EXXX: <detail>". Some library details already start with the code's
@@ -386,7 +399,7 @@ static int parse_size(const char *s, size_t lo, size_t hi, size_t *out) {
 int main(int argc, char **argv) {
     const char *model_path = NULL, *demo = NULL, *save_demo = NULL, *spec = NULL;
     const char *in_path = NULL, *out_path = NULL, *backend_s = "auto", *prec_s = "fp32";
-    const char *len_path = NULL, *report_path = NULL;
+    const char *len_path = NULL, *report_path = NULL, *log_s = NULL;
     size_t batch = 64, inflight = 3, producers = 2, delay_us = 0, max_tokens = 0, repeat = 1,
            capacity = 0, warmup = 0;
     int describe = 0, quiet = 0, graphs = 0;
@@ -410,6 +423,8 @@ int main(int argc, char **argv) {
             sval = &len_path;
         else if (!strcmp(a, "--report"))
             sval = &report_path;
+        else if (!strcmp(a, "--log"))
+            sval = &log_s;
         else if (!strcmp(a, "--max-delay-us"))
             nval = &delay_us, lo = 0, hi = 60000000;
         else if (!strcmp(a, "--max-tokens"))
@@ -456,6 +471,19 @@ int main(int argc, char **argv) {
             *sval = v;
         } else if (!parse_size(v, lo, hi, nval)) {
             fprintf(stderr, "gp-infer: %s: '%s' is not a number in [%zu, %zu]\n", a, v, lo, hi);
+            return EXIT_USAGE;
+        }
+    }
+    static int log_level = -1; /* log_line's user: read by the pipeline's threads */
+    if (log_s) {
+        if (!strcmp(log_s, "error"))
+            log_level = GP_LOG_ERROR;
+        else if (!strcmp(log_s, "warn"))
+            log_level = GP_LOG_WARN;
+        else if (!strcmp(log_s, "info"))
+            log_level = GP_LOG_INFO;
+        else {
+            fprintf(stderr, "gp-infer: --log '%s': error | warn | info\n", log_s);
             return EXIT_USAGE;
         }
     }
@@ -660,6 +688,10 @@ int main(int argc, char **argv) {
     cfg.cuda_graphs = graphs;
     cfg.max_delay_us = (uint32_t)delay_us;
     if (capacity) cfg.capacity = capacity;
+    if (log_level >= 0) {
+        cfg.log = log_line;
+        cfg.log_user = &log_level;
+    }
     gp_model_configure(m, &cfg);
     int exit_code = 0;
     rc = gp_pipeline_create(&cfg, &r.p, err, sizeof err);

@@ -112,7 +112,8 @@ def run_gp(gp_infer, model, spec, x_path, work, device, prec, batch, repeat):
     cmd = [gp_infer, "--model", model, "--spec", sp, "--input", x_path, "--output", y,
            "--backend", "cuda" if device == "cuda" else "host", "--precision", prec,
            "--batch", str(batch), "--inflight", "3", "--producers", "8",
-           "--repeat", str(repeat), "--warmup", str(6 * batch), "--report", rep, "--quiet"]
+           "--repeat", str(repeat), "--warmup", str(6 * batch), "--report", rep, "--quiet",
+           "--log", "info"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
@@ -120,7 +121,10 @@ def run_gp(gp_infer, model, spec, x_path, work, device, prec, batch, repeat):
         r = json.load(f)
     ms = (r["compute_busy_ns"] / max(r["batches"], 1) / 1e6 if device == "cuda"
           else r["seconds"] * 1e3 / max(r["batches"], 1))
-    return ms, np.load(y)
+    # What conv.c's timing kept for each convolution at the full batch (its INFO log lines).
+    convs = [ln.split("log info: ", 1)[1] for ln in p.stderr.splitlines()
+             if "log info: " in ln and " conv2d " in ln and f": batch {batch}: " in ln]
+    return ms, np.load(y), convs
 
 
 def run_torch(rn, blocks, x, device, prec, channels_last, batches):
@@ -184,14 +188,14 @@ def main():
     raw, bad = {"device": a.device, "gpu": gpu, "batch": a.batch, "rows": []}, 0
     for prec in precs:
         layouts = [False, True] if cuda and prec in ("fp16", "bf16") else [False]
-        rows = []
+        rows, convs = [], []
         for k, (name, spec) in enumerate(cuts):
             # A cut still running after 240 s prints every thread's Python stack and exits (a
             # model-bench row hung for 280 s on the first GPU run with no sign of where).
             faulthandler.dump_traceback_later(240, exit=True)
             try:
-                g, y = run_gp(a.gp_infer, model, spec, x_path, a.work, a.device, prec, a.batch,
-                              repeat)
+                g, y, convs = run_gp(a.gp_infer, model, spec, x_path, a.work, a.device, prec,
+                                     a.batch, repeat)
                 # The same computation on both sides, or the comparison means nothing: gp's
                 # output for the first items against the cut's fp32 output on the CPU.
                 with torch.inference_mode():
@@ -226,6 +230,12 @@ def main():
                   + f" | {dg:.3f} | " + " | ".join(f"{v:.3f}" for v in dt) + f" | {ratio} |")
             prev = (g, t)
             raw["rows"].append(dict(precision=prec, stage=name, gpupipe_ms=g, torch_ms=t))
+        if convs:  # the last cut run: the whole model's convolutions
+            print(f"\n{prec}: gpupipe's convolutions at batch {a.batch} (gp-infer --log info: "
+                  "the algorithm and form its timing kept, and the heuristic's first)\n")
+            for ln in convs:
+                print(f"    {ln}")
+            raw.setdefault("convs", {})[prec] = convs
     if a.json:
         with open(a.json, "w") as f:
             json.dump(raw, f, indent=1)

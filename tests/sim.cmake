@@ -106,3 +106,12 @@ if(TARGET cuda-bench)
                                        $<TARGET_FILE:cuda-bench> $<TARGET_FILE:gpsim>)
   set_tests_properties(sim_cuda_bench PROPERTIES LABELS sim TIMEOUT 300)
 endif()
+
+# conv2d's algorithm timing at create through the pipeline's INFO log (gp-infer --log info):
+# the first slot times each convolution at each bucket size, the later slots none.
+if(TARGET gp-infer)
+  add_test(NAME sim_conv_choice
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sim/conv-choice.sh $<TARGET_FILE:gp-infer>
+                   $<TARGET_FILE:gpsim> ${CMAKE_CURRENT_BINARY_DIR}/conv-choice)
+  set_tests_properties(sim_conv_choice PROPERTIES LABELS sim TIMEOUT 300)
+endif()

@@ -528,6 +528,12 @@ static void slot_note(gp__cuda_handles *h, const char *msg) {
     gp__log(s->ctx->sink, GP_LOG_WARN, "slot %d: %s", s->slot, msg);
 }
 
+/* handles.h's info(). */
+static void slot_info(gp__cuda_handles *h, const char *msg) {
+    gp__stream *s = (gp__stream *)(void *)h; /* h is the stream's first member */
+    gp__log(s->ctx->sink, GP_LOG_INFO, "slot %d: %s", s->slot, msg);
+}
+
 #ifdef GP_HAVE_CUDNN
 /* A cuDNN that cannot be used here is a note, not a failure: computes get NULL and may run
    without it (the model layers' direct convolution). The first reason is kept for stats. */
@@ -587,6 +593,7 @@ static void cuda_stream_bind(void *ctx, gp__stream *s, gp_batch *b) {
     s->h.cudnn = NULL;
 #endif
     s->h.note = slot_note;
+    s->h.info = slot_info;
     b->stream = (void *)s->st;
     b->impl = &s->h;
     b->device = s->dev->id;

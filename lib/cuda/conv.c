@@ -54,6 +54,7 @@ typedef struct conv_bucket {
 /* What a convolution's choice depends on (gp__memo_*): its geometry, its activation (the fused
    form exists for relu only) and the batch size; int64 fields, so no padding. */
 enum { CONV_KEY_LEN = 17 };
+_Static_assert(CONV_KEY_LEN * sizeof(int64_t) <= GP__MEMO_KEY, "a conv key fits a memo");
 static void conv_key(const gp__op *op, size_t n, int64_t key[CONV_KEY_LEN]) {
     const int64_t k[CONV_KEY_LEN] = {op->in.c,     op->in.h,  op->in.w,  op->out.c,    op->out.h,
                                      op->out.w,    op->kh,    op->kw,    op->stride_h, op->stride_w,
@@ -343,6 +344,49 @@ static int conv_time(const slot_state *st, step *sp, const gp_batch *slot, conv_
     return GP_OK;
 }
 
+static const char *algo_name(cudnnConvolutionFwdAlgo_t a) {
+    static const char *const names[] = {
+        "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+        "WINOGRAD",      "WINOGRAD_NONFUSED"};
+    return (unsigned)a < sizeof names / sizeof *names ? names[a] : "?";
+}
+
+static const char *math_name(cudnnMathType_t m) {
+    return m == CUDNN_TENSOR_OP_MATH ? "tensor-op"
+           : m == CUDNN_FMA_MATH     ? "fma"
+           : m == CUDNN_DEFAULT_MATH ? "default math"
+                                     : "?";
+}
+
+/* The pipeline's INFO line for a timed bucket: what stays, its time per run, and the
+   heuristic's first pick's (what an untimed rule would have run). */
+static void conv_log(const gp__op *op, const gp_batch *slot, const conv_bucket *bk, size_t n,
+                     int best, int fused, float best_ms, float first_ms, int ran, int tried) {
+    if (best_ms < 0) {
+        gp__slot_info(slot,
+                      "conv2d %s: batch %zu: none of %d algorithm/form pairs ran at setup; "
+                      "batches run the heuristic's first",
+                      op->name, n, tried);
+        return;
+    }
+    int has = bk->n_cand > 0; /* 0: IMPLICIT_GEMM, conv_pick's stand-in, in the layer's math */
+    cudnnConvolutionFwdAlgo_t algo = has ? bk->cand_algo[best]
+                                         : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                              first = has ? bk->cand_algo[0] : algo;
+    char tail[96];
+    if (first_ms >= 0)
+        snprintf(tail, sizeof tail, "%.3f ms", (double)(first_ms / CONV_TIMED_RUNS));
+    else
+        snprintf(tail, sizeof tail, "did not run");
+    gp__slot_info(slot,
+                  "conv2d %s (%dx%dx%d -> %dx%dx%d, %dx%d/%d): batch %zu: %s%s%s %s, %.3f ms per "
+                  "run (%d of %d algorithm/form pairs ran; the heuristic's first, %s: %s)",
+                  op->name, op->in.c, op->in.h, op->in.w, op->out.c, op->out.h, op->out.w, op->kh,
+                  op->kw, op->stride_h, n, algo_name(algo), has ? " " : "",
+                  has ? math_name(bk->cand_math[best]) : "", fused ? "fused" : "unfused",
+                  (double)(best_ms / CONV_TIMED_RUNS), ran, tried, algo_name(first), tail);
+}
+
 /* After the buffers. Per bucket, every candidate runs in each form (fused only for a relu) as
    its batches would, and the fastest pair stays (cudnn.benchmark's method, on the slot's
    buffers, which setup zeroed). The choice is kept with the model's weights on the device, per
@@ -383,18 +427,23 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                     break;
                 }
             }
-            float best_ms = -1.0f;
+            float best_ms = -1.0f, first_ms = -1.0f; /* first: the heuristic's first, any form */
+            int ran = 0;
             for (int i = 0; i < n_cand && rc == GP_OK; i++)
                 for (int f = 0; f < forms && rc == GP_OK; f++) {
                     float ms;
                     rc = conv_time(st, sp, slot, bk, i, f, n, ev, &ms, c);
-                    if (rc == GP_OK && ms >= 0 && (best_ms < 0 || ms < best_ms)) {
+                    if (rc != GP_OK || ms < 0) continue;
+                    ran++;
+                    if (i == 0 && (first_ms < 0 || ms < first_ms)) first_ms = ms;
+                    if (best_ms < 0 || ms < best_ms) {
                         best_ms = ms;
                         best = i;
                         best_fused = f;
                     }
                 }
             if (rc != GP_OK) break;
+            conv_log(sp->op, slot, bk, n, best, best_fused, best_ms, first_ms, ran, n_cand * forms);
             if (best_ms >= 0 && bk->n_cand > 0) {
                 memo[0] = (int)bk->cand_algo[best];
                 memo[1] = (int)bk->cand_math[best];

@@ -33,6 +33,9 @@ typedef struct gp__cuda_handles {
        kernel): logged, and kept as the pipeline's stats.backend_note unless one is kept
        already (the first note wins). Create thread (compute_setup) only. */
     void (*note)(struct gp__cuda_handles *h, const char *msg);
+    /* Log what a layer chose for the slot and why (conv.c: the algorithm its timing kept) at
+       GP_LOG_INFO, prefixed "slot N: ". Create thread (compute_setup) only. */
+    void (*info)(struct gp__cuda_handles *h, const char *msg);
 } gp__cuda_handles;
 
 #endif

@@ -205,6 +205,17 @@ static void dev_weights_free(dev_weights *d) {
     free(d);
 }
 
+void gp__slot_info(const gp_batch *slot, const char *fmt, ...) {
+    gp__cuda_handles *h = (gp__cuda_handles *)slot->impl;
+    if (!h || h->magic != GP__CUDA_HANDLES_MAGIC || !h->info) return;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    h->info(h, msg);
+}
+
 int gp__memo_get(const slot_state *st, const void *key, size_t len, int v[GP__MEMO_VALS]) {
     int found = 0;
     if (len > GP__MEMO_KEY) return 0;
