@@ -9,13 +9,14 @@
  * For each shape (default: every distinct convolution of torchvision's ResNet-18 at 224x224,
  * with how often the model has it) and each layout (x, y and the filter all NCHW, or all NHWC):
  *   (h) conv.c's rule: cudnnGetConvolutionForwardAlgorithm_v7's list filtered as conv_pick
- *       filters it (status ok, workspace <= 256 MiB, no FFT / FFT_TILING, fp32 FMA math only,
+ *       filters it (status ok, workspace <= 256 MiB, fp32: no FFT / FFT_TILING and FMA math only,
  *       never TENSOR_OP_MATH_ALLOW_CONVERSION), every entry timed: the fastest convolution
  *       alone (conv.c also times each unfused with its bias/act kernel after it, which this
  *       bench does not run, and fused: (f));
  *   (a) every algorithm with every math type the precision allows (fp32: FMA, the IEEE fp32
  *       contract; fp16 / bf16: DEFAULT and TENSOR_OP), workspace <= 256 MiB, timed: the
- *       fastest; FFT and FFT_TILING are timed too but reported apart (conv.c excludes them);
+ *       fastest; FFT and FFT_TILING are timed too but reported apart (conv.c excludes them
+ *       in fp32);
  *   (f) conv.c's fused form, cudnnConvolutionBiasActivationForward (bias + relu, alpha2 = 0,
  *       z = y), with each of (h)'s candidates: the fastest cuDNN accepts, or "rejected".
  * Timing: one untimed run (timed, to size what follows), then up to R runs (default 5; fewer
@@ -405,8 +406,7 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
     for (int i = 0; i < got && n_cand < N_CAND; i++) {
         int a = (int)perf[i].algo, m = (int)perf[i].mathType;
         if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > WS_MAX) continue;
-        if (is_fft(a)) continue;
-        if (b->prec == PREC_FP32 && m != CUDNN_FMA_MATH) continue;
+        if (b->prec == PREC_FP32 && (is_fft(a) || m != CUDNN_FMA_MATH)) continue;
         if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
         if (a < 0 || a >= N_ALGO || m < 0 || m >= N_MATH) continue;
         /* conv_pick skips what the descriptor or the workspace query rejects */
@@ -618,8 +618,8 @@ static void print_table(const bench *b, const shape *sh, int n, int lay[2], resu
         for (int l = 0; l < 2; l++) {
             const result *r = l ? r1 : r0;
             if (r && r->fft_algo >= 0 && (!best || r->fft_ms < best->a_ms))
-                printf("; fft (excluded) %s %s %.3f", l ? "NHWC" : "NCHW", algo_name(r->fft_algo),
-                       (double)r->fft_ms);
+                printf("; fft%s %s %s %.3f", b->prec == PREC_FP32 ? " (excluded)" : "",
+                       l ? "NHWC" : "NCHW", algo_name(r->fft_algo), (double)r->fft_ms);
         }
         printf(" |\n");
     }

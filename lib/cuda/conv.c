@@ -95,10 +95,11 @@ static int conv_desc(cudnnConvolutionDescriptor_t *d, const gp__op *op, ck *c) {
 }
 
 /* The bucket's candidates: every entry of the heuristic's list (fastest estimates first) that
-   succeeded, fits CONV_WS_MAX, is not FFT (its rounding is not the direct sums' and fp32 is
-   held to 1e-4 of the reference: left out untried rather than chosen by speed alone) and, for
-   fp32, uses FMA math only; the first is the bucket's algorithm until conv_bind has timed them.
-   The descriptor takes that result's math type (cuDNN needs algorithm and math type
+   succeeded, fits CONV_WS_MAX and, for fp32, is not FFT (its rounding is not the direct sums'
+   and fp32 is held to 1e-4 of the reference: left out untried rather than chosen by speed
+   alone; tf32, fp16 and bf16 take it, its fp32-computed transforms' error being far below their
+   own rounding) and uses FMA math only; the first is the bucket's algorithm until conv_bind has
+   timed them. The descriptor takes that result's math type (cuDNN needs algorithm and math type
    together). When an earlier slot on this device timed the same convolution at this batch size
    (gp__memo_*), its choice is the only candidate, so this slot's workspace is only what that
    algorithm needs. IMPLICIT_GEMM stands in when the heuristic offers nothing usable. */
@@ -135,8 +136,8 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
     bk->n_cand = 0;
     for (int i = 0; i < got && bk->n_cand < CONV_MAX_CAND; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX) continue;
-        if (perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
-            perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING)
+        if (prec == GP_PRECISION_FP32 && (perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
+                                          perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING))
             continue;
         /* fp32 runs FMA only; no precision lets cuDNN down-convert fp32 data to fp16. */
         if (prec == GP_PRECISION_FP32 && perf[i].mathType != CUDNN_FMA_MATH) continue;
