@@ -24,14 +24,26 @@
 #define CONV_MAX_CAND CUDNN_CONVOLUTION_FWD_ALGO_COUNT
 #define CONV_TIMED_RUNS 2
 
+/* A folded residual add (model_impl.h, Buffers) after a convolution that wrote conv + bias
+   without the activation: y = act(y + z) over the batch's n items. */
+static cudaError_t conv_residual(const slot_state *st, const step *sp, const gp_batch *b,
+                                 size_t n) {
+    const gp__op *op = sp->op;
+    void *y = gp__resolve(sp->dst, b);
+    return gp__k_add_act(gp_cuda_stream(b), st->kt, y, gp__resolve(sp->src2, b), y,
+                         n * gp__shape_numel(op->out), (int)op->act);
+}
+
 /* The direct kernel: builds without cuDNN, and convolutions cuDNN could not plan. */
 static int conv_run_direct(slot_state *st, const step *sp, const gp_batch *b, ck *c) {
     const gp__op *op = sp->op;
+    int res = gp__op_has_src2(op); /* the activation then follows the residual add */
     CK(c, gp__k_conv2d_direct(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), sp->k->w,
                               sp->k->bias_f32, gp__resolve(sp->dst, b), b->n, op->in.c, op->in.h,
                               op->in.w, op->out.c, op->out.h, op->out.w, op->kh, op->kw,
                               op->stride_h, op->stride_w, op->pad_h, op->pad_w, op->dil_h,
-                              op->dil_w, op->groups, (int)op->act));
+                              op->dil_w, op->groups, res ? GP__ACT_NONE : (int)op->act));
+    if (res) CK(c, conv_residual(st, sp, b, b->n));
     return GP_OK;
 }
 
@@ -52,14 +64,15 @@ typedef struct conv_bucket {
 } conv_bucket;
 
 /* What a convolution's choice depends on (gp__memo_*): its geometry, its activation (the fused
-   form exists for relu only) and the batch size; int64 fields, so no padding. */
-enum { CONV_KEY_LEN = 17 };
+   form exists for relu only), whether it adds a residual (the fused form reads it) and the
+   batch size; int64 fields, so no padding. */
+enum { CONV_KEY_LEN = 18 };
 _Static_assert(CONV_KEY_LEN * sizeof(int64_t) <= GP__MEMO_KEY, "a conv key fits a memo");
 static void conv_key(const gp__op *op, size_t n, int64_t key[CONV_KEY_LEN]) {
-    const int64_t k[CONV_KEY_LEN] = {op->in.c,     op->in.h,  op->in.w,  op->out.c,    op->out.h,
-                                     op->out.w,    op->kh,    op->kw,    op->stride_h, op->stride_w,
-                                     op->pad_h,    op->pad_w, op->dil_h, op->dil_w,    op->groups,
-                                     (int)op->act, (int64_t)n};
+    const int64_t k[CONV_KEY_LEN] = {
+        op->in.c,  op->in.h,  op->in.w,     op->out.c,    op->out.h,           op->out.w,
+        op->kh,    op->kw,    op->stride_h, op->stride_w, op->pad_h,           op->pad_w,
+        op->dil_h, op->dil_w, op->groups,   (int)op->act, gp__op_has_src2(op), (int64_t)n};
     memcpy(key, k, sizeof k);
 }
 
@@ -268,11 +281,14 @@ static cudnnStatus_t conv_fused(const slot_state *st, const step *sp, const gp_b
     const conv_plan *cp = sp->plan;
     const float one = 1.0f, zero = 0.0f; /* float scaling for float / half / bf16 data */
     void *x = gp__resolve(sp->src, b), *y = gp__resolve(sp->dst, b);
-    /* y = relu(conv(x) + 0 * z + bias), with z = y (alpha2 is 0). */
+    /* y = relu(conv(x) + alpha2 z + bias): z the folded residual (alpha2 1), or none: z = y
+       with alpha2 0. */
+    int res = gp__op_has_src2(sp->op);
+    const void *z = res ? gp__resolve(sp->src2, b) : y;
     return cudnnConvolutionBiasActivationForward(gp_cuda_cudnn(b), &one, bk->x, x, cp->w, sp->k->w,
                                                  bk->conv, bk->algo, conv_ws(st, b, bk->ws), bk->ws,
-                                                 &zero, bk->y, y, cp->bias, sp->k->bias_t, cp->relu,
-                                                 bk->y, y);
+                                                 res ? &one : &zero, bk->y, z, cp->bias,
+                                                 sp->k->bias_t, cp->relu, bk->y, y);
 }
 
 /* One bucket's convolution as a batch runs it: fused, or cuDNN's then the bias/act kernel. A
@@ -288,9 +304,12 @@ static cudnnStatus_t conv_exec(const slot_state *st, const step *sp, const gp_ba
     cudnnStatus_t s =
         cudnnConvolutionForward(gp_cuda_cudnn(b), &one, bk->x, x, cp->w, sp->k->w, bk->conv,
                                 bk->algo, conv_ws(st, b, bk->ws), bk->ws, &zero, bk->y, y);
-    if (s == CUDNN_STATUS_SUCCESS)
-        *kerr = gp__k_bias_act(gp_cuda_stream(b), st->kt, y, sp->k->bias_f32, n, op->out.c,
-                               (size_t)op->out.h * (size_t)op->out.w, (int)op->act);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    int res = gp__op_has_src2(op); /* the activation then follows the residual add */
+    *kerr =
+        gp__k_bias_act(gp_cuda_stream(b), st->kt, y, sp->k->bias_f32, n, op->out.c,
+                       (size_t)op->out.h * (size_t)op->out.w, res ? GP__ACT_NONE : (int)op->act);
+    if (*kerr == cudaSuccess && res) *kerr = conv_residual(st, sp, b, n);
     return s;
 }
 

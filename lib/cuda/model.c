@@ -387,7 +387,7 @@ static int plan_steps(slot_state *st, const dev_weights *w, ck *c) {
         c->op = op;
         if (!layer_of(op)) return CK_FAIL(c, GP_ENOTSUP, "no CUDA layer for this op");
         int src_ok = op->src == GP__BUF_INPUT || (op->src >= 0 && op->src < m->n_bufs);
-        int src2_ok = op->kind != GP__OP_ADD || op->src2 == GP__BUF_INPUT ||
+        int src2_ok = !gp__op_has_src2(op) || op->src2 == GP__BUF_INPUT ||
                       (op->src2 >= 0 && op->src2 < m->n_bufs);
         int dst_ok = op->dst == GP__BUF_OUTPUT || (op->dst >= 0 && op->dst < m->n_bufs);
         if (!src_ok || !src2_ok || !dst_ok)
@@ -395,7 +395,7 @@ static int plan_steps(slot_state *st, const dev_weights *w, ck *c) {
                            "operand buffers outside the plan (src %d, src2 %d, dst %d)", op->src,
                            op->src2, op->dst);
         int reads_input =
-            op->src == GP__BUF_INPUT || (op->kind == GP__OP_ADD && op->src2 == GP__BUF_INPUT);
+            op->src == GP__BUF_INPUT || (gp__op_has_src2(op) && op->src2 == GP__BUF_INPUT);
         int ids_in = m->in_info.dtype == GP_DTYPE_I32 || m->in_info.dtype == GP_DTYPE_I64 ||
                      m->in_info.dtype == GP_DTYPE_U32;
         if (op->kind == GP__OP_EMBEDDING) {
@@ -518,7 +518,7 @@ static void bind_steps(slot_state *st) {
         step *sp = &st->steps[i];
         const gp__op *op = sp->op;
         sp->src = ref_of(st, op, op->src, 0);
-        sp->src2 = op->kind == GP__OP_ADD ? ref_of(st, op, op->src2, 0) : sp->src;
+        sp->src2 = gp__op_has_src2(op) ? ref_of(st, op, op->src2, 0) : sp->src;
         sp->dst = ref_of(st, op, op->dst, 1);
     }
 }

@@ -172,7 +172,7 @@ static int new_op(bctx *c, gp__op_kind kind, gp__shape in, gp__shape out, int sr
     op->line = c->l->line;
     op->in = in;
     op->out = out;
-    op->src2 = -3;
+    op->src2 = GP__BUF_NONE;
     op->groups = 1;
     op->stride_h = op->stride_w = op->dil_h = op->dil_w = 1;
     c->op_src[i] = src;
@@ -727,6 +727,18 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
                 gp__shape_str(b, sb, sizeof sb);
                 snprintf(msg, sizeof msg, "shapes differ: current %s, saved %s", sa, sb);
                 return lerr(c, "%s", msg);
+            }
+            /* Folded into the conv2d that made the current value, when nothing else reads that
+               value or has fused into it (model_impl.h, Buffers): the conv2d reads `other` as
+               src2, and an activation line after this one fuses into the conv2d. */
+            const bval *v = &c->vals[cur];
+            int p = v->producer;
+            if (p >= 0 && p == m->n_ops - 1 && v->root == cur && !v->saved &&
+                m->ops[p].kind == GP__OP_CONV2D && m->ops[p].act == GP__ACT_NONE &&
+                c->op_src2[p] < 0 && c->vals[other].root != cur) {
+                c->op_src2[p] = other;
+                m->ops[p].flops += (double)gp__shape_numel(a);
+                break;
             }
             int i = new_op(c, GP__OP_ADD, a, a, cur);
             if (i < 0) return c->rc;

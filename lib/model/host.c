@@ -485,7 +485,18 @@ static int l_prep(const gp__op *op, const gp__run *r, const float *src, const fl
 }
 static int l_conv2d(const gp__op *op, const gp__run *r, const float *src, const float *src2,
                     float *dst, const scratch *sc, gp__err *e) {
-    conv2d(op, r->n, src, dst, sc->work);
+    if (!src2) {
+        conv2d(op, r->n, src, dst, sc->work);
+        return GP_OK;
+    }
+    /* A folded residual add (model_impl.h, Buffers): the conv with its bias, then the add and
+       the activation, as the unfolded ops computed them. */
+    gp__op plain = *op;
+    plain.act = GP__ACT_NONE;
+    conv2d(&plain, r->n, src, dst, sc->work);
+    size_t numel = r->n * gp__shape_numel(op->out);
+    for (size_t k = 0; k < numel; k++)
+        dst[k] = gp__act_apply(op->act, dst[k] + src2[k]);
     return GP_OK;
 }
 static int l_linear(const gp__op *op, const gp__run *r, const float *src, const float *src2,
@@ -606,7 +617,7 @@ static int run_ops_upto(const gp__model *m, const gp__run *r, const void *in, vo
         if ((unsigned)op->kind >= GP__OP_COUNT_ || !host_layers[op->kind])
             return gp__errf(e, GP_EINVAL, "no host layer for op %d ('%s')", i,
                             gp__op_name(op->kind));
-        const float *src2 = op->kind == GP__OP_ADD ? bufp(m, sc, op->src2, in, out) : NULL;
+        const float *src2 = gp__op_has_src2(op) ? bufp(m, sc, op->src2, in, out) : NULL;
         int rc = host_layers[op->kind](op, r, bufp(m, sc, op->src, in, out), src2,
                                        bufp(m, sc, op->dst, in, out), sc, e);
         if (rc != GP_OK) return rc;

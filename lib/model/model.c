@@ -291,8 +291,8 @@ int gp_model_describe(const gp_model *m, FILE *f) {
             fprintf(f, "%3d  line %-3d %-13s %-20s %12s -> %-12s %-7s %s%s%s -> %s  %.3g MFLOP\n",
                     i, op->line, gp__op_name(op->kind), op->name, si, so,
                     op->act ? gp__act_name(op->act) : "", buf_name(op->src, ss, sizeof ss),
-                    op->kind == GP__OP_ADD ? " + " : "",
-                    op->kind == GP__OP_ADD ? buf_name(op->src2, s2, sizeof s2) : "",
+                    gp__op_has_src2(op) ? " + " : "",
+                    gp__op_has_src2(op) ? buf_name(op->src2, s2, sizeof s2) : "",
                     buf_name(op->dst, sd, sizeof sd), op->flops * 1e-6) < 0;
     }
     bad |= describe_output(m, f);

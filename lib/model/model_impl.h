@@ -77,7 +77,8 @@
  * Token values live in token buffers, which hold max_batch_tokens tokens. The model's output is
  * always per item.
  *
- * Buffers. Every op reads `src` (and `src2` for ADD) and writes `dst`, each a buffer id:
+ * Buffers. Every op reads `src` (and `src2`: ADD's second operand, a CONV2D's folded residual)
+ * and writes `dst`, each a buffer id:
  * GP__BUF_INPUT is the batch input (b->in, item layout as gp_model_input_info; read-only),
  * GP__BUF_OUTPUT the batch output (b->out; written only by the last op), ids >= 0 index
  * m->bufs. Buffer i of a slot whose scratch was allocated for `capacity` items starts at
@@ -88,6 +89,14 @@
  * max_batch_tokens * offset. The plan is in elements, not bytes: a backend
  * that keeps activations in 16-bit allocates elements * 2 bytes with the same offsets.
  * dst == src (or src2) only for ACT and ADD (elementwise, in place); never otherwise.
+ *
+ * A residual add folded into a convolution: `add TAG` right after a conv2d whose output nothing
+ * else reads (not saved, no activation yet) does not become an ADD op; the conv2d reads TAG's
+ * value as src2 and computes dst = act(conv(src) + bias + src2), the act being the one a
+ * following activation line fuses (ResNet's block tail, relu(bn(conv(x)) + identity), is one
+ * op). The host computes it as the two ops did (the conv with its bias, then the add and act),
+ * so its results are bit for bit those of the unfolded model; the CUDA layer may run it as
+ * cuDNN's fused conv + bias + z + relu (lib/cuda/conv.c).
  */
 #ifndef GP_LIB_MODEL_IMPL_H
 #define GP_LIB_MODEL_IMPL_H
@@ -158,7 +167,7 @@ static inline size_t gp__shape_numel(gp__shape s) {
     return (size_t)s.c * (size_t)s.h * (size_t)s.w;
 }
 
-enum { GP__BUF_INPUT = -1, GP__BUF_OUTPUT = -2 };
+enum { GP__BUF_INPUT = -1, GP__BUF_OUTPUT = -2, GP__BUF_NONE = -3 };
 #define GP__BUF_ALIGN 64 /* elements: 256 bytes of fp32 */
 
 typedef struct gp__op {
@@ -167,7 +176,8 @@ typedef struct gp__op {
     char name[64];      /* layer name for CONV2D / LINEAR (tensor prefix); "" otherwise */
     gp__shape in;       /* per item, logical CHW (for PREP: the CHW shape after the stage) */
     gp__shape out;      /* per item */
-    int src, src2, dst; /* buffer ids (see Buffers); src2 is -3 unless ADD */
+    int src, src2, dst; /* buffer ids (see Buffers); src2: GP__BUF_NONE but for ADD and a
+                           CONV2D with a folded residual (gp__op_has_src2) */
     gp__act act;        /* CONV2D, LINEAR, ADD: fused after the op; ACT: the activation */
 
     /* CONV2D (kh, kw from the weight), MAXPOOL2D, AVGPOOL2D (kh, kw = kernel) */
@@ -204,6 +214,11 @@ typedef struct gp__op {
                      projections only, the scores' 4 * T * c per token of a T-token item
                      depend on the item) */
 } gp__op;
+
+/* Whether the op reads src2: ADD, and a CONV2D with a folded residual add (see Buffers). */
+static inline int gp__op_has_src2(const gp__op *op) {
+    return op->kind == GP__OP_ADD || (op->kind == GP__OP_CONV2D && op->src2 != GP__BUF_NONE);
+}
 
 typedef struct gp__buf {
     size_t elems;  /* per item (token buffers: per token): the largest value the buffer holds */

@@ -494,6 +494,73 @@ static void batch_independence(void) {
     printf("ok  large activations, run in chunks: batched == one at a time, bitwise\n");
 }
 
+/* A residual add folded into the conv2d before it (model_impl.h, Buffers) computes what the
+   unfolded ops did, bit for bit: the same spec with the conv's output also saved (so nothing
+   folds) is the reference. Residuals: the model input, an earlier op's output; with and without
+   the activation after the add; a saved conv output, an activation between, or `add` of the
+   conv's own output must not fold. */
+static int count_kind(const gp_model *m, gp__op_kind k, int with_src2) {
+    int n = 0;
+    for (int i = 0; i < m->n_ops; i++)
+        n += m->ops[i].kind == k && (!with_src2 || gp__op_has_src2(&m->ops[i]));
+    return n;
+}
+
+static void residual_fold(void) {
+    static const struct {
+        const char *folded, *unfolded;
+        int folds;
+    } cases[] = {
+        {"input f32 4x6x6\nsave a\nconv2d c padding=1\nadd a\nrelu\nflatten\n",
+         "input f32 4x6x6\nsave a\nconv2d c padding=1\nsave b\nadd a\nrelu\nflatten\n", 1},
+        {"input f32 4x6x6\nconv2d c padding=1\nrelu\nsave a\nconv2d c2 padding=1\nadd a\n"
+         "relu\nflatten\n",
+         "input f32 4x6x6\nconv2d c padding=1\nrelu\nsave a\nconv2d c2 padding=1\nsave b\n"
+         "add a\nrelu\nflatten\n",
+         1},
+        {"input f32 4x6x6\nsave a\nconv2d c padding=1\nadd a\nflatten\n",
+         "input f32 4x6x6\nsave a\nconv2d c padding=1\nsave b\nadd a\nflatten\n", 1},
+        /* not folded: an activation between (the add reads the act's output), the conv's own
+           output as the residual */
+        {"input f32 4x6x6\nsave a\nconv2d c padding=1\nrelu\nadd a\nflatten\n",
+         "input f32 4x6x6\nsave a\nconv2d c padding=1\nsave b\nrelu\nadd a\nflatten\n", 0},
+        {"input f32 4x6x6\nconv2d c padding=1\nsave a\nadd a\nflatten\n",
+         "input f32 4x6x6\nconv2d c padding=1\nsave a\nsave b\nadd a\nflatten\n", 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        mt t = {.rng = 800 + (uint64_t)k};
+        mt_add(&t, "c.weight", 4, (uint64_t[]){4, 4, 3, 3}, -0.3, 0.3);
+        mt_add(&t, "c.bias", 1, (uint64_t[]){4}, -0.5, 0.5);
+        mt_add(&t, "c2.weight", 4, (uint64_t[]){4, 4, 3, 3}, -0.3, 0.3);
+        gp_model *f = load(&t, cases[k].folded), *u = load(&t, cases[k].unfolded);
+        GPT_EQ(count_kind(f, GP__OP_CONV2D, 1), cases[k].folds);
+        GPT_EQ(count_kind(f, GP__OP_ADD, 0), 1 - cases[k].folds);
+        GPT_EQ(count_kind(u, GP__OP_CONV2D, 1), 0);
+        GPT_EQ(count_kind(u, GP__OP_ADD, 0), 1);
+        /* folding moves the add's flops into the conv2d (in the cases that do not fold, `save b`
+           also keeps an activation from fusing, which changes nothing but the op count) */
+        if (cases[k].folds) GPT_CHECK(gp_model_flops(f) == gp_model_flops(u));
+        size_t N = 70; /* > the host's 64-item chunk */
+        float *x = mt_rand(&t, N * gp_model_input_bytes(f) / 4, -1, 1);
+        float *yf = run(f, N, x), *yu = run(u, N, x);
+        GPT_CHECK(memcmp(yf, yu, N * gp_model_output_bytes(f)) == 0);
+        if (cases[k].folds) { /* describe shows the residual on the conv2d's line */
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *d = open_memstream(&buf, &len);
+            GPT_CHECK(d);
+            GPT_RC(gp_model_describe(f, d), GP_OK);
+            fclose(d);
+            GPT_CHECK(strstr(buf, " + ") && !strstr(buf, "add "));
+            free(buf);
+        }
+        free(x), free(yf), free(yu);
+        gp_model_free(f), gp_model_free(u);
+        mt_free(&t);
+    }
+    printf("ok  residual add folded into the conv2d before it: bitwise the unfolded model\n");
+}
+
 static void conversions(void) {
     /* fp16 / bf16 round to nearest even, specials kept */
     float vals[] = {0.0f,    -0.0f,    1.0f,    -2.5f,       65504.0f, 65520.0f, 1e-8f,
@@ -536,5 +603,6 @@ int main(void) {
     input_cases();
     dtype_cases();
     batch_independence();
+    residual_fold();
     return 0;
 }

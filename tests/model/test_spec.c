@@ -291,11 +291,13 @@ static void check_plan(const gp__model *m) {
         GPT_CHECK(op->dst != GP__BUF_INPUT);
         GPT_CHECK(op->dst != GP__BUF_OUTPUT || i == m->n_ops - 1);
         int reads[2] = {op->src, op->src2};
+        GPT_CHECK(gp__op_has_src2(op) || op->src2 == GP__BUF_NONE);
         for (int r = 0; r < 2; r++) {
             int b = reads[r];
             if (b < 0) continue;
             GPT_CHECK(b < m->n_bufs);
-            GPT_CHECK(m->bufs[b].elems >= gp__shape_numel(op->in));
+            /* src2 is ADD's second operand (in == out) or a conv2d's residual (out's shape) */
+            GPT_CHECK(m->bufs[b].elems >= gp__shape_numel(r ? op->out : op->in));
             if (op->dst == b) GPT_CHECK(op->kind == GP__OP_ACT || op->kind == GP__OP_ADD);
         }
         if (op->dst >= 0) {

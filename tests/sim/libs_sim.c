@@ -739,9 +739,10 @@ SIM_API cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* The forward's work: y = act(alpha conv(x) + beta y + bias[c]) (beta y: z = y here). */
+/* The forward's work: y = act(alpha conv(x) + beta z + bias[c]) (cudnnConvolutionForward:
+   z = y; the fused call: its z, which may be y). */
 typedef struct dnn_args {
-    const void *x, *w, *bias;
+    const void *x, *w, *bias, *z;
     void *y;
     size_t n;
     sim_conv_geom g;
@@ -754,14 +755,15 @@ static int emu_dnn_forward(const sim_op *o) {
     dnn_args a;
     memcpy(&a, o->args, sizeof a);
     sim_t t = (sim_t)a.t;
-    if (!sim_conv_ok(t, &a.g, a.n, a.x, a.w, a.y) ||
-        (a.bias && !dev_ok(a.bias, (size_t)a.g.Cout * sim_size(t))))
-        return cudaErrorIllegalAddress;
     const size_t howo = (size_t)a.g.Ho * (size_t)a.g.Wo;
     const size_t total = a.n * (size_t)a.g.Cout * howo;
+    if (!sim_conv_ok(t, &a.g, a.n, a.x, a.w, a.y) ||
+        (a.bias && !dev_ok(a.bias, (size_t)a.g.Cout * sim_size(t))) ||
+        !dev_ok(a.z, total * sim_size(t)))
+        return cudaErrorIllegalAddress;
     for (size_t i = 0; i < total; i++) {
         float v = a.alpha * sim_conv_at(t, &a.g, a.x, a.w, i, a.tf32);
-        if (a.beta != 0.0f) v += a.beta * sim_ld(t, a.y, i);
+        if (a.beta != 0.0f) v += a.beta * sim_ld(t, a.z, i);
         if (a.bias) v += sim_ld(t, a.bias, (i / howo) % (size_t)a.g.Cout);
         sim_st(t, a.y, i, a.relu ? sim_act(1, v) : v);
     }
@@ -774,8 +776,8 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
                                  const struct cudnnFilterStruct *w, const void *wp,
                                  const struct cudnnConvolutionStruct *cv,
                                  cudnnConvolutionFwdAlgo_t algo, void *ws, size_t ws_bytes,
-                                 const struct cudnnTensorStruct *y, void *yp, float alpha,
-                                 float beta, const void *bias, int relu) {
+                                 const struct cudnnTensorStruct *y, void *yp, const void *zp,
+                                 float alpha, float beta, const void *bias, int relu) {
     sim_conv_geom g;
     sim_t t;
     if (!h) return CUDNN_STATUS_BAD_PARAM;
@@ -784,8 +786,17 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
     if (!dnn_algo_ok(algo)) return CUDNN_STATUS_NOT_SUPPORTED;
     size_t need = dnn_ws(algo);
     if (ws_bytes < need || (need && kind_of(ws, need) != MEM_DEVICE)) return CUDNN_STATUS_BAD_PARAM;
-    dnn_args a = {xp,  wp,    bias, yp,         (size_t)x->n,
-                  g,   alpha, beta, (int32_t)t, t == SIM_F32 && cv->math != CUDNN_FMA_MATH,
+    dnn_args a = {xp,
+                  wp,
+                  bias,
+                  zp,
+                  yp,
+                  (size_t)x->n,
+                  g,
+                  alpha,
+                  beta,
+                  (int32_t)t,
+                  t == SIM_F32 && cv->math != CUDNN_FMA_MATH,
                   relu};
     sim_op o = {.kind = OP_KERNEL, .k = &dnn_work};
     memcpy(o.args, &a, sizeof a);
@@ -800,7 +811,7 @@ SIM_API cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha
                                               size_t ws_bytes, const void *beta,
                                               const cudnnTensorDescriptor_t yd, void *y) {
     if (!alpha || !beta) return CUDNN_STATUS_BAD_PARAM;
-    return dnn_forward(h, xd, x, wd, w, cv, algo, ws, ws_bytes, yd, y, *(const float *)alpha,
+    return dnn_forward(h, xd, x, wd, w, cv, algo, ws, ws_bytes, yd, y, y, *(const float *)alpha,
                        *(const float *)beta, NULL, 0);
 }
 
@@ -813,17 +824,18 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
     void *y) {
     if (!alpha1 || !alpha2 || !zd || !bd || !act || !bias) return CUDNN_STATUS_BAD_PARAM;
     if (env_off("GPSIM_DNN_FUSED")) return CUDNN_STATUS_NOT_SUPPORTED;
-    /* z is y here (the layer's alpha2 is 0); a bias of y's type, one per output channel */
-    if (z != y || zd->set != 1 || zd->type != yd->type || zd->n != yd->n || zd->c != yd->c ||
+    /* z: y's shape and type (y itself with alpha2 0, or the layer's folded residual); a bias of
+       y's type, one per output channel */
+    if (!z || zd->set != 1 || zd->type != yd->type || zd->n != yd->n || zd->c != yd->c ||
         zd->h != yd->h || zd->w != yd->w)
-        return CUDNN_STATUS_NOT_SUPPORTED; /* not simulated */
+        return CUDNN_STATUS_BAD_PARAM;
     if (!bd->set || bd->type != yd->type || bd->n != 1 || bd->c != yd->c || bd->h != 1 ||
         bd->w != 1)
         return CUDNN_STATUS_BAD_PARAM;
     if (act->mode == CUDNN_ACTIVATION_IDENTITY &&
         algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
         return CUDNN_STATUS_NOT_SUPPORTED; /* as documented */
-    return dnn_forward(h, xd, x, wd, w, cv, algo, ws, ws_bytes, yd, y, *(const float *)alpha1,
+    return dnn_forward(h, xd, x, wd, w, cv, algo, ws, ws_bytes, yd, y, z, *(const float *)alpha1,
                        *(const float *)alpha2, bias, act->mode == CUDNN_ACTIVATION_RELU);
 }
 #endif
