@@ -53,9 +53,7 @@ typedef struct conv_bucket {
     cudnnTensorDescriptor_t x, y;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws;
-    int fused;      /* runs as cudnnConvolutionBiasActivationForward (timed faster, and accepted) */
-    int memo_fused; /* -1; or the form an earlier slot chose, with its algorithm the only candidate
-                     */
+    int fused; /* runs as cudnnConvolutionBiasActivationForward (timed faster, and accepted) */
     /* The candidates conv_bind times (the first is the heuristic's choice). */
     int n_cand;
     cudnnConvolutionFwdAlgo_t cand_algo[CONV_MAX_CAND];
@@ -121,7 +119,6 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
     gp_precision prec = st->m->precision;
     int64_t key[CONV_KEY_LEN];
     int memo[GP__MEMO_VALS];
-    bk->memo_fused = -1;
     conv_key(op, n, key);
     if (gp__memo_get(st, key, sizeof key, memo)) {
         size_t ws = 0;
@@ -136,8 +133,7 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
             bk->cand_algo[0] = bk->algo = (cudnnConvolutionFwdAlgo_t)memo[0];
             bk->cand_math[0] = (cudnnMathType_t)memo[1];
             bk->cand_ws[0] = bk->ws = ws;
-            bk->memo_fused = memo[2];
-            return GP_OK;
+            return GP_OK; /* conv_bind finds the memo's form */
         }
     }
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -426,14 +422,11 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         int64_t key[CONV_KEY_LEN];
         int memo[GP__MEMO_VALS], hit = -1;
         conv_key(sp->op, n, key);
-        if (bk->memo_fused >= 0) {
-            hit = 0; /* conv_pick's: its only candidate */
-            memo[2] = bk->memo_fused;
-        } else if (n_cand * forms > 1 && gp__memo_get(st, key, sizeof key, memo)) {
-            /* An op before this one in this slot, of the same geometry, was just timed. */
+        /* Timed already: by an earlier slot (conv_pick made its choice the only candidate) or by
+           an op of the same geometry before this one in this slot. */
+        if (gp__memo_get(st, key, sizeof key, memo))
             for (int i = 0; i < bk->n_cand && hit < 0; i++)
                 if ((int)bk->cand_algo[i] == memo[0] && (int)bk->cand_math[i] == memo[1]) hit = i;
-        }
         if (hit >= 0) {
             best = hit;
             best_fused = memo[2];
@@ -468,7 +461,6 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                 memo[0] = (int)bk->cand_algo[best];
                 memo[1] = (int)bk->cand_math[best];
                 memo[2] = best_fused;
-                memo[3] = 0;
                 /* Not kept (out of memory): the next slot times it again. */
                 (void)gp__memo_put(st, key, sizeof key, memo);
             }
@@ -497,7 +489,8 @@ static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, c
                                               : "cudnnConvolutionForward",
                              __FILE__, __LINE__);
     if (kerr != cudaSuccess)
-        return gp__ck_status(c, gp__cu_rt(kerr), "gp__k_bias_act", __FILE__, __LINE__);
+        return gp__ck_status(c, gp__cu_rt(kerr), "the conv's bias/residual kernel", __FILE__,
+                             __LINE__);
     return GP_OK;
 }
 

@@ -160,15 +160,15 @@ typedef struct slot_state {
    key. The key is up to GP__MEMO_KEY bytes, compared bytewise (no padding in it); the value
    GP__MEMO_VALS ints. gp__memo_get returns 1 and fills v if one was put; gp__memo_put returns
    GP_OK, or GP_ENOMEM / GP_ESYS (then nothing is kept). Any thread (the model's lock). */
+#define GP__MEMO_KEY 160
+#define GP__MEMO_VALS 3
+int gp__memo_get(const slot_state *st, const void *key, size_t len, int v[GP__MEMO_VALS]);
+int gp__memo_put(const slot_state *st, const void *key, size_t len, const int v[GP__MEMO_VALS]);
+
 /* An INFO line in the pipeline's log for the slot (handles.h, info): what a layer chose at setup.
    Nothing when the slot is not the CUDA backend's. Create thread (bind) only. */
 void gp__slot_info(const gp_batch *slot, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-
-#define GP__MEMO_KEY 160
-#define GP__MEMO_VALS 4
-int gp__memo_get(const slot_state *st, const void *key, size_t len, int v[GP__MEMO_VALS]);
-int gp__memo_put(const slot_state *st, const void *key, size_t len, const int v[GP__MEMO_VALS]);
 
 /* ---- the layer table ------------------------------------------------------------------------- */
 

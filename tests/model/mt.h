@@ -5,6 +5,7 @@
 #include <gpupipe/model.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,17 @@ static inline double mt_rel_err(const float *a, const double *b, size_t n) {
         if (fabs(b[i]) > den) den = fabs(b[i]);
     }
     return den > 0 ? num / den : num;
+}
+
+/* gp_model_describe's text (free it), checked to succeed. */
+static inline char *mt_describe(const gp_model *m) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    GPT_CHECK(f);
+    GPT_RC(gp_model_describe(m, f), GP_OK);
+    GPT_CHECK(fclose(f) == 0 && text);
+    return text;
 }
 
 #endif

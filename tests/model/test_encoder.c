@@ -284,12 +284,7 @@ static void embedding_cases(void) {
         snprintf(want, sizeof want, "not 1..%zu whole tokens", limit);
         GPT_CHECK(strstr(err, want) != NULL);
         /* describe says which limit holds */
-        char *text = NULL;
-        size_t tlen = 0;
-        FILE *f = open_memstream(&text, &tlen);
-        GPT_CHECK(f);
-        GPT_RC(gp_model_describe(m, f), GP_OK);
-        fclose(f);
+        char *text = mt_describe(m);
         GPT_CHECK(strstr(text, cases[ci].pos ? "the position embeddings' rows"
                                              : "the limit: options.max_tokens") != NULL);
         free(text);

@@ -545,12 +545,7 @@ static void residual_fold(void) {
         float *yf = run(f, N, x), *yu = run(u, N, x);
         GPT_CHECK(memcmp(yf, yu, N * gp_model_output_bytes(f)) == 0);
         if (cases[k].folds) { /* describe shows the residual on the conv2d's line */
-            char *buf = NULL;
-            size_t len = 0;
-            FILE *d = open_memstream(&buf, &len);
-            GPT_CHECK(d);
-            GPT_RC(gp_model_describe(f, d), GP_OK);
-            fclose(d);
+            char *buf = mt_describe(f);
             GPT_CHECK(strstr(buf, " + ") && !strstr(buf, "add "));
             free(buf);
         }
