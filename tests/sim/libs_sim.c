@@ -838,4 +838,443 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
     return dnn_forward(h, xd, x, wd, w, cv, algo, ws, ws_bytes, yd, y, z, *(const float *)alpha1,
                        *(const float *)alpha2, bias, act->mode == CUDNN_ACTIVATION_RELU);
 }
+
+/* The graph (backend) API, as far as a one-convolution graph goes (bench/conv-bench's (g); the
+   library does not use it): descriptors hold typed attributes, checked against a table of what
+   each kind accepts (attribute, type, element counts), as cuDNN checks them; Finalize checks
+   what each kind requires: a tensor of 4 dimensions, a 2-d cross-correlation with fp32
+   compute, a forward convolution whose x, w and y agree, a graph of that one operation, a
+   heuristic on a finalized graph, a plan of one of the heuristic's configurations, a variant
+   pack of as many ids as pointers. The heuristic offers two engines in mode A, INSTANT and B
+   (engine 0: 1 MiB of workspace; engine 1: TENSOR_CORE, none) and engine 0 alone as the
+   fallback list, so the workspace, the fp32 note filter and a repeated plan all happen; a plan
+   for tensors not packed NCHW is CUDNN_STATUS_NOT_SUPPORTED (the simulation's one layout).
+   Execute finds x, w and y by unique id in the variant pack and runs the legacy forward's work
+   (engine 1 reads fp32 as tf32). */
+
+#define SB_ATTRS 12
+#define SB_BYTES 64
+
+typedef struct sb_attr {
+    cudnnBackendAttributeName_t name;
+    cudnnBackendAttributeType_t type;
+    int64_t n;
+    unsigned char v[SB_BYTES];
+} sb_attr;
+
+typedef struct sb_desc {
+    cudnnBackendDescriptorType_t kind;
+    int final;
+    int nattr;
+    sb_attr a[SB_ATTRS];
+    struct sb_desc *graph; /* engine config, engine: the graph the heuristic answered for */
+    int engine;            /* engine config, engine: 0 or 1 */
+} sb_desc;
+
+typedef struct sb_rule {
+    cudnnBackendDescriptorType_t kind;
+    cudnnBackendAttributeName_t name;
+    cudnnBackendAttributeType_t type;
+    int lo, hi, required;
+} sb_rule;
+
+static const sb_rule SB_RULES[] = {
+    {CUDNN_BACKEND_TENSOR_DESCRIPTOR, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, 1, 1},
+    {CUDNN_BACKEND_TENSOR_DESCRIPTOR, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 1, 8, 1},
+    {CUDNN_BACKEND_TENSOR_DESCRIPTOR, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 1, 8, 1},
+    {CUDNN_BACKEND_TENSOR_DESCRIPTOR, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, 1, 1},
+    {CUDNN_BACKEND_TENSOR_DESCRIPTOR, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, 1, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE,
+     1, 1, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+     CUDNN_TYPE_CONVOLUTION_MODE, 1, 1, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1,
+     1, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 1, 3,
+     1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64,
+     1, 3, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 1,
+     3, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64,
+     1, 3, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, 1, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, 1, 1},
+    {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, (cudnnBackendAttributeName_t)800, CUDNN_TYPE_HANDLE,
+     1, 1, 1}, /* CUDNN_ATTR_OPERATIONGRAPH_HANDLE (deprecated, still the way to give the handle) */
+    {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, CUDNN_ATTR_OPERATIONGRAPH_OPS,
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 8, 1},
+    {CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, 1},
+    {CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, 1,
+     1},
+    {CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, (cudnnBackendAttributeName_t)400, CUDNN_TYPE_HANDLE,
+     1, 1, 1}, /* CUDNN_ATTR_EXECUTION_PLAN_HANDLE (deprecated, as above) */
+    {CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, 1},
+    {CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 1,
+     8, 1},
+    {CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+     CUDNN_TYPE_VOID_PTR, 1, 8, 1},
+    {CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
+     1, 1, 1},
+};
+
+static size_t sb_size(cudnnBackendAttributeType_t t) {
+    switch (t) {
+    case CUDNN_TYPE_HANDLE:
+    case CUDNN_TYPE_VOID_PTR:
+    case CUDNN_TYPE_BACKEND_DESCRIPTOR:
+        return sizeof(void *);
+    case CUDNN_TYPE_INT64:
+    case CUDNN_TYPE_DOUBLE:
+        return 8;
+    case CUDNN_TYPE_CHAR:
+        return 1;
+    default: /* the enums, float, int32 */
+        return 4;
+    }
+}
+
+static const sb_attr *sb_get(const sb_desc *d, cudnnBackendAttributeName_t name) {
+    for (int i = 0; i < d->nattr; i++)
+        if (d->a[i].name == name) return &d->a[i];
+    return NULL;
+}
+static int64_t sb_i64(const sb_desc *d, cudnnBackendAttributeName_t name, int64_t i) {
+    const sb_attr *a = sb_get(d, name);
+    int64_t v = 0;
+    if (a && i < a->n) memcpy(&v, a->v + 8 * i, 8);
+    return v;
+}
+static int32_t sb_i32(const sb_desc *d, cudnnBackendAttributeName_t name) {
+    const sb_attr *a = sb_get(d, name);
+    int32_t v = -1;
+    if (a) memcpy(&v, a->v, 4);
+    return v;
+}
+static sb_desc *sb_ptr(const sb_desc *d, cudnnBackendAttributeName_t name, int64_t i) {
+    const sb_attr *a = sb_get(d, name);
+    sb_desc *p = NULL;
+    if (a && i < a->n) memcpy(&p, a->v + sizeof p * i, sizeof p);
+    return p;
+}
+
+SIM_API cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t kind,
+                                                   cudnnBackendDescriptor_t *out) {
+    if (!out) return CUDNN_STATUS_BAD_PARAM;
+    sb_desc *d = calloc(1, sizeof *d);
+    if (!d) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    d->kind = kind;
+    *out = d;
+    return CUDNN_STATUS_SUCCESS;
+}
+SIM_API cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t d) {
+    free(d);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+SIM_API cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t desc,
+                                               cudnnBackendAttributeName_t name,
+                                               cudnnBackendAttributeType_t type, int64_t n,
+                                               const void *v) {
+    sb_desc *d = desc;
+    const sb_rule *r = NULL;
+    if (!d || !v || n < 1) return CUDNN_STATUS_BAD_PARAM;
+    if (d->final) return CUDNN_STATUS_NOT_INITIALIZED; /* a finalized descriptor is read-only */
+    for (size_t i = 0; i < sizeof SB_RULES / sizeof *SB_RULES; i++)
+        if (SB_RULES[i].kind == d->kind && SB_RULES[i].name == name) r = &SB_RULES[i];
+    if (!r) return CUDNN_STATUS_NOT_SUPPORTED; /* not simulated for this kind */
+    if (type != r->type || n < r->lo || n > r->hi || (size_t)n * sb_size(type) > SB_BYTES)
+        return CUDNN_STATUS_BAD_PARAM;
+    if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR)
+        for (int64_t i = 0; i < n; i++) { /* the descriptors given must be finalized */
+            const sb_desc *p = ((const cudnnBackendDescriptor_t *)v)[i];
+            if (!p || !p->final) return CUDNN_STATUS_BAD_PARAM;
+        }
+    sb_attr *a = (sb_attr *)sb_get(d, name);
+    if (!a) {
+        if (d->nattr == SB_ATTRS) return CUDNN_STATUS_INTERNAL_ERROR;
+        a = &d->a[d->nattr++];
+    }
+    a->name = name, a->type = type, a->n = n;
+    memcpy(a->v, v, (size_t)n * sb_size(type));
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* Whether the tensor is packed NCHW (what the simulated engines read). */
+static int sb_nchw(const sb_desc *t) {
+    int64_t s = 1;
+    for (int i = 3; i >= 0; i--) {
+        if (sb_i64(t, CUDNN_ATTR_TENSOR_STRIDES, i) != s) return 0;
+        s *= sb_i64(t, CUDNN_ATTR_TENSOR_DIMENSIONS, i);
+    }
+    return 1;
+}
+
+/* The convolution's geometry and data type from a finalized forward operation. */
+static int sb_geom(const sb_desc *op, sim_conv_geom *g, sim_t *t, size_t *n) {
+    const sb_desc *x = sb_ptr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, 0),
+                  *w = sb_ptr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, 0),
+                  *y = sb_ptr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, 0),
+                  *cv = sb_ptr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, 0);
+    if (!x || !w || !y || !cv || x->kind != CUDNN_BACKEND_TENSOR_DESCRIPTOR ||
+        w->kind != CUDNN_BACKEND_TENSOR_DESCRIPTOR || y->kind != CUDNN_BACKEND_TENSOR_DESCRIPTOR ||
+        cv->kind != CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR)
+        return 0;
+    cudnnDataType_t dt = (cudnnDataType_t)sb_i32(x, CUDNN_ATTR_TENSOR_DATA_TYPE);
+    if (!dnn_type(dt, t) || sb_i32(w, CUDNN_ATTR_TENSOR_DATA_TYPE) != (int32_t)dt ||
+        sb_i32(y, CUDNN_ATTR_TENSOR_DATA_TYPE) != (int32_t)dt)
+        return 0;
+#define D(T, i) ((int)sb_i64((T), CUDNN_ATTR_TENSOR_DIMENSIONS, (i)))
+#define C(a, i) ((int)sb_i64(cv, (a), (i)))
+    *g = (sim_conv_geom){D(x, 1),
+                         D(x, 2),
+                         D(x, 3),
+                         D(w, 0),
+                         0,
+                         0,
+                         D(w, 2),
+                         D(w, 3),
+                         C(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, 0),
+                         C(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, 1),
+                         C(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 0),
+                         C(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 1),
+                         C(CUDNN_ATTR_CONVOLUTION_DILATIONS, 0),
+                         C(CUDNN_ATTR_CONVOLUTION_DILATIONS, 1),
+                         1};
+    if (D(w, 1) != g->Cin || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 ||
+        g->pw < 0 || C(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, 0) != g->ph ||
+        C(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, 1) != g->pw)
+        return 0;
+    g->Ho = 1 + (g->H + 2 * g->ph - ((g->kh - 1) * g->dh + 1)) / g->sh;
+    g->Wo = 1 + (g->W + 2 * g->pw - ((g->kw - 1) * g->dw + 1)) / g->sw;
+    *n = (size_t)D(x, 0);
+    int ok = g->Ho >= 1 && g->Wo >= 1 && D(y, 0) == D(x, 0) && D(y, 1) == g->Cout &&
+             D(y, 2) == g->Ho && D(y, 3) == g->Wo;
+#undef C
+#undef D
+    return ok;
+}
+
+static const sb_desc *sb_graph_op(const sb_desc *og) {
+    return og ? sb_ptr(og, CUDNN_ATTR_OPERATIONGRAPH_OPS, 0) : NULL;
+}
+
+SIM_API cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) {
+    sb_desc *d = desc;
+    if (!d) return CUDNN_STATUS_BAD_PARAM;
+    if (d->final) return CUDNN_STATUS_BAD_PARAM;
+    for (size_t i = 0; i < sizeof SB_RULES / sizeof *SB_RULES; i++)
+        if (SB_RULES[i].kind == d->kind && SB_RULES[i].required && !sb_get(d, SB_RULES[i].name))
+            return CUDNN_STATUS_BAD_PARAM; /* a required attribute is missing */
+    sim_conv_geom g;
+    sim_t t;
+    size_t n;
+    switch (d->kind) {
+    case CUDNN_BACKEND_TENSOR_DESCRIPTOR: {
+        sim_t tt;
+        if (sb_get(d, CUDNN_ATTR_TENSOR_DIMENSIONS)->n != sb_get(d, CUDNN_ATTR_TENSOR_STRIDES)->n)
+            return CUDNN_STATUS_BAD_PARAM;
+        if (sb_get(d, CUDNN_ATTR_TENSOR_DIMENSIONS)->n != 4 ||
+            !dnn_type((cudnnDataType_t)sb_i32(d, CUDNN_ATTR_TENSOR_DATA_TYPE), &tt))
+            return CUDNN_STATUS_NOT_SUPPORTED;
+        for (int i = 0; i < 4; i++)
+            if (sb_i64(d, CUDNN_ATTR_TENSOR_DIMENSIONS, i) < 1 ||
+                sb_i64(d, CUDNN_ATTR_TENSOR_STRIDES, i) < 1)
+                return CUDNN_STATUS_BAD_PARAM;
+        break;
+    }
+    case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR:
+        if (sb_i64(d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, 0) != 2 ||
+            sb_get(d, CUDNN_ATTR_CONVOLUTION_DILATIONS)->n != 2 ||
+            sb_get(d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES)->n != 2 ||
+            sb_get(d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS)->n != 2 ||
+            sb_get(d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS)->n != 2)
+            return CUDNN_STATUS_BAD_PARAM;
+        if (sb_i32(d, CUDNN_ATTR_CONVOLUTION_CONV_MODE) != CUDNN_CROSS_CORRELATION ||
+            sb_i32(d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE) != CUDNN_DATA_FLOAT)
+            return CUDNN_STATUS_NOT_SUPPORTED;
+        break;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
+        if (!sb_geom(d, &g, &t, &n)) return CUDNN_STATUS_BAD_PARAM;
+        break;
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: {
+        const sb_desc *op = sb_graph_op(d);
+        void *h = NULL;
+        memcpy(&h, sb_get(d, (cudnnBackendAttributeName_t)800)->v, sizeof h);
+        if (!h) return CUDNN_STATUS_BAD_PARAM;
+        if (sb_get(d, CUDNN_ATTR_OPERATIONGRAPH_OPS)->n != 1 ||
+            op->kind != CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR)
+            return CUDNN_STATUS_NOT_SUPPORTED; /* one forward convolution only */
+        break;
+    }
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: {
+        const sb_desc *og = sb_ptr(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 0);
+        int32_t mode = sb_i32(d, CUDNN_ATTR_ENGINEHEUR_MODE);
+        if (og->kind != CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR || mode < 0 ||
+            mode >= CUDNN_HEUR_MODES_COUNT)
+            return CUDNN_STATUS_BAD_PARAM;
+        break;
+    }
+    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: {
+        const sb_desc *ec = sb_ptr(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 0);
+        void *h = NULL;
+        memcpy(&h, sb_get(d, (cudnnBackendAttributeName_t)400)->v, sizeof h);
+        if (!h || ec->kind != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR || !ec->graph)
+            return CUDNN_STATUS_BAD_PARAM;
+        const sb_desc *op = sb_graph_op(ec->graph);
+        for (int i = 0; i < 3; i++) {
+            const cudnnBackendAttributeName_t ts[3] = {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                                       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                                       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
+            if (!sb_nchw(sb_ptr(op, ts[i], 0))) return CUDNN_STATUS_NOT_SUPPORTED;
+        }
+        d->graph = ec->graph;
+        d->engine = ec->engine;
+        break;
+    }
+    case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
+        if (sb_get(d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)->n !=
+            sb_get(d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS)->n)
+            return CUDNN_STATUS_BAD_PARAM;
+        break;
+    default:
+        return CUDNN_STATUS_NOT_SUPPORTED; /* engine configs and engines come from a Get */
+    }
+    d->final = 1;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+#define SB_ENGINES 2 /* engine 0: 1 MiB of workspace; engine 1: tensor cores, none */
+
+static cudnnStatus_t sb_put(cudnnBackendAttributeType_t want, cudnnBackendAttributeType_t type,
+                            int64_t requested, int64_t *count, void *out, const void *v,
+                            int64_t n) {
+    if (type != want || !count) return CUDNN_STATUS_BAD_PARAM;
+    *count = n;
+    if (requested > 0 && out)
+        memcpy(out, v, (size_t)(requested < n ? requested : n) * sb_size(type));
+    return CUDNN_STATUS_SUCCESS;
+}
+
+SIM_API cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const desc,
+                                               cudnnBackendAttributeName_t name,
+                                               cudnnBackendAttributeType_t type, int64_t requested,
+                                               int64_t *count, void *out) {
+    sb_desc *d = desc;
+    if (!d || !count || requested < 0 || (requested > 0 && !out)) return CUDNN_STATUS_BAD_PARAM;
+    if (!d->final) return CUDNN_STATUS_NOT_INITIALIZED;
+    if (d->kind == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR && name == CUDNN_ATTR_ENGINEHEUR_RESULTS) {
+        int64_t n =
+            sb_i32(d, CUDNN_ATTR_ENGINEHEUR_MODE) == CUDNN_HEUR_MODE_FALLBACK ? 1 : SB_ENGINES;
+        if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR) return CUDNN_STATUS_BAD_PARAM;
+        if (requested == 0) {
+            *count = n;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        int64_t k = requested < n ? requested : n;
+        for (int64_t i = 0; i < k; i++) { /* engine configs the caller created */
+            sb_desc *ec = ((cudnnBackendDescriptor_t *)out)[i];
+            if (!ec || ec->kind != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
+                return CUDNN_STATUS_BAD_PARAM;
+            ec->graph = sb_ptr(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 0);
+            ec->engine = (int)i;
+            ec->final = 1;
+        }
+        *count = k;
+        return CUDNN_STATUS_SUCCESS;
+    }
+    if (d->kind == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR && name == CUDNN_ATTR_ENGINECFG_ENGINE) {
+        if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR || requested < 1) return CUDNN_STATUS_BAD_PARAM;
+        sb_desc *e = *(cudnnBackendDescriptor_t *)out;
+        if (!e || e->kind != CUDNN_BACKEND_ENGINE_DESCRIPTOR) return CUDNN_STATUS_BAD_PARAM;
+        e->graph = d->graph, e->engine = d->engine, e->final = 1;
+        *count = 1;
+        return CUDNN_STATUS_SUCCESS;
+    }
+    if (d->kind == CUDNN_BACKEND_ENGINE_DESCRIPTOR) {
+        const int64_t idx = d->engine;
+        const cudnnBackendNumericalNote_t tc = CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+        if (name == CUDNN_ATTR_ENGINE_GLOBAL_INDEX)
+            return sb_put(CUDNN_TYPE_INT64, type, requested, count, out, &idx, 1);
+        if (name == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE)
+            return sb_put(CUDNN_TYPE_NUMERICAL_NOTE, type, requested, count, out, &tc,
+                          d->engine == 1);
+        if (name == CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE)
+            return sb_put(CUDNN_TYPE_BEHAVIOR_NOTE, type, requested, count, out, &tc, 0);
+    }
+    if (d->kind == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
+        if (name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE) {
+            int64_t ws = d->engine == 0 ? (int64_t)DNN_WS : 0;
+            return sb_put(CUDNN_TYPE_INT64, type, requested, count, out, &ws, 1);
+        }
+        if (name == CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION) {
+            char json[64];
+            int len = snprintf(json, sizeof json, "{\"gpsim_engine\":%d}", d->engine);
+            return sb_put(CUDNN_TYPE_CHAR, type, requested, count, out, json, len + 1);
+        }
+    }
+    return CUDNN_STATUS_NOT_SUPPORTED; /* not simulated */
+}
+
+SIM_API cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan,
+                                          cudnnBackendDescriptor_t pack) {
+    const sb_desc *p = plan, *vp = pack;
+    if (!h || !p || !vp || !p->final || !vp->final ||
+        p->kind != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR ||
+        vp->kind != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
+        return CUDNN_STATUS_BAD_PARAM;
+    if (lost()) return CUDNN_STATUS_EXECUTION_FAILED;
+    const sb_desc *op = sb_graph_op(p->graph);
+    sim_conv_geom g;
+    sim_t t;
+    size_t n;
+    if (!op || !sb_geom(op, &g, &t, &n)) return CUDNN_STATUS_BAD_PARAM;
+    /* x, w and y by unique id */
+    const cudnnBackendAttributeName_t ts[3] = {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
+    void *ptr[3] = {NULL, NULL, NULL};
+    const sb_attr *ids = sb_get(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS);
+    for (int k = 0; k < 3; k++) {
+        int64_t uid = sb_i64(sb_ptr(op, ts[k], 0), CUDNN_ATTR_TENSOR_UNIQUE_ID, 0);
+        for (int64_t i = 0; i < ids->n; i++)
+            if (sb_i64(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, i) == uid)
+                memcpy(&ptr[k], sb_get(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS)->v + 8 * i,
+                       sizeof ptr[k]);
+        if (!ptr[k]) return CUDNN_STATUS_BAD_PARAM; /* a tensor without a pointer */
+    }
+    void *ws = NULL;
+    memcpy(&ws, sb_get(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE)->v, sizeof ws);
+    if (p->engine == 0 && kind_of(ws, DNN_WS) != MEM_DEVICE) return CUDNN_STATUS_BAD_PARAM;
+    float alpha, beta;
+    memcpy(&alpha, sb_get(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA)->v, 4);
+    memcpy(&beta, sb_get(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA)->v, 4);
+    dnn_args a = {ptr[0],
+                  ptr[1],
+                  NULL,
+                  ptr[2],
+                  ptr[2],
+                  n,
+                  g,
+                  alpha,
+                  beta,
+                  (int32_t)t,
+                  t == SIM_F32 && p->engine == 1,
+                  0};
+    sim_op o = {.kind = OP_KERNEL, .k = &dnn_work};
+    memcpy(o.args, &a, sizeof a);
+    return enqueue(h->st, &o) == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+}
 #endif
