@@ -18,7 +18,15 @@
  *       fastest; FFT and FFT_TILING are timed too but reported apart (conv.c excludes them
  *       in fp32);
  *   (f) conv.c's fused form, cudnnConvolutionBiasActivationForward (bias + relu, alpha2 = 0,
- *       z = y), with each of (h)'s candidates: the fastest cuDNN accepts, or "rejected".
+ *       z = y), with each of (h)'s candidates: the fastest cuDNN accepts, or "rejected";
+ *   (g) the graph API (cudnnBackend*, what PyTorch 2's F.conv2d and cudnn-frontend use): the
+ *       same convolution as a one-operation graph, every engine configuration of the
+ *       heuristic in mode A and of the fallback list (the plans deduplicated), timed within
+ *       about 1 s per shape and layout; fp32 passes over engines noted TENSOR_CORE,
+ *       DOWN_CONVERT_INPUTS, REDUCED_PRECISION_REDUCTION or FFT (conv.c's IEEE fp32, PyTorch's
+ *       with TF32 off); the fastest plan's output is compared with (a)'s fastest (g_diff: the
+ *       largest difference over the largest magnitude of (a)'s output). Whether an engine the
+ *       legacy API cannot reach is what PyTorch has over conv.c.
  * Timing: one untimed run (timed, to size what follows), then up to R runs (default 5; fewer
  * when one run takes more than 250 ms / R) queued behind a spin kernel so that the CUDA events
  * between them time the GPU, not the host's calls; the median is reported.
@@ -26,8 +34,9 @@
  * kernel, groups 1, dilation 1); `#` starts a comment.
  *
  * Output: the cuDNN version and library, the device; one `conv-bench:` line of key=value pairs
- * per shape and layout; one `conv-bench-algo:` line per configuration tried; then a Markdown
- * table with totals weighted by each shape's count, and the cuDNN libraries loaded.
+ * per shape and layout; one `conv-bench-algo:` line per configuration tried, one
+ * `conv-bench-graph:` line per engine configuration; then a Markdown table with totals
+ * weighted by each shape's count, and the cuDNN libraries loaded.
  * Exit status: 0; 1 when a CUDA or cuDNN call fails (a candidate that fails to run is reported
  * and passed over); 2 on bad usage; 77 without a usable device (1 instead when
  * GPT_REQUIRE_DEVICE is set, as for the tests).
@@ -38,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -140,6 +150,13 @@ typedef struct result {
     float f_ms;
     long f_nan; /* fused_reads_z: y's non-finite elements after a fused run on NaN; -1 not run */
     char f_why[64];
+    /* (g): the fastest plan (g_eng -1: none ran; g_why), and what was offered */
+    long long g_eng;
+    float g_ms;
+    size_t g_ws;
+    int g_offered, g_dup, g_contract, g_failed, g_timed, g_untried;
+    double g_diff; /* against (a)'s fastest output; < 0: not compared */
+    char g_why[96];
 } result;
 
 typedef struct bench {
@@ -153,7 +170,11 @@ typedef struct bench {
     cudnnConvolutionDescriptor_t cd;
     cudnnActivationDescriptor_t act;
     void *x, *y, *w, *bias, *ws;
-    void *host;      /* host staging, as large as the largest of x, y and w */
+    void *host;  /* host staging, as large as the largest of x, y and w */
+    void *host2; /* (g)'s comparison: a second y */
+    /* (g): the plan run_once executes for ALGO_GRAPH, and the variant pack (x, w, y and the
+       workspace: the same buffers for every shape) */
+    cudnnBackendDescriptor_t plan, vpack;
     cudaEvent_t *ev; /* reps + 1 */
     float *times;    /* reps */
     /* the current shape and layout */
@@ -200,8 +221,11 @@ static void fill(const bench *b, void *dst, size_t n, float scale, uint64_t seed
 
 /* --- one configuration, timed --------------------------------------------------------------- */
 
+#define ALGO_GRAPH (-1) /* run_once / time_runs: b->plan with b->vpack, (g) */
+
 static cudnnStatus_t run_once(const bench *b, int algo, size_t ws, int fused) {
     const float one = 1.0f, zero = 0.0f; /* float scaling for float / half / bf16 data */
+    if (algo == ALGO_GRAPH) return cudnnBackendExecute(b->h, b->plan, b->vpack);
     cudnnConvolutionFwdAlgo_t a = (cudnnConvolutionFwdAlgo_t)algo;
     if (fused) /* y = relu(conv(x) + 0 * z + bias), z = y, as conv.c */
         return cudnnConvolutionBiasActivationForward(b->h, &one, b->xd, b->x, b->wd, b->w, b->cd, a,
@@ -334,6 +358,414 @@ static const cfg *time_cfg(bench *b, int algo, int math) {
     return c;
 }
 
+/* --- (g) the graph API ---------------------------------------------------------------------- */
+
+#define G_MAX_CFG 64     /* engine configurations taken from one heuristic mode */
+#define G_CAP_MS 1000.0  /* wall time for (g) per shape and layout, plans' finalize included */
+#define G_JSON_MAX 65536 /* a plan's JSON, for the deduplication */
+enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
+
+/* The one-convolution graph of the current shape and layout. */
+typedef struct graph {
+    cudnnBackendDescriptor_t xt, wt, yt, cv, op, og;
+} graph;
+
+/* A failed backend call: its attribute (or function) and status, for the report. */
+#define GTRY(call)                                                                                 \
+    do {                                                                                           \
+        cudnnStatus_t s_ = (call);                                                                 \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                          \
+            g_fail(why, why_len, #call, s_);                                                       \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static void g_fail(char *why, size_t why_len, const char *call, cudnnStatus_t s) {
+    const char *attr = strstr(call, "CUDNN_ATTR_");
+    const char *fn = attr ? attr : call;
+    int len = (int)strcspn(fn, attr ? ", )" : "(");
+    snprintf(why, why_len, "%.*s:%s", len, fn, cudnnGetErrorString(s));
+    for (char *p = why; *p; p++)
+        if (*p == ' ') *p = '_';
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void g_destroy(cudnnBackendDescriptor_t *d) {
+    if (*d) (void)cudnnBackendDestroyDescriptor(*d); /* nothing to do about a failure here */
+    *d = NULL;
+}
+
+static void graph_free(graph *g) {
+    g_destroy(&g->og);
+    g_destroy(&g->op);
+    g_destroy(&g->cv);
+    g_destroy(&g->yt);
+    g_destroy(&g->wt);
+    g_destroy(&g->xt);
+}
+
+/* A 4-d tensor (N, C, H, W) in the layout's strides. */
+static int g_tensor(cudnnBackendDescriptor_t *t, cudnnDataType_t dt, int64_t n, int64_t c,
+                    int64_t h, int64_t w, int nhwc, int64_t uid, char *why, size_t why_len) {
+    int64_t dim[4] = {n, c, h, w}, str[4], align = 16;
+    if (nhwc)
+        str[0] = h * w * c, str[1] = 1, str[2] = w * c, str[3] = c;
+    else
+        str[0] = c * h * w, str[1] = h * w, str[2] = w, str[3] = 1;
+    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
+    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim));
+    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str));
+    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1,
+                                  &align));
+    GTRY(cudnnBackendFinalize(*t));
+    return 0;
+}
+
+/* The handle attributes are deprecated since cuDNN 9.8 (a device-property descriptor may stand
+   in); they still work, and cuDNN 9 before 9.8 has nothing else. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static const cudnnBackendAttributeName_t G_GRAPH_HANDLE = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
+static const cudnnBackendAttributeName_t G_PLAN_HANDLE = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
+#pragma GCC diagnostic pop
+
+/* y = conv(x, w) as an operation graph: cross-correlation, fp32 compute (conv.c's conv_desc). */
+static int graph_build(bench *b, const shape *s, int nhwc, graph *g, char *why, size_t why_len) {
+    const int64_t N = b->batch, ho = out_hw(s), two = 2;
+    const int64_t dil[2] = {1, 1}, str[2] = {s->stride, s->stride}, pad[2] = {s->pad, s->pad};
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    const float one = 1.0f, zero = 0.0f;
+    if (g_tensor(&g->xt, b->dt, N, s->c, s->hw, s->hw, nhwc, UID_X, why, why_len) ||
+        g_tensor(&g->wt, b->dt, s->k, s->c, s->r, s->r, nhwc, UID_W, why, why_len) ||
+        g_tensor(&g->yt, b->dt, N, s->k, ho, ho, nhwc, UID_Y, why, why_len))
+        return -1;
+    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &g->cv));
+    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1,
+                                  &comp));
+    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+                                  CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1,
+                                  &two));
+    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2,
+                                  dil));
+    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
+                                  str));
+    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2,
+                                  pad));
+    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2,
+                                  pad));
+    GTRY(cudnnBackendFinalize(g->cv));
+    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                      &g->op));
+    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->xt));
+    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->wt));
+    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->yt));
+    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->cv));
+    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                                  CUDNN_TYPE_FLOAT, 1, &one));
+    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                                  CUDNN_TYPE_FLOAT, 1, &zero));
+    GTRY(cudnnBackendFinalize(g->op));
+    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g->og));
+    GTRY(cudnnBackendSetAttribute(g->og, G_GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->h));
+    GTRY(cudnnBackendSetAttribute(g->og, CUDNN_ATTR_OPERATIONGRAPH_OPS,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->op));
+    GTRY(cudnnBackendFinalize(g->og));
+    return 0;
+}
+
+/* The heuristic's engine configurations in `mode`, at most `max`, into ecs (created here; the
+   caller destroys them): how many, or -1 with why. */
+static int graph_configs(const graph *g, cudnnBackendHeurMode_t mode, cudnnBackendDescriptor_t *ecs,
+                         int max, char *why, size_t why_len) {
+    cudnnBackendDescriptor_t heur = NULL;
+    int64_t n = 0, got = 0;
+    int made = 0, rc = -1;
+    cudnnStatus_t st;
+#define GH(call)                                                                                   \
+    if ((st = (call)) != CUDNN_STATUS_SUCCESS) {                                                   \
+        g_fail(why, why_len, #call, st);                                                           \
+        goto out;                                                                                  \
+    }
+    GH(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+    GH(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->og));
+    GH(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+    GH(cudnnBackendFinalize(heur));
+    /* the count first (no array), then that many engine configurations, created beforehand */
+    GH(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                0, &n, NULL));
+    if (n > max) n = max;
+    for (; made < (int)n; made++)
+        GH(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &ecs[made]));
+    if (n > 0)
+        GH(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got, ecs));
+    if (got > n) got = n;
+    if (got < 0) got = 0;
+    rc = (int)got;
+out:
+    for (int i = rc < 0 ? 0 : rc; i < made; i++) /* on failure all, else those not filled */
+        g_destroy(&ecs[i]);
+    g_destroy(&heur);
+    return rc;
+#undef GH
+}
+
+/* An engine configuration's engine: its global index and note bits (1 << note). */
+static int graph_engine(cudnnBackendDescriptor_t ec, long long *index, unsigned *numerical,
+                        unsigned *behavior, char *why, size_t why_len) {
+    cudnnBackendDescriptor_t eng = NULL;
+    cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    int64_t got = 0, idx = -1;
+    int rc = -1;
+    cudnnStatus_t st;
+    *numerical = *behavior = 0;
+#define GE(call)                                                                                   \
+    if ((st = (call)) != CUDNN_STATUS_SUCCESS) {                                                   \
+        g_fail(why, why_len, #call, st);                                                           \
+        goto out;                                                                                  \
+    }
+    GE(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng));
+    GE(cudnnBackendGetAttribute(ec, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                &got, &eng));
+    GE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got,
+                                &idx));
+    GE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &got, nn));
+    for (int64_t i = 0; i < got && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+        if ((unsigned)nn[i] < 32) *numerical |= 1u << nn[i];
+    GE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &got, bn));
+    for (int64_t i = 0; i < got && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+        if ((unsigned)bn[i] < 32) *behavior |= 1u << bn[i];
+    *index = (long long)idx;
+    rc = 0;
+out:
+    g_destroy(&eng);
+    return rc;
+#undef GE
+}
+
+/* The notes that break conv.c's fp32 contract (IEEE fp32 products and sums). */
+static const unsigned G_NOT_FP32 =
+    1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE | 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS |
+    1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION | 1u << CUDNN_NUMERICAL_NOTE_FFT;
+
+static void notes_str(unsigned numerical, unsigned behavior, char *out, size_t len) {
+    static const char *const nn[] = {
+        "tensor_core", "down_convert", "reduced_reduction", "fft",           "nondeterministic",
+        "winograd",    "winograd4x4",  "winograd6x6",       "winograd13x13", "strict_nan"};
+    size_t at = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < sizeof nn / sizeof *nn; i++)
+        if (numerical & 1u << i && at < len)
+            at += (size_t)snprintf(out + at, len - at, "%s%s", at ? "," : "", nn[i]);
+    if (behavior & 1u << CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION && at < len)
+        at += (size_t)snprintf(out + at, len - at, "%sruntime_compiled", at ? "," : "");
+    if (!out[0]) snprintf(out, len, "-");
+}
+
+/* A plan for one engine configuration: finalized, with its workspace and a hash of its JSON
+   (0 when cuDNN gives none). 0, or -1 with why. */
+static int graph_plan(bench *b, cudnnBackendDescriptor_t ec, cudnnBackendDescriptor_t *plan,
+                      size_t *ws, uint64_t *hash, char *why, size_t why_len) {
+    static char json[G_JSON_MAX];
+    int64_t got = 0, bytes = 0;
+    *plan = NULL;
+    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan));
+    GTRY(cudnnBackendSetAttribute(*plan, G_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->h));
+    GTRY(cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ec));
+    GTRY(cudnnBackendFinalize(*plan));
+    GTRY(cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                  1, &got, &bytes));
+    *ws = bytes < 0 ? 0 : (size_t)bytes;
+    *hash = 0;
+    got = 0;
+    if (cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                 CUDNN_TYPE_CHAR, G_JSON_MAX, &got, json) == CUDNN_STATUS_SUCCESS &&
+        got > 0 && got < G_JSON_MAX) {        /* longer (perhaps cut): no hash, no deduplication */
+        uint64_t h = 14695981039346656037ull; /* FNV-1a */
+        for (int64_t i = 0; i < got && i < G_JSON_MAX && json[i]; i++)
+            h = (h ^ (unsigned char)json[i]) * 1099511628211ull;
+        *hash = h;
+    }
+    return 0;
+}
+#undef GTRY
+
+/* y's element i as a float. */
+static float y_at(const bench *b, const void *p, size_t i) {
+    const unsigned char *hp = p;
+    if (b->prec == PREC_FP32) {
+        float v;
+        memcpy(&v, hp + 4 * i, 4);
+        return v;
+    }
+    uint16_t h;
+    memcpy(&h, hp + 2 * i, 2);
+    if (b->prec == PREC_BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        float v;
+        memcpy(&v, &u, 4);
+        return v;
+    }
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    if (e == 0x1f)
+        u = sign | 0x7f800000u | (m << 13);
+    else if (e == 0) { /* zero or subnormal: m * 2^-24 */
+        float v = (float)m * (1.0f / 16777216.0f);
+        return sign ? -v : v;
+    } else
+        u = sign | ((e + 127 - 15) << 23) | (m << 13);
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+/* The graph plan's output (b->plan) against (a)'s fastest legacy configuration's: the largest
+   difference over the largest magnitude of the legacy output; -1 when one of them fails. */
+static double graph_compare(bench *b, const result *res, size_t y_elems) {
+    const cfg *c = &b->cache[res->a_algo][res->a_math];
+    CU(cudaMemset(b->y, 0, y_elems * b->es));
+    if (run_once(b, ALGO_GRAPH, 0, 0) != CUDNN_STATUS_SUCCESS || cudaGetLastError() != cudaSuccess)
+        return -1.0;
+    CU(cudaMemcpy(b->host2, b->y, y_elems * b->es, cudaMemcpyDeviceToHost));
+    CU(cudaMemset(b->y, 0, y_elems * b->es));
+    DNN(cudnnSetConvolutionMathType(b->cd, (cudnnMathType_t)res->a_math));
+    if (run_once(b, res->a_algo, c->ws, 0) != CUDNN_STATUS_SUCCESS ||
+        cudaGetLastError() != cudaSuccess)
+        return -1.0;
+    CU(cudaMemcpy(b->host, b->y, y_elems * b->es, cudaMemcpyDeviceToHost));
+    double diff = 0.0, mag = 0.0;
+    for (size_t i = 0; i < y_elems; i++) {
+        double r = (double)y_at(b, b->host, i), g = (double)y_at(b, b->host2, i);
+        double d = r > g ? r - g : g - r;
+        if (!(d <= diff)) diff = d; /* a NaN counts as the largest */
+        if ((r < 0 ? -r : r) > mag) mag = r < 0 ? -r : r;
+    }
+    return diff / (mag > 0.0 ? mag : 1.0);
+}
+
+/* (g) for the current shape and layout: every engine configuration of mode A, then of the
+   fallback list, planned and timed within G_CAP_MS; the fastest kept in res. */
+static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
+    static cudnnBackendDescriptor_t cfgs[G_MAX_CFG];
+    static uint64_t seen[2 * G_MAX_CFG];
+    const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    const char *mode_name[2] = {"A", "fallback"};
+    const double t0 = now_ms();
+    cudnnBackendDescriptor_t best = NULL;
+    graph g = {0};
+    int n_seen = 0;
+    res->g_eng = -1;
+    res->g_diff = -1.0;
+    snprintf(res->g_why, sizeof res->g_why, "no_engine_config");
+    if (graph_build(b, s, nhwc, &g, res->g_why, sizeof res->g_why) != 0) {
+        graph_free(&g);
+        return;
+    }
+    for (int m = 0; m < 2; m++) {
+        char why[96];
+        int n = graph_configs(&g, modes[m], cfgs, G_MAX_CFG, why, sizeof why);
+        if (n < 0) {
+            printf("conv-bench-graph: shape=%s prec=%s layout=%s mode=%s status=failed why=%s\n",
+                   s->name, PREC_NAME[b->prec], b->layout, mode_name[m], why);
+            if (m == 0) memcpy(res->g_why, why, sizeof why);
+            continue;
+        }
+        res->g_offered += n;
+        for (int i = 0; i < n; i++) {
+            long long eng = -1;
+            unsigned nn = 0, bn = 0;
+            char notes[160], line[256];
+            size_t ws = 0;
+            uint64_t hash = 0;
+            cudnnBackendDescriptor_t plan = NULL;
+            float ms = 0.0f;
+            int runs = 0, keep = 0;
+            line[0] = '\0';
+            if (now_ms() - t0 > G_CAP_MS) {
+                res->g_untried++;
+                g_destroy(&cfgs[i]);
+                continue;
+            }
+            if (graph_engine(cfgs[i], &eng, &nn, &bn, why, sizeof why) != 0) {
+                res->g_failed++;
+                snprintf(line, sizeof line, "status=failed why=%s", why);
+            } else if (b->prec == PREC_FP32 && (nn & G_NOT_FP32)) {
+                res->g_contract++;
+                snprintf(line, sizeof line, "status=skipped why=fp32_contract");
+            } else if (graph_plan(b, cfgs[i], &plan, &ws, &hash, why, sizeof why) != 0) {
+                res->g_failed++;
+                snprintf(line, sizeof line, "status=failed why=%s", why);
+            } else if (ws > WS_MAX) {
+                res->g_failed++;
+                snprintf(line, sizeof line, "status=skipped why=workspace_%.0f_MiB>256",
+                         (double)ws / (1 << 20));
+            } else {
+                int dup = 0;
+                for (int j = 0; j < n_seen && hash; j++)
+                    dup |= seen[j] == hash;
+                if (dup) {
+                    res->g_dup++;
+                    snprintf(line, sizeof line, "status=skipped why=same_plan_as_before");
+                } else {
+                    if (hash && n_seen < 2 * G_MAX_CFG) seen[n_seen++] = hash;
+                    b->plan = plan;
+                    if (time_runs(b, ALGO_GRAPH, ws, 0, &ms, &runs, why, sizeof why) != 0) {
+                        res->g_failed++;
+                        snprintf(line, sizeof line, "status=failed why=%s", why);
+                    } else {
+                        res->g_timed++;
+                        snprintf(line, sizeof line, "ws_mib=%.2f ms=%.4f runs=%d",
+                                 (double)ws / (1 << 20), (double)ms, runs);
+                        if (res->g_eng < 0 || ms < res->g_ms) {
+                            keep = 1;
+                            res->g_eng = eng, res->g_ms = ms, res->g_ws = ws;
+                        }
+                    }
+                    b->plan = NULL;
+                }
+            }
+            notes_str(nn, bn, notes, sizeof notes);
+            printf("conv-bench-graph: shape=%s prec=%s layout=%s mode=%s cfg=%d eng=%lld "
+                   "notes=%s %s\n",
+                   s->name, PREC_NAME[b->prec], b->layout, mode_name[m], i, eng, notes, line);
+            if (keep) {
+                g_destroy(&best);
+                best = plan;
+            } else {
+                g_destroy(&plan);
+            }
+            g_destroy(&cfgs[i]);
+        }
+    }
+    fflush(stdout);
+    if (best && res->a_algo >= 0) {
+        b->plan = best;
+        res->g_diff = graph_compare(
+            b, res, (size_t)b->batch * (size_t)s->k * (size_t)out_hw(s) * (size_t)out_hw(s));
+        b->plan = NULL;
+    }
+    g_destroy(&best);
+    graph_free(&g);
+}
+
 /* --- one shape in one layout ---------------------------------------------------------------- */
 
 /* The math type conv.c sets before the heuristic (dnn_math): fp32 FMA, 16-bit tensor ops. */
@@ -353,6 +785,8 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
     res->f_ms = -1.0f;
     res->f_algo = res->f_math = -1;
     res->f_nan = -1;
+    res->g_eng = -1;
+    res->g_diff = -1.0;
 
     /* A layout or shape this cuDNN will not describe or plan is reported and passed over (the
        other shapes and layouts still run): a line with refused=<call>, "-" in the table. */
@@ -476,6 +910,9 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
                                    (size_t)N * (size_t)s->k * (size_t)ho * (size_t)ho, b->host);
     }
 
+    /* (g) the graph API's engines, compared with (a)'s fastest */
+    bench_graph(b, s, fmt == CUDNN_TENSOR_NHWC, res);
+
     printf("conv-bench: shape=%s count=%d prec=%s layout=%s n=%d c=%d hw=%d k=%d r=%d stride=%d "
            "pad=%d out=%d",
            s->name, s->count, PREC_NAME[b->prec], b->layout, N, s->c, s->hw, s->k, s->r, s->stride,
@@ -507,10 +944,23 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
     else
         printf(" fft_algo=- fft_ms=- fft_faster=0");
     if (res->f_algo >= 0)
-        printf(" fused_algo=%s fused_math=%s fused_ms=%.4f fused_z_nan=%ld\n",
-               algo_name(res->f_algo), math_name(res->f_math), (double)res->f_ms, res->f_nan);
+        printf(" fused_algo=%s fused_math=%s fused_ms=%.4f fused_z_nan=%ld", algo_name(res->f_algo),
+               math_name(res->f_math), (double)res->f_ms, res->f_nan);
     else
-        printf(" fused_ms=- fused=rejected:%s\n", res->f_why);
+        printf(" fused_ms=- fused=rejected:%s", res->f_why);
+    printf(" g_offered=%d g_timed=%d g_same_plan=%d g_fp32_contract=%d g_failed=%d g_untried=%d",
+           res->g_offered, res->g_timed, res->g_dup, res->g_contract, res->g_failed,
+           res->g_untried);
+    if (res->g_eng >= 0) {
+        printf(" g_eng=%lld g_ms=%.4f g_ws_mib=%.2f g_diff=", res->g_eng, (double)res->g_ms,
+               (double)res->g_ws / (1 << 20));
+        if (res->g_diff >= 0.0)
+            printf("%.3g\n", res->g_diff);
+        else
+            printf("-\n");
+    } else {
+        printf(" g_ms=- g_why=%s\n", res->g_why);
+    }
     fflush(stdout);
     res->done = 1;
 }
@@ -579,26 +1029,30 @@ static void cell(float v, int ok) {
         printf(" - |");
 }
 
+#define N_COLS 7
 static void print_table(const bench *b, const shape *sh, int n, int lay[2], result (*res)[2]) {
-    double tot[5] = {0};
-    int miss[5] = {0}, count = 0;
+    double tot[N_COLS] = {0};
+    int miss[N_COLS] = {0}, count = 0;
     printf("\nconv-bench: %s, batch %d, ms per convolution (median of up to %d runs); "
-           "(h) conv.c's rule, (a) every algorithm, fused: the fastest of (h)'s candidates as "
-           "cudnnConvolutionBiasActivationForward, NCHW; weighted total: sum of count x ms\n\n",
+           "(h) conv.c's rule, (a) every algorithm, (g) the graph API's fastest engine, fused: "
+           "the fastest of (h)'s candidates as cudnnConvolutionBiasActivationForward, NCHW; "
+           "weighted total: sum of count x ms\n\n",
            PREC_NAME[b->prec], b->batch, b->reps);
     printf("| shape | count | NCHW ours(h) ms | NCHW best(a) ms | NHWC ours(h) ms | NHWC best(a) "
-           "ms | fused ms | best algo |\n");
-    printf("|---|---|---|---|---|---|---|---|\n");
+           "ms | fused ms | NCHW graph(g) ms | NHWC graph(g) ms | best algo |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {
         const shape *s = &sh[i];
         const result *r0 = lay[0] ? &res[i][0] : NULL, *r1 = lay[1] ? &res[i][1] : NULL;
-        float v[5] = {r0 ? r0->h_ms : 0, r0 ? r0->a_ms : 0, r1 ? r1->h_ms : 0, r1 ? r1->a_ms : 0,
-                      r0 ? r0->f_ms : 0};
-        int ok[5] = {r0 && r0->h_algo >= 0, r0 && r0->a_algo >= 0, r1 && r1->h_algo >= 0,
-                     r1 && r1->a_algo >= 0, r0 && r0->f_algo >= 0};
+        float v[N_COLS] = {r0 ? r0->h_ms : 0, r0 ? r0->a_ms : 0, r1 ? r1->h_ms : 0,
+                           r1 ? r1->a_ms : 0, r0 ? r0->f_ms : 0, r0 ? r0->g_ms : 0,
+                           r1 ? r1->g_ms : 0};
+        int ok[N_COLS] = {r0 && r0->h_algo >= 0, r0 && r0->a_algo >= 0, r1 && r1->h_algo >= 0,
+                          r1 && r1->a_algo >= 0, r0 && r0->f_algo >= 0, r0 && r0->g_eng >= 0,
+                          r1 && r1->g_eng >= 0};
         printf("| %s %d->%d %dx%d/%d @%d | %d |", s->name, s->c, s->k, s->r, s->r, s->stride, s->hw,
                s->count);
-        for (int j = 0; j < 5; j++) {
+        for (int j = 0; j < N_COLS; j++) {
             cell(v[j], ok[j]);
             if (ok[j])
                 tot[j] += (double)s->count * (double)v[j];
@@ -624,7 +1078,7 @@ static void print_table(const bench *b, const shape *sh, int n, int lay[2], resu
         printf(" |\n");
     }
     printf("| weighted total | %d |", count);
-    for (int j = 0; j < 5; j++) {
+    for (int j = 0; j < N_COLS; j++) {
         if (miss[j] == n)
             printf(" - |");
         else if (miss[j])
@@ -768,7 +1222,8 @@ int main(int argc, char **argv) {
     size_t host_el = x_el > w_el ? x_el : w_el;
     if (y_el > host_el) host_el = y_el;
     void *host = b.host = malloc(host_el * b.es);
-    if (!host) {
+    b.host2 = malloc(y_el * b.es);
+    if (!host || !b.host2) {
         fprintf(stderr, "conv-bench: out of host memory (%zu bytes)\n", host_el * b.es);
         return 1;
     }
@@ -799,6 +1254,18 @@ int main(int argc, char **argv) {
     DNN(cudnnCreateConvolutionDescriptor(&b.cd));
     DNN(cudnnCreateActivationDescriptor(&b.act));
     DNN(cudnnSetActivationDescriptor(b.act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+    { /* (g)'s variant pack: the same buffers for every shape and plan */
+        int64_t uids[3] = {UID_X, UID_W, UID_Y};
+        void *ptrs[3] = {b.x, b.w, b.y};
+        DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &b.vpack));
+        DNN(cudnnBackendSetAttribute(b.vpack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+                                     3, uids));
+        DNN(cudnnBackendSetAttribute(b.vpack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                     CUDNN_TYPE_VOID_PTR, 3, ptrs));
+        DNN(cudnnBackendSetAttribute(b.vpack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                     CUDNN_TYPE_VOID_PTR, 1, &b.ws));
+        DNN(cudnnBackendFinalize(b.vpack));
+    }
 
     result(*res)[2] = calloc((size_t)n_shapes, sizeof *res);
     if (!res) {
@@ -814,6 +1281,7 @@ int main(int argc, char **argv) {
     printf("\n");
     dl_iterate_phdr(print_libs, NULL);
 
+    DNN(cudnnBackendDestroyDescriptor(b.vpack));
     DNN(cudnnDestroyActivationDescriptor(b.act));
     DNN(cudnnDestroyConvolutionDescriptor(b.cd));
     DNN(cudnnDestroyFilterDescriptor(b.wd));
@@ -832,5 +1300,6 @@ int main(int argc, char **argv) {
     free(b.ev);
     free(b.times);
     free(b.host);
+    free(b.host2);
     return 0;
 }

@@ -14,6 +14,8 @@ apart what could explain it:
                 heuristic's list, timed; until 2026-11-26 its first 3) against every algorithm
                 and math type timed, NCHW against NHWC, the fused conv + bias + relu; its raw
                 output is printed indented;
+                and the graph API's engines (cudnnBackend*, as PyTorch 2 reaches cuDNN),
+                their fastest output checked against the legacy API's (GRAPH_TOL);
   PyTorch       F.conv2d on the same shapes (no bias), cudnn.benchmark, IEEE fp32 for fp32
                 (no TF32), NCHW and channels_last; 3 warm-up calls, then the median of R calls,
                 each between two CUDA events, queued behind torch.cuda._sleep so that the events
@@ -23,10 +25,12 @@ apart what could explain it:
                 PyTorch's cuDNN too: whether the cuDNN version is the gap.
 
 Prints, per precision, a Markdown table: shape | count | ours(h) NCHW | best(a) NCHW |
-best(a) NHWC | PyTorch NCHW | PyTorch channels_last | ours/PyTorch-best (ms per convolution,
-weighted totals = sum of count x ms), and with --torch-cudnn one of conv-bench under the
-cuDNN the loader finds against PyTorch's. Exit status: 0; 1 when a run failed; 77 without
-PyTorch or a CUDA device (SKIP line).
+best(a) NHWC | graph(g) NCHW | graph(g) NHWC | PyTorch NCHW | PyTorch channels_last |
+ours/PyTorch-best | reachable/PyTorch-best (ms per convolution, weighted totals = sum of count x
+ms; reachable: the fastest of (a) and (g), what conv.c could get from the same cuDNN), and with
+--torch-cudnn one of conv-bench under the cuDNN the loader finds against PyTorch's. Exit status:
+0; 1 when a run failed or a graph(g) output is over its limit; 77 without PyTorch or a CUDA
+device (SKIP line).
 """
 import argparse
 import faulthandler
@@ -51,6 +55,9 @@ except ImportError as exc:  # depends on the machine
     sys.exit(77)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# (g)'s output against the legacy API's, relative to the output's magnitude: fp32 sums in another
+# order; fp16 / bf16 add their output rounding (2^-11, 2^-8) and tensor-core accumulation order.
+GRAPH_TOL = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 3e-2}
 BIN_TIMEOUT_S = 240  # one conv-bench run; ~10 s expected on an H200
 KV = re.compile(r"^conv-bench: (\w+)=")
 
@@ -188,28 +195,47 @@ def total(vals, counts):
 
 def joined_table(prec, batch, order, rows, pt):
     print(f"\n{prec}: ms per convolution, batch {batch}; ours(h) = conv.c's rule, best(a) = "
-          "every algorithm (FFT apart), PyTorch = F.conv2d with cudnn.benchmark"
-          + (" (IEEE fp32)" if prec == "fp32" else "") + "\n")
-    print("| shape | count | ours(h) NCHW | best(a) NCHW | best(a) NHWC | PyTorch NCHW | "
-          "PyTorch channels_last | ours/PyTorch-best |")
-    print("|---|---|---|---|---|---|---|---|")
-    cols = [[] for _ in range(6)]
+          "every legacy-API algorithm (FFT apart), graph(g) = the graph API's fastest engine, "
+          "PyTorch = F.conv2d with cudnn.benchmark"
+          + (" (IEEE fp32)" if prec == "fp32" else "") + "; reachable = the fastest of (a) and "
+          "(g) in either layout\n")
+    print("| shape | count | ours(h) NCHW | best(a) NCHW | best(a) NHWC | graph(g) NCHW | "
+          "graph(g) NHWC | PyTorch NCHW | PyTorch channels_last | ours/PyTorch-best | "
+          "reachable/PyTorch-best |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    cols = [[] for _ in range(9)]
     counts = []
     for name in order:
         r0, r1 = rows.get((name, "NCHW"), {}), rows.get((name, "NHWC"), {})
         t = pt.get(name, (None, None))
         best_pt = min((v for v in t if v is not None), default=None)
-        vals = [r0.get("h_ms"), r0.get("a_ms"), r1.get("a_ms"), t[0], t[1], best_pt]
+        ours = [r0.get("a_ms"), r1.get("a_ms"), r0.get("g_ms"), r1.get("g_ms")]
+        reach = min((v for v in ours if v is not None), default=None)
+        vals = [r0.get("h_ms"), r0.get("a_ms"), r1.get("a_ms"), r0.get("g_ms"), r1.get("g_ms"),
+                t[0], t[1], best_pt, reach]
         r = r0 or r1
         counts.append(r["count"])
         for col, v in zip(cols, vals):
             col.append(v)
         print(f"| {name} {r['c']}->{r['k']} {r['r']}x{r['r']}/{r['stride']} @{r['hw']} | "
-              f"{r['count']} | " + " | ".join(fmt(v) for v in vals[:5])
-              + f" | {ratio(vals[0], best_pt)} |")
+              f"{r['count']} | " + " | ".join(fmt(v) for v in vals[:7])
+              + f" | {ratio(vals[0], best_pt)} | {ratio(reach, best_pt)} |")
     print(f"| weighted total | {sum(counts)} | "
-          + " | ".join(wsum(col, counts) for col in cols[:5])
-          + f" | {ratio(total(cols[0], counts), total(cols[5], counts))} |")
+          + " | ".join(wsum(col, counts) for col in cols[:7])
+          + f" | {ratio(total(cols[0], counts), total(cols[7], counts))}"
+          + f" | {ratio(total(cols[8], counts), total(cols[7], counts))} |")
+    # (g)'s output against the legacy API's fastest (conv-bench's g_diff: the largest
+    # difference over the largest magnitude)
+    tol = GRAPH_TOL[prec]
+    diffs = [(float(rw["g_diff"]), f"{n} {lay}") for (n, lay), rw in rows.items()
+             if rw.get("g_diff", "-") != "-"]
+    bad = [f"{w} {d:.3g}" for d, w in diffs if not d <= tol]
+    print(f"\n{prec}: graph(g) output vs best(a)'s: " + (
+        "not compared (no plan ran)" if not diffs else
+        f"largest difference {max(d for d, _ in diffs):.3g} of the output's magnitude over "
+        f"{len(diffs)} shape/layouts (limit {tol:g})"
+        + (f"; OVER THE LIMIT: {', '.join(bad)}" if bad else "")))
+    return bad
 
 
 def cudnn_table(prec, order, sys_rows, tc_rows, pt, sys_head, tc_head):
@@ -217,8 +243,9 @@ def cudnn_table(prec, order, sys_rows, tc_rows, pt, sys_head, tc_head):
     print(f"\n{prec}: conv-bench with the cuDNN the loader finds ({sys_head.get('cudnn', '?')}, "
           f"{libs[0]}) and with PyTorch's ({tc_head.get('cudnn', '?')}, {libs[1]}), ms per "
           "convolution" + (" (the same library both times)" if libs[0] == libs[1] else "") + "\n")
-    heads = ["ours(h) NCHW", "best(a) NCHW", "best(a) NHWC"]
-    keys = [("h_ms", "NCHW"), ("a_ms", "NCHW"), ("a_ms", "NHWC")]
+    heads = ["ours(h) NCHW", "best(a) NCHW", "best(a) NHWC", "graph(g) NCHW", "graph(g) NHWC"]
+    keys = [("h_ms", "NCHW"), ("a_ms", "NCHW"), ("a_ms", "NHWC"), ("g_ms", "NCHW"),
+            ("g_ms", "NHWC")]
     print("| shape | count | " + " | ".join(f"{h} default | {h} PyTorch's" for h in heads)
           + " | PyTorch best |")
     print("|---" * (3 + 2 * len(heads)) + "|")
@@ -344,7 +371,8 @@ def main():
         if ("default", prec) not in runs:
             continue
         head, rows, order = runs[("default", prec)]
-        joined_table(prec, a.batch, order, rows, pt_all.get(prec, {}))
+        if joined_table(prec, a.batch, order, rows, pt_all.get(prec, {})):
+            bad = 1
         # RESULTS.md "First GPU run: check these" 14(a): does the fused call read z = y with
         # alpha2 = 0? (y filled with NaN before one fused run; the count is y's non-finite.)
         nan = [(n, int(rows[(n, "NCHW")]["fused_z_nan"])) for n in order

@@ -696,7 +696,7 @@ st_layers() {
 # algorithm rule against every algorithm, NCHW against NHWC, the fused form, PyTorch's
 # F.conv2d; conv-bench again under PyTorch's cuDNN (whether the cuDNN version is the gap).
 st_convs() {
-  run_py_bench conv conv-bench.py convs.txt 200 60 '^(\||fp|conv-bench\.py)' \
+  run_py_bench conv conv-bench.py convs.txt 280 60 '^(\||fp|conv-bench\.py)' \
     "$BUILD/bench/conv-bench" --torch-cudnn
 }
 

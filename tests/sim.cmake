@@ -89,7 +89,7 @@ endif()
 gp_sim_case(encoder_cuda encoder_cuda TIMEOUT 600)
 
 # conv-bench's code paths on three small shapes from a file, fp16: the heuristic's candidates,
-# every algorithm, the fused form, the table in NCHW; NHWC, which the simulated cuDNN refuses,
+# every algorithm, the fused form, the graph API's engines, the table in NCHW; NHWC, which the simulated cuDNN refuses,
 # is reported as refused and passed over (as a real cuDNN's refusal would be). Its figures are
 # the simulation's and are not checked.
 if(TARGET conv-bench)
@@ -99,6 +99,11 @@ if(TARGET conv-bench)
   gp_sim_case(conv_bench conv-bench TIMEOUT 300
               ARGS --batch 2 --reps 2 --precision fp16 --layouts NCHW,NHWC
                    --shapes ${CMAKE_CURRENT_BINARY_DIR}/conv-bench-shapes.txt)
+  # (g), the graph API, checked: tests/sim/conv-graph.sh says what.
+  add_test(NAME sim_conv_graph
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sim/conv-graph.sh $<TARGET_FILE:conv-bench>
+                   $<TARGET_FILE:gpsim> ${CMAKE_CURRENT_BINARY_DIR}/conv-graph)
+  set_tests_properties(sim_conv_graph PROPERTIES LABELS sim TIMEOUT 300)
 endif()
 
 # cuda-bench end to end (its figures are the simulation's and are not checked).
