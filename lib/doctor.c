@@ -128,14 +128,14 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         int serial = s->inflight == 1 && d->h2d + d->d2h > 0.05 && d->compute < 0.95;
         say(d->knob, sizeof d->knob,
             "%s%sto go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
-            "layers, CUDA graphs for small models (cuda_graphs=1); raise max_batch if latency "
-            "allows.%s",
+            "layers%s; raise max_batch if latency allows.%s",
             serial ? "inflight=1 runs the copies in series with the compute: raise inflight to "
                      "hide them; "
                    : "",
             small ? "batches average far below max_batch: a max_delay_us or preferred sizes "
                     "let each batch carry more items; "
                   : "",
+            s->cuda_graphs ? "" : ", CUDA graphs for small models (cuda_graphs=1)",
             serial ? "" : " More producers or slots will not help");
         break;
     }
@@ -225,9 +225,11 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         else /* docs/DESIGN.md §2, "A slot's cycle" (measured on an H200) */
             say(d->knob, sizeof d->knob,
                 "raise inflight (now %d): a slot's cycle is its three stages plus its turnaround "
-                "between batches, which short stages leave uncovered; on CUDA, spin_wait=1 "
-                "shortens the turnaround",
-                s->inflight);
+                "between batches, which short stages leave uncovered; %s",
+                s->inflight,
+                s->spin_wait ? "spin_wait is on already, so more slots or longer stages (larger "
+                               "batches) are what is left"
+                             : "on CUDA, spin_wait=1 shortens the turnaround");
         break;
     case GP_VERDICT_MIXED:
     default:

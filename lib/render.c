@@ -339,8 +339,9 @@ static void write_report(const gp_stats *s, FILE *f) {
             s->rejected_full, gp__fmt_count(d.items_per_s).s);
     fprintf(f,
             "  batches   %" PRIu64 ", mean %.1f items (max_batch %" PRIu64 ", max_delay_us %u, "
-            "inflight %d); closed by",
-            s->batches, d.mean_batch, s->max_batch, s->max_delay_us, s->inflight);
+            "inflight %d%s); closed by",
+            s->batches, d.mean_batch, s->max_batch, s->max_delay_us, s->inflight,
+            s->spin_wait ? ", spin_wait on" : "");
     for (int i = 0; i < GP_CLOSE_BYTES; i++)
         fprintf(f, " %s %" PRIu64 ",", gp_close_reason_name((gp_close_reason)i),
                 s->close_reasons[i]);

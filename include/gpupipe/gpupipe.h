@@ -658,13 +658,15 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
       "what the backend runs without and why (e.g. cuDNN unavailable), or empty")                  \
     X(NS, uint64_t, launch_ns, , "ns", "launch_seconds_total",                                     \
       "of enqueue_ns, host time in the backend's launch (CUDA: the compute's own calls or its "    \
-      "graph's launch; host: the hand-off to the stream)")
+      "graph's launch; host: the hand-off to the stream)")                                         \
+    X(CONFIG, int, spin_wait, , "", "",                                                            \
+      "1 when the completion thread and the batcher poll instead of sleeping")
 
 /*
  * A snapshot of the pipeline's counters, GP_STATS_FIELDS in order. Layout history (fields are
  * only appended, so code built against an older header keeps working): struct_size ..
  * graph_eager_reason first; latency_sum_ns .. delay_wait_ns appended in 0.1.0; queue_wait_hist
- * .. backend_note appended in 0.2.0; launch_ns appended after 0.2.0.
+ * .. backend_note appended in 0.2.0; launch_ns and spin_wait appended after 0.2.0.
  */
 #define GP__STATS_MEMBER(kind, type, name, dim, unit, prom, help) type name dim;
 typedef struct gp_stats {

@@ -53,6 +53,13 @@ static gp_verdict verdict(const gp_stats *s, const char *must_say) {
     return d.verdict;
 }
 
+/* Whether the diagnosis's why or knob says `text`. */
+static int says(const gp_stats *s, const char *text) {
+    gp_diagnosis d = {.struct_size = sizeof d};
+    GPT_RC(gp_stats_diagnose(s, &d), GP_OK);
+    return strstr(d.why, text) || strstr(d.knob, text);
+}
+
 int main(void) {
     gp_stats s = base();
     GPT_EQ(verdict(&s, "no stage is saturated"), GP_VERDICT_MIXED);
@@ -61,6 +68,10 @@ int main(void) {
     s = base();
     s.compute_busy_ns = 950 * MS;
     GPT_EQ(verdict(&s, "compute busy 95%"), GP_VERDICT_COMPUTE);
+    GPT_EQ(verdict(&s, "CUDA graphs for small models (cuda_graphs=1)"), GP_VERDICT_COMPUTE);
+    s.cuda_graphs = 1; /* on already: not advised again */
+    GPT_CHECK(!says(&s, "cuda_graphs=1") && !says(&s, "CUDA graphs"));
+    s.cuda_graphs = 0;
     s.h2d_busy_ns = 970 * MS;
     GPT_EQ(verdict(&s, "H2D copies busy 97%"), GP_VERDICT_H2D);
     s = base();
@@ -128,6 +139,9 @@ int main(void) {
     GPT_EQ(verdict(&s, "raise inflight (now 1) to 3 or more"), GP_VERDICT_INFLIGHT);
     s.inflight = 3; /* already 3: the turnaround, not overlap, is what more slots cover */
     GPT_EQ(verdict(&s, "spin_wait=1"), GP_VERDICT_INFLIGHT);
+    s.spin_wait = 1; /* on already: not advised again */
+    GPT_EQ(verdict(&s, "spin_wait is on already"), GP_VERDICT_INFLIGHT);
+    GPT_CHECK(!says(&s, "spin_wait=1"));
     s = base();
     s.starved_ns = 690 * MS;
     GPT_EQ(verdict(&s, "GPU is starved"), GP_VERDICT_PRODUCERS);

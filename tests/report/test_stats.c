@@ -601,8 +601,13 @@ static void test_counters(void) {
     gp_config c2 = c;
     c2.prep_workers = 0;
     c2.prep = NULL;
+    c2.spin_wait = 1;
     gp_pipeline *other = gpt_create(&c2);
     GPT_RC(gp_pipeline_stats_since(other, m, &w), GP_EINVAL); /* a mark of another pipeline */
+    gp_stats so = {.struct_size = sizeof so};
+    GPT_RC(gp_pipeline_stats(other, &so), GP_OK);
+    GPT_EQ(so.spin_wait, 1); /* the configuration echo: this pipeline's, not p's */
+    GPT_EQ(s.spin_wait, 0);
     GPT_RC(gp_pipeline_destroy(other, GP_DESTROY_DRAIN), GP_OK);
     gp_stats_mark_free(NULL);
     gp_stats_mark_free(m);
