@@ -71,6 +71,9 @@ void gb_print_header(const gb_run *r, FILE *f) {
         fprintf(f, " - AUTO fell back, the GPU is not used: %s", r->fallback_reason);
     else if (r->backend == GP_BACKEND_HOST)
         fprintf(f, " (requested)");
+    if (o->cuda_graphs || o->spin_wait)
+        fprintf(f, "\npipeline %s%s", o->cuda_graphs ? " cuda_graphs=1" : "",
+                o->spin_wait ? " spin_wait=1" : "");
     fprintf(f, "\nload      %s; %.3g s per point after %.3g s warm-up",
             arrival_name(o, arr, sizeof arr), o->duration_s, o->warmup_s);
     if (o->repeat > 1)
@@ -339,7 +342,9 @@ int gb_write_json(const gb_run *r, const char *path) {
     fprintf(f, ",\"backend\":\"%s\",\"fell_back\":%s,\"fallback_reason\":",
             gp_backend_name(r->backend), r->fell_back ? "true" : "false");
     gb_json_str(f, r->fell_back ? r->fallback_reason : "");
-    fprintf(f, ",\"arrival\":");
+    fprintf(f,
+            ",\"cuda_graphs\":%s,\"spin_wait\":%s,\"arrival\":", o->cuda_graphs ? "true" : "false",
+            o->spin_wait ? "true" : "false");
     gb_json_str(f, arrival_name(o, arr, sizeof arr));
     fprintf(f, ",\"duration_s\":%.6g,\"warmup_s\":%.6g,\"lengths\":", o->duration_s, o->warmup_s);
     if (varlen(r)) {

@@ -64,6 +64,11 @@ static const char usage[] =
     "  --producers LIST      producer threads (default 2)\n"
     "  --max-delay-us LIST   batcher delay (default 0)\n"
     "  --completion-workers N  callback threads (default 1)\n"
+    "  --cuda-graphs         CUDA: capture each batch size's compute once and replay it\n"
+    "                        (config.cuda_graphs; fixed-size items), for every point\n"
+    "  --spin-wait           poll instead of sleeping: the completion thread on the GPU's\n"
+    "                        events, the batcher for a free slot (config.spin_wait; a core\n"
+    "                        each), for every point\n"
     "load\n"
     "  --arrival A           closed (default): each producer keeps --window items in flight;\n"
     "                        rate=R: R items/s in total, evenly spaced; poisson=R: Poisson\n"
@@ -182,6 +187,14 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         }
         if (!strcmp(a, "--host-spin")) {
             o->host_spin = 1;
+            continue;
+        }
+        if (!strcmp(a, "--cuda-graphs")) {
+            o->cuda_graphs = 1;
+            continue;
+        }
+        if (!strcmp(a, "--spin-wait")) {
+            o->spin_wait = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) return bad(a, NULL, "unexpected argument");
@@ -630,6 +643,8 @@ static int point_start(const gb_opts *o, gb_workload *w, const point_spec *ps, i
     cfg.inflight = ps->inflight;
     cfg.max_delay_us = ps->delay_us;
     cfg.completion_workers = o->completion_workers;
+    cfg.cuda_graphs = o->cuda_graphs;
+    cfg.spin_wait = o->spin_wait;
     cfg.on_batch = on_batch;
     cfg.on_batch_user = &r->wd;
     int rc = gb_feed_init(&r->feed, w, ps->packing, err, len);

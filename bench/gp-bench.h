@@ -78,8 +78,10 @@ typedef struct gb_opts {
     int npacking;   /* 0: the default for the workload */
     uint64_t vocab; /* token-id inputs: ids in [0, vocab) */
     int completion_workers;
-    const char *precision; /* model workloads on CUDA */
-    int naive, bound;      /* baselines */
+    int cuda_graphs, spin_wait; /* config.cuda_graphs / config.spin_wait for every point and
+                                   bound run (the doctor's knobs; the naive loop spins anyway) */
+    const char *precision;      /* model workloads on CUDA */
+    int naive, bound;           /* baselines */
     const char *csv, *json, *svg;
     int quiet, report;
     const char *command; /* the command line, for the outputs */

@@ -82,6 +82,11 @@ endif()
 if(TARGET gp-bench)
   gp_sim_case(gp_bench_mlp gp-bench TIMEOUT 600
               ARGS --workload mlp --backend cuda --svg ${CMAKE_CURRENT_BINARY_DIR}/sim-gp-bench.svg)
+  # gp-bench's --cuda-graphs and --spin-wait: tests/sim/gp-bench-knobs.sh says what is checked.
+  add_test(NAME sim_gp_bench_knobs
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sim/gp-bench-knobs.sh $<TARGET_FILE:gp-bench>
+                   $<TARGET_FILE:gpsim>)
+  set_tests_properties(sim_gp_bench_knobs PROPERTIES LABELS sim TIMEOUT 300)
 endif()
 
 # Transformer encoders (embedding, layernorm, both attention kernels, token-by-token GEMMs with
@@ -89,9 +94,9 @@ endif()
 gp_sim_case(encoder_cuda encoder_cuda TIMEOUT 600)
 
 # conv-bench's code paths on three small shapes from a file, fp16: the heuristic's candidates,
-# every algorithm, the fused form, the graph API's engines, the table in NCHW; NHWC, which the simulated cuDNN refuses,
-# is reported as refused and passed over (as a real cuDNN's refusal would be). Its figures are
-# the simulation's and are not checked.
+# every algorithm, the fused form, the graph API's engines, the table in NCHW; NHWC, which the
+# simulated cuDNN refuses, is reported as refused and passed over (as a real cuDNN's refusal
+# would be). Its figures are the simulation's and are not checked.
 if(TARGET conv-bench)
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/conv-bench-shapes.txt
        "# NAME CIN COUT KERNEL STRIDE PAD SIZE COUNT\n"
