@@ -8,7 +8,8 @@
  *
  * For each shape (default: every distinct convolution of torchvision's ResNet-18 at 224x224,
  * with how often the model has it) and each layout (x, y and the filter all NCHW, or all NHWC):
- *   (h) conv.c's rule: cudnnGetConvolutionForwardAlgorithm_v7's list filtered as conv_pick
+ *   (h) conv.c's legacy-API rule (conv.c also times graph-API plans: the first 8 of (g)'s mode
+ *       A that qualify): cudnnGetConvolutionForwardAlgorithm_v7's list filtered as conv_pick
  *       filters it (status ok, workspace <= 256 MiB, fp32: no FFT / FFT_TILING and FMA math only,
  *       never TENSOR_OP_MATH_ALLOW_CONVERSION), every entry timed: the fastest convolution
  *       alone (conv.c also times each unfused with its bias/act kernel after it, which this

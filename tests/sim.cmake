@@ -73,6 +73,14 @@ set_tests_properties(sim_model_cuda_no_epilogue PROPERTIES PASS_REGULAR_EXPRESSI
   "demo mlp: backend note: cuBLASLt has no bias-epilogue algorithm[^\n]*its bias runs as a kernel after it.*all comparisons within tolerance")
 if(GP_HAVE_CUDNN)
   gp_sim_case(model_cuda_no_cudnn model_cuda_ops ARGS ops ENV "GPSIM_CUDNN=0" TIMEOUT 300)
+  # cuDNN's graph-API plans running the convolutions (the legacy algorithms made slower, so the
+  # plans win the timing at create), and a plan that computes something else (each must be
+  # caught by conv_verify against the direct kernel and passed over): every op kind, every
+  # precision, against the host reference.
+  gp_sim_case(model_cuda_graph_api model_cuda_ops ARGS ops
+              ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1" TIMEOUT 300)
+  gp_sim_case(model_cuda_graph_wrong model_cuda_ops ARGS ops
+              ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1;GPSIM_DNN_GRAPH_WRONG=1" TIMEOUT 300)
 endif()
 
 # The README's main job on the simulated device: gp-bench's default sweep of the demo MLP on
@@ -124,5 +132,5 @@ if(TARGET gp-infer)
   add_test(NAME sim_conv_choice
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sim/conv-choice.sh $<TARGET_FILE:gp-infer>
                    $<TARGET_FILE:gpsim> ${CMAKE_CURRENT_BINARY_DIR}/conv-choice)
-  set_tests_properties(sim_conv_choice PROPERTIES LABELS sim TIMEOUT 300)
+  set_tests_properties(sim_conv_choice PROPERTIES LABELS sim TIMEOUT 1200) # 213 s under TSan (tsan-sim), 2026-11-26
 endif()

@@ -2,11 +2,14 @@
  * CONV2D (layers.h): on cuDNN when the build has it and cuDNN can plan the op (per bucket: tensor
  * descriptors, every usable algorithm of the heuristic's list, each timed on the slot's buffers
  * at setup as it will run, as conv then the bias/act kernel and, for a relu, as cuDNN's fused
- * conv + bias + relu where cuDNN accepts it: the fastest pair stays), otherwise on the direct
- * kernel (kernels/act.cu), which is exact but slow; the reason then goes to the slot's note,
- * which the model's setup passes on to the pipeline's stats.backend_note (handles.h, note).
- * docs/DESIGN.md §6.
+ * conv + bias + relu where cuDNN accepts it, and the graph API's plans (conv_graph.c) as conv
+ * then the kernel, a winner among them checked against the direct kernel first: the fastest
+ * pair stays), otherwise on the direct kernel (kernels/act.cu), which is exact but slow; the
+ * reason then goes to the slot's note, which the model's setup passes on to the pipeline's
+ * stats.backend_note (handles.h, note). docs/DESIGN.md §6, "The graph API's engines".
  */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,17 +51,27 @@ static int conv_run_direct(slot_state *st, const step *sp, const gp_batch *b, ck
 }
 
 #ifdef GP_HAVE_CUDNN
+#include "conv_graph.h"
+
+/* Wall time a bucket's graph-API plans may take to finalize at setup (conv_graph.c). */
+#define CONV_GRAPH_CAP_MS 250.0
+/* A memo's algorithm field for a graph-API plan: {CONV_MEMO_GRAPH, position, engine}. */
+#define CONV_MEMO_GRAPH (-1)
+
 typedef struct conv_bucket {
     cudnnConvolutionDescriptor_t conv; /* per bucket: the math type follows the algorithm */
     cudnnTensorDescriptor_t x, y;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws;
     int fused; /* runs as cudnnConvolutionBiasActivationForward (timed faster, and accepted) */
-    /* The candidates conv_bind times (the first is the heuristic's choice). */
+    /* The candidates conv_bind times, in this order: the legacy algorithms (the first is the
+       heuristic's choice), then the graph API's plans (g; NULL: none). */
     int n_cand;
     cudnnConvolutionFwdAlgo_t cand_algo[CONV_MAX_CAND];
     cudnnMathType_t cand_math[CONV_MAX_CAND];
     size_t cand_ws[CONV_MAX_CAND];
+    gp__cgraph *g;
+    int graph; /* the plan of g the bucket runs, or -1: the legacy algorithm */
 } conv_bucket;
 
 /* What a convolution's choice depends on (gp__memo_*): its geometry, its activation (the fused
@@ -105,22 +118,61 @@ static int conv_desc(cudnnConvolutionDescriptor_t *d, const gp__op *op, ck *c) {
     return GP_OK;
 }
 
+/* The bucket's graph-API plans (conv_graph.c) into bk->g, all of them (only < 0) or the one at
+   position `only` (a memo's): how many. None is no error (the legacy candidates stand); the
+   precision's rule is the legacy one's: fp32 without tensor cores or FFT, no precision with
+   inputs converted down or reduced-precision sums. */
+static int conv_graph(const slot_state *st, const gp__op *op, conv_bucket *bk, cudnnHandle_t h,
+                      size_t n, int only) {
+    const gp__cgraph_geom g = {(int64_t)n, op->in.c,     op->in.h,     op->in.w,
+                               op->out.c,  op->out.h,    op->out.w,    op->kh,
+                               op->kw,     op->stride_h, op->stride_w, op->pad_h,
+                               op->pad_w,  op->dil_h,    op->dil_w,    op->groups};
+    char why[160];
+    int got = gp__cgraph_plan(h, dnn_type(st->kt), &g,
+                              gp__cgraph_forbidden(st->m->precision == GP_PRECISION_FP32),
+                              CONV_WS_MAX, CONV_GRAPH_CAP_MS, only, &bk->g, why, sizeof why);
+    if (got == 0) { /* why: cuDNN refused the graph, or nothing qualified; nothing to act on */
+        gp__cgraph_free(bk->g);
+        bk->g = NULL;
+    }
+    return got;
+}
+
 /* The bucket's candidates: every entry of the heuristic's list (fastest estimates first) that
    succeeded, fits CONV_WS_MAX and, for fp32, is not FFT (its rounding is not the direct sums'
    and fp32 is held to 1e-4 of the reference: left out untried rather than chosen by speed
    alone; tf32, fp16 and bf16 take it, its fp32-computed transforms' error being far below their
    own rounding) and uses FMA math only; the first is the bucket's algorithm until conv_bind has
    timed them. The descriptor takes that result's math type (cuDNN needs algorithm and math type
-   together). When an earlier slot on this device timed the same convolution at this batch size
-   (gp__memo_*), its choice is the only candidate, so this slot's workspace is only what that
-   algorithm needs. IMPLICIT_GEMM stands in when the heuristic offers nothing usable. */
+   together). Then the graph API's plans (conv_graph), which conv_bind times after them. When
+   an earlier slot on this device timed the same convolution at this batch size (gp__memo_*),
+   its choice is the only candidate, so this slot's workspace is only what that algorithm or
+   plan needs. IMPLICIT_GEMM stands in when the heuristic offers nothing usable. */
 static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucket *bk,
                      cudnnHandle_t h, size_t n, ck *c) {
     gp_precision prec = st->m->precision;
     int64_t key[CONV_KEY_LEN];
     int memo[GP__MEMO_VALS];
     conv_key(op, n, key);
-    if (gp__memo_get(st, key, sizeof key, memo)) {
+    bk->graph = -1;
+    if (gp__memo_get(st, key, sizeof key, memo) && memo[0] == CONV_MEMO_GRAPH) {
+        /* The plan at the memo's position, if this slot's heuristic still puts that engine
+           there; otherwise planned from scratch (and timed again at bind). */
+        if (conv_graph(st, op, bk, h, n, memo[1]) == 1 &&
+            gp__cgraph_engine(bk->g, 0) == (long long)memo[2]) {
+            /* IMPLICIT_GEMM stays behind it, should the plan not run at bind */
+            bk->n_cand = 0;
+            CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(prec)));
+            bk->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+            CK(c, cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y,
+                                                          bk->algo, &bk->ws));
+            if (gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);
+            return GP_OK;
+        }
+        gp__cgraph_free(bk->g);
+        bk->g = NULL;
+    } else if (gp__memo_get(st, key, sizeof key, memo)) {
         size_t ws = 0;
         /* The descriptors are this op's own: a choice they reject falls back to the list. */
         if (cudnnSetConvolutionMathType(bk->conv, (cudnnMathType_t)memo[1]) ==
@@ -170,15 +222,18 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
         bk->ws = 0;
         for (int i = 0; i < bk->n_cand; i++)
             if (bk->cand_ws[i] > bk->ws) bk->ws = bk->cand_ws[i];
-        return GP_OK;
+    } else {
+        CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(prec)));
+        bk->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+        CK(c, cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y, bk->algo,
+                                                      &bk->ws));
+        if (bk->ws > CONV_WS_MAX)
+            return CK_FAIL(c, GP_ENOTSUP, "cuDNN offers no convolution algorithm within %zu bytes",
+                           CONV_WS_MAX);
     }
-    CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(prec)));
-    bk->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-    CK(c, cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y, bk->algo,
-                                                  &bk->ws));
-    if (bk->ws > CONV_WS_MAX)
-        return CK_FAIL(c, GP_ENOTSUP, "cuDNN offers no convolution algorithm within %zu bytes",
-                       CONV_WS_MAX);
+    int ng = conv_graph(st, op, bk, h, n, -1);
+    for (int i = 0; i < ng; i++)
+        if (gp__cgraph_ws(bk->g, i) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, i);
     return GP_OK;
 }
 
@@ -192,6 +247,7 @@ static void conv_release(step *sp, int n_buckets) {
             if (bk->conv) cudnnDestroyConvolutionDescriptor(bk->conv);
             if (bk->x) cudnnDestroyTensorDescriptor(bk->x);
             if (bk->y) cudnnDestroyTensorDescriptor(bk->y);
+            gp__cgraph_free(bk->g);
         }
     free(cp->bk);
     if (cp->w) cudnnDestroyFilterDescriptor(cp->w);
@@ -297,9 +353,12 @@ static cudnnStatus_t conv_exec(const slot_state *st, const step *sp, const gp_ba
     if (bk->fused) return conv_fused(st, sp, b, bk);
     const float one = 1.0f, zero = 0.0f;
     void *x = gp__resolve(sp->src, b), *y = gp__resolve(sp->dst, b);
+    /* a graph plan's variant pack holds the slot's x, w, y and workspace (conv_bind) */
     cudnnStatus_t s =
-        cudnnConvolutionForward(gp_cuda_cudnn(b), &one, bk->x, x, cp->w, sp->k->w, bk->conv,
-                                bk->algo, conv_ws(st, b, bk->ws), bk->ws, &zero, bk->y, y);
+        bk->graph >= 0
+            ? gp__cgraph_run(bk->g, gp_cuda_cudnn(b), bk->graph)
+            : cudnnConvolutionForward(gp_cuda_cudnn(b), &one, bk->x, x, cp->w, sp->k->w, bk->conv,
+                                      bk->algo, conv_ws(st, b, bk->ws), bk->ws, &zero, bk->y, y);
     if (s != CUDNN_STATUS_SUCCESS) return s;
     int res = gp__op_has_src2(op); /* the activation then follows the residual add */
     *kerr =
@@ -309,8 +368,15 @@ static cudnnStatus_t conv_exec(const slot_state *st, const step *sp, const gp_ba
     return s;
 }
 
-/* Make candidate i the bucket's algorithm (its math type on the descriptor). */
+/* Make candidate i the bucket's: a legacy algorithm (its math type on the descriptor), or past
+   them the graph's plan i - n_cand. */
 static int conv_set(conv_bucket *bk, int i, ck *c) {
+    if (i >= bk->n_cand && i - bk->n_cand < gp__cgraph_count(bk->g)) {
+        bk->graph = i - bk->n_cand;
+        bk->fused = 0;
+        return GP_OK;
+    }
+    bk->graph = -1;
     if (bk->n_cand == 0) return GP_OK; /* IMPLICIT_GEMM, set by conv_pick */
     CK(c, cudnnSetConvolutionMathType(bk->conv, bk->cand_math[i]));
     bk->algo = bk->cand_algo[i];
@@ -323,7 +389,7 @@ static int conv_set(conv_bucket *bk, int i, ck *c) {
 static int conv_try_fused(const slot_state *st, step *sp, const gp_batch *slot, conv_bucket *bk) {
     const conv_plan *cp = sp->plan;
     bk->fused = 0;
-    if (!cp->relu) return 0;
+    if (!cp->relu || bk->graph >= 0) return 0;
     bk->fused = conv_fused(st, sp, slot, bk) == CUDNN_STATUS_SUCCESS;
     if (!bk->fused) (void)cudaGetLastError(); /* drop what a rejected call may have left */
     return bk->fused;
@@ -341,6 +407,7 @@ static int conv_time(const slot_state *st, step *sp, const gp_batch *slot, conv_
     int rc;
     *ms = -1.0f;
     if ((rc = conv_set(bk, i, c)) != GP_OK) return rc;
+    if (fused && bk->graph >= 0) return GP_OK; /* a graph plan runs unfused only */
     if (fused) {
         if (!conv_try_fused(st, sp, slot, bk)) return GP_OK; /* rejected: no fused form */
     } else {
@@ -374,6 +441,16 @@ static const char *math_name(cudnnMathType_t m) {
                                      : "?";
 }
 
+/* Candidate i's name for the log: "ALGO math" (legacy) or "graph engine N". */
+static void cand_name(const conv_bucket *bk, int i, char *buf, size_t len) {
+    if (i >= bk->n_cand && i - bk->n_cand < gp__cgraph_count(bk->g))
+        snprintf(buf, len, "graph engine %lld", gp__cgraph_engine(bk->g, i - bk->n_cand));
+    else if (bk->n_cand == 0) /* conv_pick's stand-in, in the layer's math */
+        snprintf(buf, len, "%s", algo_name(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM));
+    else
+        snprintf(buf, len, "%s %s", algo_name(bk->cand_algo[i]), math_name(bk->cand_math[i]));
+}
+
 /* The pipeline's INFO line for a timed bucket: what stays, its time per run, and the
    heuristic's first pick's (what an untimed rule would have run). */
 static void conv_log(const gp__op *op, const gp_batch *slot, const conv_bucket *bk, size_t n,
@@ -385,30 +462,141 @@ static void conv_log(const gp__op *op, const gp_batch *slot, const conv_bucket *
                       op->name, n, tried);
         return;
     }
-    int has = bk->n_cand > 0; /* 0: IMPLICIT_GEMM, conv_pick's stand-in, in the layer's math */
-    cudnnConvolutionFwdAlgo_t algo = has ? bk->cand_algo[best]
-                                         : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-                              first = has ? bk->cand_algo[0] : algo;
-    char tail[96];
+    char name[64], first[64], tail[96];
+    cand_name(bk, best, name, sizeof name);
+    cand_name(bk, 0, first, sizeof first);
     if (first_ms >= 0)
         snprintf(tail, sizeof tail, "%.3f ms", (double)(first_ms / CONV_TIMED_RUNS));
     else
         snprintf(tail, sizeof tail, "did not run");
     gp__slot_info(slot,
-                  "conv2d %s (%dx%dx%d -> %dx%dx%d, %dx%d/%d): batch %zu: %s%s%s %s, %.3f ms per "
-                  "run (%d of %d algorithm/form pairs ran; the heuristic's first, %s: %s)",
+                  "conv2d %s (%dx%dx%d -> %dx%dx%d, %dx%d/%d): batch %zu: %s %s, %.3f ms per "
+                  "run (%d of %d algorithm/form pairs ran, %d of them graph-API plans; the "
+                  "heuristic's first, %s: %s)",
                   op->name, op->in.c, op->in.h, op->in.w, op->out.c, op->out.h, op->out.w, op->kh,
-                  op->kw, op->stride_h, n, algo_name(algo), has ? " " : "",
-                  has ? math_name(bk->cand_math[best]) : "", fused ? "fused" : "unfused",
-                  (double)(best_ms / CONV_TIMED_RUNS), ran, tried, algo_name(first), tail);
+                  op->kw, op->stride_h, n, name, fused ? "fused" : "unfused",
+                  (double)(best_ms / CONV_TIMED_RUNS), ran, tried, gp__cgraph_count(bk->g), first,
+                  tail);
 }
 
-/* After the buffers. Per bucket, every candidate runs in each form (fused only for a relu) as
-   its batches would, and the fastest pair stays (cudnn.benchmark's method, on the slot's
-   buffers, which setup zeroed). The choice is kept with the model's weights on the device, per
-   geometry and bucket size (gp__memo_*, conv_key): a later op of the same geometry takes it
-   here, a later slot's conv_pick makes it the only candidate, so a device pays the timing once
-   per distinct convolution and bucket, in the first slot of the first pipeline. */
+/* How far a precision's convolution may be from the direct kernel's, relative to the largest
+   magnitude of the direct kernel's output: fp32 sums in another order; tf32 and 16-bit add
+   their input or output rounding. */
+static double conv_tol(gp_precision p) {
+    return p == GP_PRECISION_FP32 ? 1e-4 : p == GP_PRECISION_BF16 ? 3e-2 : 1e-2;
+}
+
+/* The first and last item's values of a buffer holding n items of `el` elements (0 and n-1),
+   to host floats out[2 * el], on the slot's stream (synchronized). */
+static int conv_fetch(const slot_state *st, cudaStream_t s, const unsigned char *dev, size_t n,
+                      size_t el, unsigned char *tmp, float *out, ck *c) {
+    size_t es = gp__kt_size(st->kt);
+    CK(c, cudaMemcpyAsync(tmp, dev, el * es, cudaMemcpyDeviceToHost, s));
+    CK(c,
+       cudaMemcpyAsync(tmp + el * es, dev + (n - 1) * el * es, el * es, cudaMemcpyDeviceToHost, s));
+    CK(c, cudaStreamSynchronize(s));
+    for (size_t i = 0; i < 2 * el; i++) {
+        if (st->kt == GP__KT_F32) {
+            memcpy(&out[i], tmp + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, tmp + 2 * i, 2);
+            if (st->kt == GP__KT_F16) {
+                out[i] = gp__f16_to_f32(h);
+            } else {
+                uint32_t u = (uint32_t)h << 16;
+                memcpy(&out[i], &u, 4);
+            }
+        }
+    }
+    return GP_OK;
+}
+
+/* CK, for a function that must free before it returns: rc set, then to `label`. */
+#define CK_GOTO(c, rc, label, call)                                                                \
+    do {                                                                                           \
+        gp__cu_status ck_st_ = GP__CU_STATUS(call);                                                \
+        if (ck_st_.code) {                                                                         \
+            (rc) = gp__ck_status((c), ck_st_, #call, __FILE__, __LINE__);                          \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* Before a graph-API plan may run the bucket's batches: its convolution (+ bias) of a patterned
+   first and last item against the direct kernel's (kernels/act.cu, exact sums), one item at a
+   time. *diff: the largest difference over the direct output's largest magnitude (infinite
+   when the plan does not run). The slot's buffers are scratch at setup (timing overwrites
+   them too). */
+static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slot, conv_bucket *bk,
+                       int gi, size_t n, double *diff, ck *c) {
+    const gp__op *op = sp->op;
+    cudaStream_t s = gp_cuda_stream(slot);
+    const size_t es = gp__kt_size(st->kt), hw = (size_t)op->out.h * (size_t)op->out.w;
+    const size_t in_el = (size_t)op->in.c * op->in.h * op->in.w, out_el = (size_t)op->out.c * hw;
+    unsigned char *x = gp__resolve(sp->src, slot), *y = gp__resolve(sp->dst, slot);
+    size_t tmp_bytes = (in_el > out_el ? in_el : out_el) * 2 * es;
+    unsigned char *tmp = malloc(tmp_bytes);
+    float *want = malloc(2 * out_el * sizeof *want), *got = malloc(2 * out_el * sizeof *got);
+    int rc = GP_OK;
+    *diff = INFINITY;
+    if (!tmp || !want || !got) {
+        rc = CK_FAIL(c, GP_ENOMEM, "out of memory checking conv2d %s's graph plan", op->name);
+        goto out;
+    }
+    /* two patterns in [-1, 1) (a fixed LCG), item 0's and item n-1's */
+    uint64_t seed = 0x636f6e76ull;
+    for (size_t i = 0; i < 2 * in_el; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        float v = (float)((double)(seed >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+        if (st->kt == GP__KT_F32) {
+            memcpy(tmp + 4 * i, &v, 4);
+        } else {
+            uint16_t h = st->kt == GP__KT_F16 ? gp__f32_to_f16(v) : gp__f32_to_bf16(v);
+            memcpy(tmp + 2 * i, &h, 2);
+        }
+    }
+    CK_GOTO(c, rc, out, cudaMemcpyAsync(x, tmp, in_el * es, cudaMemcpyHostToDevice, s));
+    CK_GOTO(c, rc, out,
+            cudaMemcpyAsync(x + (n - 1) * in_el * es, tmp + in_el * es, in_el * es,
+                            cudaMemcpyHostToDevice, s));
+    for (int k = 0; k < 2; k++) { /* item 0, then item n-1 (the same item when n is 1) */
+        size_t at = k ? n - 1 : 0;
+        CK_GOTO(c, rc, out,
+                gp__k_conv2d_direct(s, st->kt, x + at * in_el * es, sp->k->w, sp->k->bias_f32,
+                                    y + at * out_el * es, 1, op->in.c, op->in.h, op->in.w,
+                                    op->out.c, op->out.h, op->out.w, op->kh, op->kw, op->stride_h,
+                                    op->stride_w, op->pad_h, op->pad_w, op->dil_h, op->dil_w,
+                                    op->groups, GP__ACT_NONE));
+    }
+    if ((rc = conv_fetch(st, s, y, n, out_el, tmp, want, c)) != GP_OK) goto out;
+    if (gp__cgraph_run(bk->g, gp_cuda_cudnn(slot), gi) != CUDNN_STATUS_SUCCESS) {
+        (void)cudaGetLastError(); /* what a refused call may have left: passed over */
+        goto out;
+    }
+    CK_GOTO(c, rc, out,
+            gp__k_bias_act(s, st->kt, y, sp->k->bias_f32, n, op->out.c, hw, GP__ACT_NONE));
+    if ((rc = conv_fetch(st, s, y, n, out_el, tmp, got, c)) != GP_OK) goto out;
+    double d = 0.0, mag = 0.0;
+    for (size_t i = 0; i < 2 * out_el; i++) {
+        double r = want[i], g = got[i], e = fabs(r - g);
+        if (!(e <= d)) d = e; /* a NaN counts as the largest */
+        if (fabs(r) > mag) mag = fabs(r);
+    }
+    *diff = d / (mag > 0.0 ? mag : 1.0);
+out:
+    free(tmp);
+    free(want);
+    free(got);
+    return rc;
+}
+
+/* After the buffers. Per bucket, every candidate runs in each form (fused only for a relu and a
+   legacy algorithm) as its batches would, and the fastest pair stays (cudnn.benchmark's method,
+   on the slot's buffers, which setup zeroed); a graph-API plan only after conv_verify, else the
+   next fastest. The choice is kept with the model's weights on the device, per geometry and
+   bucket size (gp__memo_*, conv_key): a later op of the same geometry takes it here, a later
+   slot's conv_pick makes it the only candidate, so a device pays the timing once per distinct
+   convolution and bucket, in the first slot of the first pipeline. Plans not chosen are freed. */
 static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     conv_plan *cp = sp->plan;
     if (!cp) return GP_OK;
@@ -417,20 +605,38 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     for (int bi = 0; bi < st->n_buckets && rc == GP_OK; bi++) {
         conv_bucket *bk = &cp->bk[bi];
         size_t n = st->buckets[bi];
-        int n_cand = bk->n_cand > 0 ? bk->n_cand : 1; /* 0: conv_pick's IMPLICIT_GEMM */
-        int best = 0, best_fused = cp->relu != NULL;  /* untimed: fused where cuDNN takes it */
+        char why[160];
+        if (bk->g &&
+            gp__cgraph_bind(bk->g, gp__resolve(sp->src, slot), sp->k->w, gp__resolve(sp->dst, slot),
+                            conv_ws(st, slot, bk->ws), why, sizeof why) != 0) {
+            gp__slot_info(slot, "conv2d %s: batch %zu: no graph-API plans: %s", sp->op->name, n,
+                          why);
+            gp__cgraph_free(bk->g);
+            bk->g = NULL;
+        }
+        int ng = gp__cgraph_count(bk->g);
+        int n_all = bk->n_cand + ng > 0 ? bk->n_cand + ng : 1; /* 1: conv_pick's IMPLICIT_GEMM */
+        int best = 0, best_fused = cp->relu != NULL && bk->n_cand > 0; /* untimed: fused where
+                                                                          cuDNN takes it */
         int64_t key[CONV_KEY_LEN];
         int memo[GP__MEMO_VALS], hit = -1;
         conv_key(sp->op, n, key);
         /* Timed already: by an earlier slot (conv_pick made its choice the only candidate) or by
            an op of the same geometry before this one in this slot. */
-        if (gp__memo_get(st, key, sizeof key, memo))
-            for (int i = 0; i < bk->n_cand && hit < 0; i++)
+        if (gp__memo_get(st, key, sizeof key, memo)) {
+            for (int i = 0; i < bk->n_cand && hit < 0 && memo[0] != CONV_MEMO_GRAPH; i++)
                 if ((int)bk->cand_algo[i] == memo[0] && (int)bk->cand_math[i] == memo[1]) hit = i;
+            for (int j = 0; j < ng && hit < 0 && memo[0] == CONV_MEMO_GRAPH; j++)
+                if (gp__cgraph_pos(bk->g, j) == memo[1] &&
+                    gp__cgraph_engine(bk->g, j) == (long long)memo[2])
+                    hit = bk->n_cand + j;
+        }
         if (hit >= 0) {
             best = hit;
-            best_fused = memo[2];
-        } else if (n_cand * forms > 1) {
+            best_fused = hit < bk->n_cand ? memo[2] : 0;
+        } else if (n_all * forms > 1 || ng > 0) { /* a graph plan is never chosen untried */
+            enum { MAXC = CONV_MAX_CAND + GP__CGRAPH_MAX };
+            float ms_of[MAXC][2];
             if (!ev[0]) {
                 cudaError_t e = cudaEventCreate(&ev[0]);
                 if (e == cudaSuccess && (e = cudaEventCreate(&ev[1])) != cudaSuccess) ev[1] = NULL;
@@ -441,23 +647,53 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                 }
             }
             float best_ms = -1.0f, first_ms = -1.0f; /* first: the heuristic's first, any form */
-            int ran = 0;
-            for (int i = 0; i < n_cand && rc == GP_OK; i++)
+            int ran = 0, tried = 0;
+            for (int i = 0; i < n_all && rc == GP_OK; i++)
                 for (int f = 0; f < forms && rc == GP_OK; f++) {
-                    float ms;
-                    rc = conv_time(st, sp, slot, bk, i, f, n, ev, &ms, c);
-                    if (rc != GP_OK || ms < 0) continue;
-                    ran++;
-                    if (i == 0 && (first_ms < 0 || ms < first_ms)) first_ms = ms;
-                    if (best_ms < 0 || ms < best_ms) {
-                        best_ms = ms;
-                        best = i;
-                        best_fused = f;
-                    }
+                    ms_of[i][f] = -1.0f;
+                    if (f && i >= bk->n_cand && bk->n_cand + ng > 0) continue; /* graph: unfused */
+                    tried++;
+                    rc = conv_time(st, sp, slot, bk, i, f, n, ev, &ms_of[i][f], c);
+                    if (rc == GP_OK && ms_of[i][f] >= 0) ran++;
                 }
             if (rc != GP_OK) break;
-            conv_log(sp->op, slot, bk, n, best, best_fused, best_ms, first_ms, ran, n_cand * forms);
-            if (best_ms >= 0 && bk->n_cand > 0) {
+            /* the fastest; a graph plan must agree with the direct kernel first */
+            for (;;) {
+                best_ms = -1.0f;
+                for (int i = 0; i < n_all; i++)
+                    for (int f = 0; f < forms; f++)
+                        if (ms_of[i][f] >= 0 && (best_ms < 0 || ms_of[i][f] < best_ms))
+                            best_ms = ms_of[i][f], best = i, best_fused = f;
+                if (best_ms < 0 || best < bk->n_cand || bk->n_cand + ng == 0) break;
+                double diff;
+                if ((rc = conv_verify(st, sp, slot, bk, best - bk->n_cand, n, &diff, c)) != GP_OK)
+                    break;
+                if (diff <= conv_tol(st->m->precision)) break;
+                char name[64];
+                cand_name(bk, best, name, sizeof name);
+                gp__slot_info(slot,
+                              "conv2d %s: batch %zu: %s, the fastest (%.3f ms per run), differs "
+                              "from the direct kernel by %.3g of the output's magnitude (limit "
+                              "%.0e): passed over",
+                              sp->op->name, n, name, (double)(best_ms / CONV_TIMED_RUNS), diff,
+                              conv_tol(st->m->precision));
+                ms_of[best][0] = -1.0f;
+            }
+            if (rc != GP_OK) break;
+            for (int f = 0; f < forms; f++)
+                if (ms_of[0][f] >= 0 && (first_ms < 0 || ms_of[0][f] < first_ms))
+                    first_ms = ms_of[0][f];
+            if (best_ms < 0) { /* the heuristic's first legacy algorithm, or the stand-in */
+                best = bk->n_cand > 0 ? 0 : bk->n_cand + ng;
+                best_fused = cp->relu != NULL && bk->n_cand > 0;
+            }
+            conv_log(sp->op, slot, bk, n, best, best_fused, best_ms, first_ms, ran, tried);
+            if (best_ms >= 0 && best >= bk->n_cand && ng > 0) {
+                memo[0] = CONV_MEMO_GRAPH;
+                memo[1] = gp__cgraph_pos(bk->g, best - bk->n_cand);
+                memo[2] = (int)gp__cgraph_engine(bk->g, best - bk->n_cand);
+                (void)gp__memo_put(st, key, sizeof key, memo); /* not kept: timed again */
+            } else if (best_ms >= 0 && bk->n_cand > 0) {
                 memo[0] = (int)bk->cand_algo[best];
                 memo[1] = (int)bk->cand_math[best];
                 memo[2] = best_fused;
@@ -466,10 +702,18 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
             }
         }
         if ((rc = conv_set(bk, best, c)) == GP_OK) {
-            if (best_fused)
+            if (best_fused && bk->graph < 0)
                 (void)conv_try_fused(st, sp, slot, bk); /* rejected: runs unfused */
             else
                 bk->fused = 0;
+        }
+        /* Only the plan that runs stays (it becomes plan 0). */
+        if (bk->graph >= 0) {
+            gp__cgraph_keep(bk->g, bk->graph);
+            bk->graph = 0;
+        } else if (bk->g) {
+            gp__cgraph_free(bk->g);
+            bk->g = NULL;
         }
     }
     /* Destroy statuses are not actionable here. */
@@ -485,8 +729,9 @@ static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, c
     cudnnStatus_t s = conv_exec(st, sp, b, &cp->bk[bi], b->n, &kerr);
     if (s != CUDNN_STATUS_SUCCESS)
         return gp__ck_status(c, gp__cu_dnn(s),
-                             cp->bk[bi].fused ? "cudnnConvolutionBiasActivationForward"
-                                              : "cudnnConvolutionForward",
+                             cp->bk[bi].graph >= 0 ? "cudnnBackendExecute"
+                             : cp->bk[bi].fused    ? "cudnnConvolutionBiasActivationForward"
+                                                   : "cudnnConvolutionForward",
                              __FILE__, __LINE__);
     if (kerr != cudaSuccess)
         return gp__ck_status(c, gp__cu_rt(kerr), "the conv's bias/residual kernel", __FILE__,

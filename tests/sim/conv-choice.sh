@@ -3,8 +3,11 @@
 # (lib/cuda/conv.c, docs/DESIGN.md §6), on the simulated device (label sim): gp-infer runs the
 # demo CNN with 3 slots and --log info. Checks that the first slot times every convolution at
 # every bucket size (one line per distinct convolution and bucket, each naming the pair kept and
-# how many ran) and that the later slots time nothing (they plan with the kept choice). The
-# outputs' agreement with the host reference is model_cuda_demo's to check, not this.
+# how many ran) and that the later slots time nothing (they plan with the kept choice). Then the
+# graph API's plans: chosen when they are faster (GPSIM_DNN_LEGACY_SLOW) and kept for the later
+# slots, and passed over when they compute something else (GPSIM_DNN_GRAPH_WRONG), the output
+# the same bits either way. The outputs' agreement with the host reference is model_cuda_demo's
+# and model_cuda_graph_* 's to check, not this.
 # Usage: conv-choice.sh GP_INFER LIBGPSIM WORKDIR
 set -euo pipefail
 infer=$1 sim=$2 work=$3
@@ -35,3 +38,33 @@ if grep -q 'slot [12]: conv2d' log.txt; then
   echo "a later slot timed a convolution again (the choice was not kept)"; exit 1
 fi
 echo "conv-choice: $timed timed convolutions on slot 0, none on slots 1-2"
+
+# The graph API's plans (lib/cuda/conv_graph.c). With the legacy algorithms made slower, every
+# timed convolution must choose a graph-API plan, the later slots must plan with it alone (no
+# timing), and the output must be the legacy run's, bit for bit (the same fp32 sums). With
+# plans that compute something else as well, conv_verify must pass over every one of them
+# (a line each) and the output must again be the legacy run's.
+rc=0
+LD_PRELOAD=$sim GPSIM_DEVICES=1 GPSIM_DNN_LEGACY_SLOW=1 "$infer" --demo cnn --input x.npy \
+  --output y-graph.npy --backend cuda --batch 4 --inflight 3 --log info --quiet 2>log-graph.txt || rc=$?
+cat log-graph.txt
+[ "$rc" = 0 ] || { echo "gp-infer with slow legacy algorithms exited $rc"; exit 1; }
+graph=$(grep -c 'slot 0: conv2d .*: batch [0-9]*: graph engine [0-9]* unfused, .* ms per run' log-graph.txt || true)
+[ "$graph" = "$want" ] || { echo "$graph of $want timed convolutions chose a graph-API plan"; exit 1; }
+if grep -q 'slot [12]: conv2d' log-graph.txt; then
+  echo "a later slot timed a convolution again (the graph plan was not kept)"; exit 1
+fi
+cmp y-cuda.npy y-graph.npy || { echo "the graph-API plans' output differs from the legacy run's"; exit 1; }
+rc=0
+LD_PRELOAD=$sim GPSIM_DEVICES=1 GPSIM_DNN_LEGACY_SLOW=1 GPSIM_DNN_GRAPH_WRONG=1 "$infer" \
+  --demo cnn --input x.npy --output y-wrong.npy --backend cuda --batch 4 --inflight 3 --log info \
+  --quiet 2>log-wrong.txt || rc=$?
+cat log-wrong.txt
+[ "$rc" = 0 ] || { echo "gp-infer with wrong graph plans exited $rc"; exit 1; }
+over=$(grep -c 'slot 0: conv2d .*: batch [0-9]*: graph engine [0-9]*, the fastest .* differs from the direct kernel by .*: passed over' log-wrong.txt || true)
+[ "$over" = "$want" ] || { echo "$over of $want wrong graph plans were passed over"; exit 1; }
+if grep -q 'graph engine [0-9]* unfused, ' log-wrong.txt; then
+  echo "a wrong graph plan was chosen"; exit 1
+fi
+cmp y-cuda.npy y-wrong.npy || { echo "the output with wrong graph plans passed over differs"; exit 1; }
+echo "conv-choice: graph-API plans chosen when faster ($graph), wrong ones passed over ($over)"

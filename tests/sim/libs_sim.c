@@ -28,6 +28,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -42,6 +44,13 @@ static int env_off(const char *name) {
     const char *v = getenv(name);
     return v && strcmp(v, "0") == 0;
 }
+#ifdef GPSIM_HAVE_CUDNN
+/* One set to anything else. */
+static int env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+#endif
 
 /* ---- cuBLAS: handles and Sscal ------------------------------------------------------------ */
 
@@ -748,6 +757,7 @@ typedef struct dnn_args {
     sim_conv_geom g;
     float alpha, beta;
     int32_t t, tf32, relu;
+    int32_t slow; /* GPSIM_DNN_LEGACY_SLOW: the work takes 4x its time, and 2 ms more */
 } dnn_args;
 _Static_assert(sizeof(dnn_args) <= SIM_MAX_ARGS, "the forward's arguments fit an operation");
 
@@ -761,11 +771,18 @@ static int emu_dnn_forward(const sim_op *o) {
         (a.bias && !dev_ok(a.bias, (size_t)a.g.Cout * sim_size(t))) ||
         !dev_ok(a.z, total * sim_size(t)))
         return cudaErrorIllegalAddress;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (size_t i = 0; i < total; i++) {
         float v = a.alpha * sim_conv_at(t, &a.g, a.x, a.w, i, a.tf32);
         if (a.beta != 0.0f) v += a.beta * sim_ld(t, a.z, i);
         if (a.bias) v += sim_ld(t, a.bias, (i / howo) % (size_t)a.g.Cout);
         sim_st(t, a.y, i, a.relu ? sim_act(1, v) : v);
+    }
+    if (a.slow) { /* a margin that other work on the machine does not undo */
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+        usleep((useconds_t)(3.0 * us + 2000.0));
     }
     return 0;
 }
@@ -797,7 +814,8 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
                   beta,
                   (int32_t)t,
                   t == SIM_F32 && cv->math != CUDNN_FMA_MATH,
-                  relu};
+                  relu,
+                  env_on("GPSIM_DNN_LEGACY_SLOW")};
     sim_op o = {.kind = OP_KERNEL, .k = &dnn_work};
     memcpy(o.args, &a, sizeof a);
     return enqueue(h->st, &o) == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
@@ -839,18 +857,21 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
                        *(const float *)alpha2, bias, act->mode == CUDNN_ACTIVATION_RELU);
 }
 
-/* The graph (backend) API, as far as a one-convolution graph goes (bench/conv-bench's (g); the
-   library does not use it): descriptors hold typed attributes, checked against a table of what
-   each kind accepts (attribute, type, element counts), as cuDNN checks them; Finalize checks
-   what each kind requires: a tensor of 4 dimensions, a 2-d cross-correlation with fp32
-   compute, a forward convolution whose x, w and y agree, a graph of that one operation, a
+/* The graph (backend) API, as far as a one-convolution graph goes (conv2d's graph-API candidates,
+   lib/cuda/conv_graph.c, and bench/conv-bench's (g)): descriptors hold typed attributes, checked
+   against a table of what each kind accepts (attribute, type, element counts), as cuDNN checks
+   them; Finalize checks what each kind requires: a tensor of 4 dimensions, a 2-d cross-correlation
+   with fp32 compute, a forward convolution whose x, w and y agree, a graph of that one operation, a
    heuristic on a finalized graph, a plan of one of the heuristic's configurations, a variant
    pack of as many ids as pointers. The heuristic offers two engines in mode A, INSTANT and B
    (engine 0: 1 MiB of workspace; engine 1: TENSOR_CORE, none) and engine 0 alone as the
    fallback list, so the workspace, the fp32 note filter and a repeated plan all happen; a plan
    for tensors not packed NCHW is CUDNN_STATUS_NOT_SUPPORTED (the simulation's one layout).
    Execute finds x, w and y by unique id in the variant pack and runs the legacy forward's work
-   (engine 1 reads fp32 as tf32). */
+   (engine 1 reads fp32 as tf32). GPSIM_DNN_LEGACY_SLOW=1 makes every legacy forward take 4x its
+   time and 2 ms more, so the plans win a timing; GPSIM_DNN_GRAPH_WRONG=1 scales every plan's output
+   by 1.25 (an engine computing something else, which conv.c's check against the direct kernel must
+   catch). */
 
 #define SB_ATTRS 12
 #define SB_BYTES 64
@@ -1261,6 +1282,7 @@ SIM_API cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescripto
     float alpha, beta;
     memcpy(&alpha, sb_get(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA)->v, 4);
     memcpy(&beta, sb_get(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA)->v, 4);
+    if (env_on("GPSIM_DNN_GRAPH_WRONG")) alpha *= 1.25f; /* an engine computing something else */
     dnn_args a = {ptr[0],
                   ptr[1],
                   NULL,
@@ -1272,6 +1294,7 @@ SIM_API cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescripto
                   beta,
                   (int32_t)t,
                   t == SIM_F32 && p->engine == 1,
+                  0,
                   0};
     sim_op o = {.kind = OP_KERNEL, .k = &dnn_work};
     memcpy(o.args, &a, sizeof a);

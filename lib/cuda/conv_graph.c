@@ -1,0 +1,355 @@
+/*
+ * A convolution as a cuDNN operation graph (the backend API PyTorch 2 reaches cuDNN through),
+ * for conv.c's candidates: docs/DESIGN.md §6, "The graph API's engines". bench/conv-bench's (g)
+ * times the same plans alone. Every call's status is checked; a refusal anywhere means "no
+ * graph candidates" (the reason in why), never an error of the layer.
+ */
+#ifdef GP_HAVE_CUDNN
+#include "conv_graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CG_JSON_MAX 65536 /* a plan's JSON, for telling plans apart */
+enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
+
+struct gp__cgraph {
+    cudnnBackendDescriptor_t xt, wt, yt, cv, op, og, pack;
+    int n;
+    cudnnBackendDescriptor_t plan[GP__CGRAPH_MAX];
+    size_t ws[GP__CGRAPH_MAX];
+    long long engine[GP__CGRAPH_MAX];
+    int pos[GP__CGRAPH_MAX];
+};
+
+/* The handle attributes are deprecated since cuDNN 9.8 (a device-property descriptor may stand
+   in); they still work, and cuDNN 9 before 9.8 has nothing else. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static const cudnnBackendAttributeName_t CG_GRAPH_HANDLE = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
+static const cudnnBackendAttributeName_t CG_PLAN_HANDLE = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
+#pragma GCC diagnostic pop
+
+/* A failed call: its attribute (or function) and status. */
+static void cg_fail(char *why, size_t why_len, const char *call, cudnnStatus_t s) {
+    const char *attr = strstr(call, "CUDNN_ATTR_");
+    const char *fn = attr ? attr : call;
+    int len = (int)strcspn(fn, attr ? ", )" : "(");
+    snprintf(why, why_len, "cuDNN graph API: %.*s: %s", len, fn, cudnnGetErrorString(s));
+}
+
+#define CG(call)                                                                                   \
+    do {                                                                                           \
+        cudnnStatus_t s_ = (call);                                                                 \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                          \
+            cg_fail(why, why_len, #call, s_);                                                      \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static void cg_destroy(cudnnBackendDescriptor_t *d) {
+    if (*d) (void)cudnnBackendDestroyDescriptor(*d); /* not actionable in teardown */
+    *d = NULL;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+unsigned gp__cgraph_forbidden(int ieee_fp32) {
+    unsigned f = 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS |
+                 1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
+    if (ieee_fp32) f |= 1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE | 1u << CUDNN_NUMERICAL_NOTE_FFT;
+    return f;
+}
+
+/* A packed NCHW tensor. */
+static int cg_tensor(cudnnBackendDescriptor_t *t, cudnnDataType_t dt, const int64_t dim[4],
+                     int64_t uid, char *why, size_t why_len) {
+    const int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1}, align = 16;
+    CG(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
+    CG(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+    CG(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim));
+    CG(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str));
+    CG(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    CG(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+    CG(cudnnBackendFinalize(*t));
+    return 0;
+}
+
+/* y = conv(x, w): cross-correlation, fp32 compute (conv.c's conv_desc). */
+static int cg_build(gp__cgraph *cg, cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *g,
+                    char *why, size_t why_len) {
+    const int64_t xd[4] = {g->n, g->c, g->h, g->w}, wd[4] = {g->k, g->c / g->groups, g->kh, g->kw},
+                  yd[4] = {g->n, g->k, g->oh, g->ow};
+    const int64_t two = 2, dil[2] = {g->dh, g->dw}, str[2] = {g->sh, g->sw},
+                  pad[2] = {g->ph, g->pw};
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    const float one = 1.0f, zero = 0.0f;
+    if (cg_tensor(&cg->xt, dt, xd, UID_X, why, why_len) ||
+        cg_tensor(&cg->wt, dt, wd, UID_W, why, why_len) ||
+        cg_tensor(&cg->yt, dt, yd, UID_Y, why, why_len))
+        return -1;
+    CG(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &cg->cv));
+    CG(cudnnBackendSetAttribute(cg->cv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1,
+                                &comp));
+    CG(cudnnBackendSetAttribute(cg->cv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+                                CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+    CG(cudnnBackendSetAttribute(cg->cv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1,
+                                &two));
+    CG(cudnnBackendSetAttribute(cg->cv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2,
+                                dil));
+    CG(cudnnBackendSetAttribute(cg->cv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
+                                str));
+    CG(cudnnBackendSetAttribute(cg->cv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2,
+                                pad));
+    CG(cudnnBackendSetAttribute(cg->cv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2,
+                                pad));
+    CG(cudnnBackendFinalize(cg->cv));
+    CG(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                    &cg->op));
+    CG(cudnnBackendSetAttribute(cg->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cg->xt));
+    CG(cudnnBackendSetAttribute(cg->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cg->wt));
+    CG(cudnnBackendSetAttribute(cg->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cg->yt));
+    CG(cudnnBackendSetAttribute(cg->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cg->cv));
+    CG(cudnnBackendSetAttribute(cg->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                                CUDNN_TYPE_FLOAT, 1, &one));
+    CG(cudnnBackendSetAttribute(cg->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                                CUDNN_TYPE_FLOAT, 1, &zero));
+    CG(cudnnBackendFinalize(cg->op));
+    CG(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &cg->og));
+    CG(cudnnBackendSetAttribute(cg->og, CG_GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+    CG(cudnnBackendSetAttribute(cg->og, CUDNN_ATTR_OPERATIONGRAPH_OPS,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cg->op));
+    CG(cudnnBackendFinalize(cg->og));
+    return 0;
+}
+
+/* The heuristic's engine configurations (mode A), at most max, into ecs (created here; the
+   caller destroys them). How many, or -1 with why. */
+static int cg_configs(const gp__cgraph *cg, cudnnBackendDescriptor_t *ecs, int max, char *why,
+                      size_t why_len) {
+    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    cudnnBackendDescriptor_t heur = NULL;
+    int64_t n = 0, got = 0;
+    int made = 0, rc = -1;
+    cudnnStatus_t st;
+#define CGH(call)                                                                                  \
+    if ((st = (call)) != CUDNN_STATUS_SUCCESS) {                                                   \
+        cg_fail(why, why_len, #call, st);                                                          \
+        goto out;                                                                                  \
+    }
+    CGH(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+    CGH(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cg->og));
+    CGH(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+    CGH(cudnnBackendFinalize(heur));
+    /* the count first (no array), then that many configurations, created beforehand */
+    CGH(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 0, &n, NULL));
+    if (n > max) n = max;
+    for (; made < (int)n; made++)
+        CGH(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &ecs[made]));
+    if (n > 0)
+        CGH(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got, ecs));
+    if (got > n) got = n;
+    if (got < 0) got = 0;
+    rc = (int)got;
+out:
+    for (int i = rc < 0 ? 0 : rc; i < made; i++) /* on failure all, else those not filled */
+        cg_destroy(&ecs[i]);
+    cg_destroy(&heur);
+    return rc;
+#undef CGH
+}
+
+/* An engine configuration's engine: its global index and numerical notes (1 << note). */
+static int cg_engine(cudnnBackendDescriptor_t ec, long long *index, unsigned *notes, char *why,
+                     size_t why_len) {
+    cudnnBackendDescriptor_t eng = NULL;
+    cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    int64_t got = 0, idx = -1;
+    int rc = -1;
+    cudnnStatus_t st;
+    *notes = 0;
+#define CGE(call)                                                                                  \
+    if ((st = (call)) != CUDNN_STATUS_SUCCESS) {                                                   \
+        cg_fail(why, why_len, #call, st);                                                          \
+        goto out;                                                                                  \
+    }
+    CGE(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng));
+    CGE(cudnnBackendGetAttribute(ec, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                 &got, &eng));
+    CGE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got,
+                                 &idx));
+    CGE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &got, nn));
+    for (int64_t i = 0; i < got && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+        if ((unsigned)nn[i] < 32) *notes |= 1u << nn[i];
+    *index = (long long)idx;
+    rc = 0;
+out:
+    cg_destroy(&eng);
+    return rc;
+#undef CGE
+}
+
+/* A finalized plan of ec, its workspace and a hash of its JSON (0 when cuDNN gives none). */
+static int cg_plan(cudnnHandle_t h, cudnnBackendDescriptor_t ec, cudnnBackendDescriptor_t *plan,
+                   size_t *ws, uint64_t *hash, char *json, char *why, size_t why_len) {
+    int64_t got = 0, bytes = 0;
+    CG(cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan));
+    CG(cudnnBackendSetAttribute(*plan, CG_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+    CG(cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ec));
+    CG(cudnnBackendFinalize(*plan));
+    CG(cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                1, &got, &bytes));
+    *ws = bytes < 0 ? 0 : (size_t)bytes;
+    *hash = 0;
+    got = 0;
+    if (cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                 CUDNN_TYPE_CHAR, CG_JSON_MAX, &got,
+                                 json) == CUDNN_STATUS_SUCCESS &&
+        got > 0 && got < CG_JSON_MAX) {       /* longer (perhaps cut): no hash */
+        uint64_t x = 14695981039346656037ull; /* FNV-1a */
+        for (int64_t i = 0; i < got && json[i]; i++)
+            x = (x ^ (unsigned char)json[i]) * 1099511628211ull;
+        *hash = x;
+    }
+    return 0;
+}
+
+#define CG_OFFERED_MAX 64 /* engine configurations read from the heuristic */
+
+int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *g, unsigned forbid,
+                    size_t ws_max, double cap_ms, int only, gp__cgraph **out, char *why,
+                    size_t why_len) {
+    const double t0 = now_ms();
+    cudnnBackendDescriptor_t ecs[CG_OFFERED_MAX];
+    uint64_t seen[CG_OFFERED_MAX];
+    int n_seen = 0, pos = 0, timed_out = 0;
+    char *json = NULL;
+    *out = NULL;
+    gp__cgraph *cg = calloc(1, sizeof *cg);
+    if (!cg || !(json = malloc(CG_JSON_MAX))) {
+        snprintf(why, why_len, "out of memory for the cuDNN graph");
+        free(cg);
+        return 0;
+    }
+    *out = cg;
+    int n = cg_build(cg, h, dt, g, why, why_len) == 0
+                ? cg_configs(cg, ecs, CG_OFFERED_MAX, why, why_len)
+                : -1;
+    if (n == 0) snprintf(why, why_len, "cuDNN's graph heuristic offers no engine");
+    for (int i = 0; i < n; i++) {
+        long long eng = -1;
+        unsigned notes = 0;
+        char w2[160];
+        cudnnBackendDescriptor_t plan = NULL;
+        size_t ws = 0;
+        uint64_t hash = 0;
+        int want = cg->n < GP__CGRAPH_MAX && (only < 0 || pos <= only) && !timed_out;
+        if (want && only < 0 && now_ms() - t0 > cap_ms) timed_out = want = 0;
+        if (want && cg_engine(ecs[i], &eng, &notes, w2, sizeof w2) == 0 && !(notes & forbid) &&
+            cg_plan(h, ecs[i], &plan, &ws, &hash, json, w2, sizeof w2) == 0 && ws <= ws_max) {
+            int dup = 0;
+            for (int j = 0; j < n_seen && hash; j++)
+                dup |= seen[j] == hash;
+            if (!dup) {
+                if (hash) seen[n_seen++] = hash;
+                if (only < 0 || pos == only) {
+                    cg->plan[cg->n] = plan;
+                    cg->ws[cg->n] = ws;
+                    cg->engine[cg->n] = eng;
+                    cg->pos[cg->n] = pos;
+                    cg->n++;
+                    plan = NULL;
+                }
+                pos++;
+            }
+        }
+        cg_destroy(&plan);
+        cg_destroy(&ecs[i]);
+    }
+    free(json);
+    if (n > 0 && cg->n == 0)
+        snprintf(why, why_len, "none of %d engine configurations qualified%s", n,
+                 timed_out ? " in time" : "");
+    return cg->n;
+}
+
+int gp__cgraph_count(const gp__cgraph *g) {
+    return g ? g->n : 0;
+}
+size_t gp__cgraph_ws(const gp__cgraph *g, int i) {
+    return g->ws[i];
+}
+long long gp__cgraph_engine(const gp__cgraph *g, int i) {
+    return g->engine[i];
+}
+int gp__cgraph_pos(const gp__cgraph *g, int i) {
+    return g->pos[i];
+}
+
+int gp__cgraph_bind(gp__cgraph *g, const void *x, const void *w, void *y, void *ws, char *why,
+                    size_t why_len) {
+    const int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *ptrs[3] = {(void *)(uintptr_t)x, (void *)(uintptr_t)w, y};
+    cg_destroy(&g->pack);
+    CG(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &g->pack));
+    CG(cudnnBackendSetAttribute(g->pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3,
+                                uids));
+    CG(cudnnBackendSetAttribute(g->pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                3, ptrs));
+    CG(cudnnBackendSetAttribute(g->pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                                &ws));
+    CG(cudnnBackendFinalize(g->pack));
+    return 0;
+}
+
+cudnnStatus_t gp__cgraph_run(const gp__cgraph *g, cudnnHandle_t h, int i) {
+    if (!g || i < 0 || i >= g->n || !g->pack) return CUDNN_STATUS_BAD_PARAM;
+    return cudnnBackendExecute(h, g->plan[i], g->pack);
+}
+
+void gp__cgraph_keep(gp__cgraph *g, int keep) {
+    if (!g) return;
+    int k = 0;
+    for (int i = 0; i < g->n; i++) {
+        if (i != keep) {
+            cg_destroy(&g->plan[i]);
+            continue;
+        }
+        g->plan[k] = g->plan[i], g->ws[k] = g->ws[i], g->engine[k] = g->engine[i],
+        g->pos[k] = g->pos[i];
+        k++;
+    }
+    g->n = k;
+}
+
+void gp__cgraph_free(gp__cgraph *g) {
+    if (!g) return;
+    gp__cgraph_keep(g, -1);
+    cg_destroy(&g->pack);
+    cg_destroy(&g->og);
+    cg_destroy(&g->op);
+    cg_destroy(&g->cv);
+    cg_destroy(&g->yt);
+    cg_destroy(&g->wt);
+    cg_destroy(&g->xt);
+    free(g);
+}
+#else
+typedef int gp__conv_graph_unused; /* a build without cuDNN: nothing here (ISO C: not empty) */
+#endif
