@@ -20,10 +20,11 @@
  *       in fp32);
  *   (f) conv.c's fused form, cudnnConvolutionBiasActivationForward (bias + relu, alpha2 = 0,
  *       z = y), with each of (h)'s candidates: the fastest cuDNN accepts, or "rejected";
- *   (g) the graph API (cudnnBackend*, what PyTorch 2's F.conv2d and cudnn-frontend use): the
- *       same convolution as a one-operation graph, every engine configuration of the
- *       heuristic in mode A and of the fallback list (the plans deduplicated), timed within
- *       about 1 s per shape and layout; fp32 passes over engines noted TENSOR_CORE,
+ *   (g) the graph API (cudnnBackend*, what PyTorch 2's F.conv2d and cudnn-frontend use) through
+ *       lib/cuda/conv_graph.c, the code of conv.c's graph-API candidates: the same convolution
+ *       as a one-operation graph, every engine configuration of the heuristic in mode A and of
+ *       the fallback list (the plans deduplicated, up to 32 finalized within about 1 s per
+ *       shape and layout), each timed; fp32 passes over engines noted TENSOR_CORE,
  *       DOWN_CONVERT_INPUTS, REDUCED_PRECISION_REDUCTION or FFT (conv.c's IEEE fp32, PyTorch's
  *       with TF32 off); the fastest plan's output is compared with (a)'s fastest (g_diff: the
  *       largest difference over the largest magnitude of (a)'s output). Whether an engine the
@@ -54,6 +55,7 @@
 #include <cudnn.h>
 
 #include "bench-spin.h"
+#include "conv_graph.h"
 
 #define WS_MAX ((size_t)256 << 20)              /* conv.c's CONV_WS_MAX */
 #define N_CAND CUDNN_CONVOLUTION_FWD_ALGO_COUNT /* conv.c's CONV_MAX_CAND */
@@ -173,9 +175,9 @@ typedef struct bench {
     void *x, *y, *w, *bias, *ws;
     void *host;  /* host staging, as large as the largest of x, y and w */
     void *host2; /* (g)'s comparison: a second y */
-    /* (g): the plan run_once executes for ALGO_GRAPH, and the variant pack (x, w, y and the
-       workspace: the same buffers for every shape) */
-    cudnnBackendDescriptor_t plan, vpack;
+    /* (g): the plans of the current shape and layout; run_once runs plan cg_i for ALGO_GRAPH */
+    gp__cgraph *cg;
+    int cg_i;
     cudaEvent_t *ev; /* reps + 1 */
     float *times;    /* reps */
     /* the current shape and layout */
@@ -222,11 +224,11 @@ static void fill(const bench *b, void *dst, size_t n, float scale, uint64_t seed
 
 /* --- one configuration, timed --------------------------------------------------------------- */
 
-#define ALGO_GRAPH (-1) /* run_once / time_runs: b->plan with b->vpack, (g) */
+#define ALGO_GRAPH (-1) /* run_once / time_runs: b->cg's plan b->cg_i, (g) */
 
 static cudnnStatus_t run_once(const bench *b, int algo, size_t ws, int fused) {
     const float one = 1.0f, zero = 0.0f; /* float scaling for float / half / bf16 data */
-    if (algo == ALGO_GRAPH) return cudnnBackendExecute(b->h, b->plan, b->vpack);
+    if (algo == ALGO_GRAPH) return gp__cgraph_run(b->cg, b->h, b->cg_i);
     cudnnConvolutionFwdAlgo_t a = (cudnnConvolutionFwdAlgo_t)algo;
     if (fused) /* y = relu(conv(x) + 0 * z + bias), z = y, as conv.c */
         return cudnnConvolutionBiasActivationForward(b->h, &one, b->xd, b->x, b->wd, b->w, b->cd, a,
@@ -360,213 +362,32 @@ static const cfg *time_cfg(bench *b, int algo, int math) {
 }
 
 /* --- (g) the graph API ---------------------------------------------------------------------- */
+/* The plans come from lib/cuda/conv_graph.c, the code conv.c's graph-API candidates use, asked
+   for more: every qualifying configuration of mode A and of the fallback list (up to
+   G_MAX_PLANS), within G_CAP_MS of planning per shape and layout. */
 
-#define G_MAX_CFG 64     /* engine configurations taken from one heuristic mode */
-#define G_CAP_MS 1000.0  /* wall time for (g) per shape and layout, plans' finalize included */
-#define G_JSON_MAX 65536 /* a plan's JSON, for the deduplication */
-enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
+#define G_MAX_PLANS 32
+#define G_CAP_MS 1000.0
 
-/* The one-convolution graph of the current shape and layout. */
-typedef struct graph {
-    cudnnBackendDescriptor_t xt, wt, yt, cv, op, og;
-} graph;
+/* Every configuration gp__cgraph_plan saw, for the report (its `why` copied). */
+typedef struct seen_list {
+    int n;
+    gp__cgraph_seen s[2 * GP__CGRAPH_OFFERED];
+    char why[2 * GP__CGRAPH_OFFERED][96];
+} seen_list;
 
-/* A failed backend call: its attribute (or function) and status, for the report. */
-#define GTRY(call)                                                                                 \
-    do {                                                                                           \
-        cudnnStatus_t s_ = (call);                                                                 \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                          \
-            g_fail(why, why_len, #call, s_);                                                       \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
-
-static void g_fail(char *why, size_t why_len, const char *call, cudnnStatus_t s) {
-    const char *attr = strstr(call, "CUDNN_ATTR_");
-    const char *fn = attr ? attr : call;
-    int len = (int)strcspn(fn, attr ? ", )" : "(");
-    snprintf(why, why_len, "%.*s:%s", len, fn, cudnnGetErrorString(s));
-    for (char *p = why; *p; p++)
+static void on_seen(void *user, const gp__cgraph_seen *sn) {
+    seen_list *l = user;
+    if (l->n == 2 * GP__CGRAPH_OFFERED) return;
+    l->s[l->n] = *sn;
+    snprintf(l->why[l->n], sizeof l->why[0], "%s", sn->why ? sn->why : "");
+    for (char *p = l->why[l->n]; *p; p++) /* one token on the key=value line */
         if (*p == ' ') *p = '_';
+    l->s[l->n].why = l->why[l->n];
+    l->n++;
 }
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static void g_destroy(cudnnBackendDescriptor_t *d) {
-    if (*d) (void)cudnnBackendDestroyDescriptor(*d); /* nothing to do about a failure here */
-    *d = NULL;
-}
-
-static void graph_free(graph *g) {
-    g_destroy(&g->og);
-    g_destroy(&g->op);
-    g_destroy(&g->cv);
-    g_destroy(&g->yt);
-    g_destroy(&g->wt);
-    g_destroy(&g->xt);
-}
-
-/* A 4-d tensor (N, C, H, W) in the layout's strides. */
-static int g_tensor(cudnnBackendDescriptor_t *t, cudnnDataType_t dt, int64_t n, int64_t c,
-                    int64_t h, int64_t w, int nhwc, int64_t uid, char *why, size_t why_len) {
-    int64_t dim[4] = {n, c, h, w}, str[4], align = 16;
-    if (nhwc)
-        str[0] = h * w * c, str[1] = 1, str[2] = w * c, str[3] = c;
-    else
-        str[0] = c * h * w, str[1] = h * w, str[2] = w, str[3] = 1;
-    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
-    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
-    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim));
-    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str));
-    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-    GTRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1,
-                                  &align));
-    GTRY(cudnnBackendFinalize(*t));
-    return 0;
-}
-
-/* The handle attributes are deprecated since cuDNN 9.8 (a device-property descriptor may stand
-   in); they still work, and cuDNN 9 before 9.8 has nothing else. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-static const cudnnBackendAttributeName_t G_GRAPH_HANDLE = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
-static const cudnnBackendAttributeName_t G_PLAN_HANDLE = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
-#pragma GCC diagnostic pop
-
-/* y = conv(x, w) as an operation graph: cross-correlation, fp32 compute (conv.c's conv_desc). */
-static int graph_build(bench *b, const shape *s, int nhwc, graph *g, char *why, size_t why_len) {
-    const int64_t N = b->batch, ho = out_hw(s), two = 2;
-    const int64_t dil[2] = {1, 1}, str[2] = {s->stride, s->stride}, pad[2] = {s->pad, s->pad};
-    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-    const float one = 1.0f, zero = 0.0f;
-    if (g_tensor(&g->xt, b->dt, N, s->c, s->hw, s->hw, nhwc, UID_X, why, why_len) ||
-        g_tensor(&g->wt, b->dt, s->k, s->c, s->r, s->r, nhwc, UID_W, why, why_len) ||
-        g_tensor(&g->yt, b->dt, N, s->k, ho, ho, nhwc, UID_Y, why, why_len))
-        return -1;
-    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &g->cv));
-    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1,
-                                  &comp));
-    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
-                                  CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
-    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1,
-                                  &two));
-    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2,
-                                  dil));
-    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
-                                  str));
-    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2,
-                                  pad));
-    GTRY(cudnnBackendSetAttribute(g->cv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2,
-                                  pad));
-    GTRY(cudnnBackendFinalize(g->cv));
-    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-                                      &g->op));
-    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->xt));
-    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->wt));
-    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->yt));
-    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->cv));
-    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-                                  CUDNN_TYPE_FLOAT, 1, &one));
-    GTRY(cudnnBackendSetAttribute(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-                                  CUDNN_TYPE_FLOAT, 1, &zero));
-    GTRY(cudnnBackendFinalize(g->op));
-    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g->og));
-    GTRY(cudnnBackendSetAttribute(g->og, G_GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->h));
-    GTRY(cudnnBackendSetAttribute(g->og, CUDNN_ATTR_OPERATIONGRAPH_OPS,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->op));
-    GTRY(cudnnBackendFinalize(g->og));
-    return 0;
-}
-
-/* The heuristic's engine configurations in `mode`, at most `max`, into ecs (created here; the
-   caller destroys them): how many, or -1 with why. */
-static int graph_configs(const graph *g, cudnnBackendHeurMode_t mode, cudnnBackendDescriptor_t *ecs,
-                         int max, char *why, size_t why_len) {
-    cudnnBackendDescriptor_t heur = NULL;
-    int64_t n = 0, got = 0;
-    int made = 0, rc = -1;
-    cudnnStatus_t st;
-#define GH(call)                                                                                   \
-    if ((st = (call)) != CUDNN_STATUS_SUCCESS) {                                                   \
-        g_fail(why, why_len, #call, st);                                                           \
-        goto out;                                                                                  \
-    }
-    GH(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
-    GH(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->og));
-    GH(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
-    GH(cudnnBackendFinalize(heur));
-    /* the count first (no array), then that many engine configurations, created beforehand */
-    GH(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                0, &n, NULL));
-    if (n > max) n = max;
-    for (; made < (int)n; made++)
-        GH(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &ecs[made]));
-    if (n > 0)
-        GH(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got, ecs));
-    if (got > n) got = n;
-    if (got < 0) got = 0;
-    rc = (int)got;
-out:
-    for (int i = rc < 0 ? 0 : rc; i < made; i++) /* on failure all, else those not filled */
-        g_destroy(&ecs[i]);
-    g_destroy(&heur);
-    return rc;
-#undef GH
-}
-
-/* An engine configuration's engine: its global index and note bits (1 << note). */
-static int graph_engine(cudnnBackendDescriptor_t ec, long long *index, unsigned *numerical,
-                        unsigned *behavior, char *why, size_t why_len) {
-    cudnnBackendDescriptor_t eng = NULL;
-    cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-    int64_t got = 0, idx = -1;
-    int rc = -1;
-    cudnnStatus_t st;
-    *numerical = *behavior = 0;
-#define GE(call)                                                                                   \
-    if ((st = (call)) != CUDNN_STATUS_SUCCESS) {                                                   \
-        g_fail(why, why_len, #call, st);                                                           \
-        goto out;                                                                                  \
-    }
-    GE(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng));
-    GE(cudnnBackendGetAttribute(ec, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                &got, &eng));
-    GE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got,
-                                &idx));
-    GE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &got, nn));
-    for (int64_t i = 0; i < got && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
-        if ((unsigned)nn[i] < 32) *numerical |= 1u << nn[i];
-    GE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &got, bn));
-    for (int64_t i = 0; i < got && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
-        if ((unsigned)bn[i] < 32) *behavior |= 1u << bn[i];
-    *index = (long long)idx;
-    rc = 0;
-out:
-    g_destroy(&eng);
-    return rc;
-#undef GE
-}
-
-/* The notes that break conv.c's fp32 contract (IEEE fp32 products and sums). */
-static const unsigned G_NOT_FP32 =
-    1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE | 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS |
-    1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION | 1u << CUDNN_NUMERICAL_NOTE_FFT;
-
-static void notes_str(unsigned numerical, unsigned behavior, char *out, size_t len) {
+static void notes_str(unsigned numerical, int runtime_built, char *out, size_t len) {
     static const char *const nn[] = {
         "tensor_core", "down_convert", "reduced_reduction", "fft",           "nondeterministic",
         "winograd",    "winograd4x4",  "winograd6x6",       "winograd13x13", "strict_nan"};
@@ -575,39 +396,10 @@ static void notes_str(unsigned numerical, unsigned behavior, char *out, size_t l
     for (unsigned i = 0; i < sizeof nn / sizeof *nn; i++)
         if (numerical & 1u << i && at < len)
             at += (size_t)snprintf(out + at, len - at, "%s%s", at ? "," : "", nn[i]);
-    if (behavior & 1u << CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION && at < len)
+    if (runtime_built && at < len)
         at += (size_t)snprintf(out + at, len - at, "%sruntime_compiled", at ? "," : "");
     if (!out[0]) snprintf(out, len, "-");
 }
-
-/* A plan for one engine configuration: finalized, with its workspace and a hash of its JSON
-   (0 when cuDNN gives none). 0, or -1 with why. */
-static int graph_plan(bench *b, cudnnBackendDescriptor_t ec, cudnnBackendDescriptor_t *plan,
-                      size_t *ws, uint64_t *hash, char *why, size_t why_len) {
-    static char json[G_JSON_MAX];
-    int64_t got = 0, bytes = 0;
-    *plan = NULL;
-    GTRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan));
-    GTRY(cudnnBackendSetAttribute(*plan, G_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->h));
-    GTRY(cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ec));
-    GTRY(cudnnBackendFinalize(*plan));
-    GTRY(cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
-                                  1, &got, &bytes));
-    *ws = bytes < 0 ? 0 : (size_t)bytes;
-    *hash = 0;
-    got = 0;
-    if (cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
-                                 CUDNN_TYPE_CHAR, G_JSON_MAX, &got, json) == CUDNN_STATUS_SUCCESS &&
-        got > 0 && got < G_JSON_MAX) {        /* longer (perhaps cut): no hash, no deduplication */
-        uint64_t h = 14695981039346656037ull; /* FNV-1a */
-        for (int64_t i = 0; i < got && i < G_JSON_MAX && json[i]; i++)
-            h = (h ^ (unsigned char)json[i]) * 1099511628211ull;
-        *hash = h;
-    }
-    return 0;
-}
-#undef GTRY
 
 /* y's element i as a float. */
 static float y_at(const bench *b, const void *p, size_t i) {
@@ -638,8 +430,9 @@ static float y_at(const bench *b, const void *p, size_t i) {
     return v;
 }
 
-/* The graph plan's output (b->plan) against (a)'s fastest legacy configuration's: the largest
-   difference over the largest magnitude of the legacy output; -1 when one of them fails. */
+/* The graph plan's output (b->cg's plan b->cg_i) against (a)'s fastest legacy configuration's:
+   the largest difference over the largest magnitude of the legacy output; -1 when one of them
+   fails. */
 static double graph_compare(bench *b, const result *res, size_t y_elems) {
     const cfg *c = &b->cache[res->a_algo][res->a_math];
     CU(cudaMemset(b->y, 0, y_elems * b->es));
@@ -662,109 +455,92 @@ static double graph_compare(bench *b, const result *res, size_t y_elems) {
     return diff / (mag > 0.0 ? mag : 1.0);
 }
 
-/* (g) for the current shape and layout: every engine configuration of mode A, then of the
-   fallback list, planned and timed within G_CAP_MS; the fastest kept in res. */
+/* (g) for the current shape and layout: the plans, each timed; the fastest kept in res and its
+   output compared with (a)'s. One conv-bench-graph line per configuration offered. */
 static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
-    static cudnnBackendDescriptor_t cfgs[G_MAX_CFG];
-    static uint64_t seen[2 * G_MAX_CFG];
-    const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    const char *mode_name[2] = {"A", "fallback"};
-    const double t0 = now_ms();
-    cudnnBackendDescriptor_t best = NULL;
-    graph g = {0};
-    int n_seen = 0;
+    static seen_list seen;
+    static float ms_of[G_MAX_PLANS];
+    static int runs_of[G_MAX_PLANS];
+    static char fail_of[G_MAX_PLANS][96];
+    const int64_t ho = out_hw(s);
+    const gp__cgraph_geom geo = {b->batch,  s->c,      s->hw,  s->hw,  s->k, ho, ho, s->r, s->r,
+                                 s->stride, s->stride, s->pad, s->pad, 1,    1,  1,  nhwc};
+    const gp__cgraph_want want = {.forbid = gp__cgraph_forbidden(b->prec == PREC_FP32),
+                                  .ws_max = WS_MAX,
+                                  .cap_ms = G_CAP_MS,
+                                  .max_plans = G_MAX_PLANS,
+                                  .only = -1,
+                                  .fallback = 1,
+                                  .seen = on_seen,
+                                  .user = &seen};
+    gp__cgraph *cg = NULL;
+    char why[96];
+    int best = -1;
+    seen.n = 0;
     res->g_eng = -1;
     res->g_diff = -1.0;
-    snprintf(res->g_why, sizeof res->g_why, "no_engine_config");
-    if (graph_build(b, s, nhwc, &g, res->g_why, sizeof res->g_why) != 0) {
-        graph_free(&g);
-        return;
-    }
-    for (int m = 0; m < 2; m++) {
-        char why[96];
-        int n = graph_configs(&g, modes[m], cfgs, G_MAX_CFG, why, sizeof why);
-        if (n < 0) {
-            printf("conv-bench-graph: shape=%s prec=%s layout=%s mode=%s status=failed why=%s\n",
-                   s->name, PREC_NAME[b->prec], b->layout, mode_name[m], why);
-            if (m == 0) memcpy(res->g_why, why, sizeof why);
+    int n = gp__cgraph_plan(b->h, b->dt, &geo, &want, &cg, why, sizeof why);
+    if (n > 0 && gp__cgraph_bind(cg, b->x, b->w, b->y, b->ws, why, sizeof why) != 0) n = 0;
+    snprintf(res->g_why, sizeof res->g_why, "%s", why[0] ? why : "no_engine_config");
+    for (char *p = res->g_why; *p; p++)
+        if (*p == ' ') *p = '_';
+    b->cg = cg;
+    for (int i = 0; i < n; i++) {
+        b->cg_i = i;
+        fail_of[i][0] = '\0';
+        if (time_runs(b, ALGO_GRAPH, 0, 0, &ms_of[i], &runs_of[i], fail_of[i], sizeof fail_of[i]) !=
+            0) {
+            ms_of[i] = -1.0f;
+            res->g_failed++;
             continue;
         }
-        res->g_offered += n;
-        for (int i = 0; i < n; i++) {
-            long long eng = -1;
-            unsigned nn = 0, bn = 0;
-            char notes[160], line[256];
-            size_t ws = 0;
-            uint64_t hash = 0;
-            cudnnBackendDescriptor_t plan = NULL;
-            float ms = 0.0f;
-            int runs = 0, keep = 0;
-            line[0] = '\0';
-            if (now_ms() - t0 > G_CAP_MS) {
-                res->g_untried++;
-                g_destroy(&cfgs[i]);
-                continue;
-            }
-            if (graph_engine(cfgs[i], &eng, &nn, &bn, why, sizeof why) != 0) {
-                res->g_failed++;
-                snprintf(line, sizeof line, "status=failed why=%s", why);
-            } else if (b->prec == PREC_FP32 && (nn & G_NOT_FP32)) {
+        res->g_timed++;
+        if (best < 0 || ms_of[i] < ms_of[best]) best = i;
+    }
+    res->g_offered = seen.n;
+    for (int i = 0; i < seen.n; i++) {
+        const gp__cgraph_seen *sn = &seen.s[i];
+        char notes[160], line[256];
+        notes_str(sn->notes, sn->runtime_built, notes, sizeof notes);
+        if (sn->plan >= 0 && sn->plan < n && ms_of[sn->plan] >= 0)
+            snprintf(line, sizeof line, "ws_mib=%.2f ms=%.4f runs=%d", (double)sn->ws / (1 << 20),
+                     (double)ms_of[sn->plan], runs_of[sn->plan]);
+        else if (sn->plan >= 0 && sn->plan < n)
+            snprintf(line, sizeof line, "status=failed why=%s", fail_of[sn->plan]);
+        else if (sn->plan >= 0) /* planned, but the variant pack was refused */
+            snprintf(line, sizeof line, "status=failed why=%s", res->g_why);
+        else
+            snprintf(line, sizeof line, "status=skipped why=%s", sn->why);
+        if (sn->plan >= n) { /* planned, then not run: the variant pack was refused */
+            res->g_failed++;
+        } else if (sn->plan < 0) { /* the summary's counts */
+            if (!strcmp(sn->why, "same_plan_as_an_earlier"))
+                res->g_dup++;
+            else if (!strcmp(sn->why, "forbidden_note"))
                 res->g_contract++;
-                snprintf(line, sizeof line, "status=skipped why=fp32_contract");
-            } else if (graph_plan(b, cfgs[i], &plan, &ws, &hash, why, sizeof why) != 0) {
+            else if (!strcmp(sn->why, "not_reached_in_time") || !strcmp(sn->why, "kept_enough"))
+                res->g_untried++;
+            else
                 res->g_failed++;
-                snprintf(line, sizeof line, "status=failed why=%s", why);
-            } else if (ws > WS_MAX) {
-                res->g_failed++;
-                snprintf(line, sizeof line, "status=skipped why=workspace_%.0f_MiB>256",
-                         (double)ws / (1 << 20));
-            } else {
-                int dup = 0;
-                for (int j = 0; j < n_seen && hash; j++)
-                    dup |= seen[j] == hash;
-                if (dup) {
-                    res->g_dup++;
-                    snprintf(line, sizeof line, "status=skipped why=same_plan_as_before");
-                } else {
-                    if (hash && n_seen < 2 * G_MAX_CFG) seen[n_seen++] = hash;
-                    b->plan = plan;
-                    if (time_runs(b, ALGO_GRAPH, ws, 0, &ms, &runs, why, sizeof why) != 0) {
-                        res->g_failed++;
-                        snprintf(line, sizeof line, "status=failed why=%s", why);
-                    } else {
-                        res->g_timed++;
-                        snprintf(line, sizeof line, "ws_mib=%.2f ms=%.4f runs=%d",
-                                 (double)ws / (1 << 20), (double)ms, runs);
-                        if (res->g_eng < 0 || ms < res->g_ms) {
-                            keep = 1;
-                            res->g_eng = eng, res->g_ms = ms, res->g_ws = ws;
-                        }
-                    }
-                    b->plan = NULL;
-                }
-            }
-            notes_str(nn, bn, notes, sizeof notes);
-            printf("conv-bench-graph: shape=%s prec=%s layout=%s mode=%s cfg=%d eng=%lld "
-                   "notes=%s %s\n",
-                   s->name, PREC_NAME[b->prec], b->layout, mode_name[m], i, eng, notes, line);
-            if (keep) {
-                g_destroy(&best);
-                best = plan;
-            } else {
-                g_destroy(&plan);
-            }
-            g_destroy(&cfgs[i]);
         }
+        printf("conv-bench-graph: shape=%s prec=%s layout=%s mode=%s cfg=%d eng=%lld notes=%s "
+               "%s\n",
+               s->name, PREC_NAME[b->prec], b->layout, sn->fallback ? "fallback" : "A", sn->index,
+               sn->engine, notes, line);
     }
     fflush(stdout);
-    if (best && res->a_algo >= 0) {
-        b->plan = best;
-        res->g_diff = graph_compare(
-            b, res, (size_t)b->batch * (size_t)s->k * (size_t)out_hw(s) * (size_t)out_hw(s));
-        b->plan = NULL;
+    if (best >= 0) {
+        res->g_eng = gp__cgraph_engine(cg, best);
+        res->g_ms = ms_of[best];
+        res->g_ws = gp__cgraph_ws(cg, best);
+        if (res->a_algo >= 0) {
+            b->cg_i = best;
+            res->g_diff =
+                graph_compare(b, res, (size_t)b->batch * (size_t)s->k * (size_t)ho * (size_t)ho);
+        }
     }
-    g_destroy(&best);
-    graph_free(&g);
+    b->cg = NULL;
+    gp__cgraph_free(cg);
 }
 
 /* --- one shape in one layout ---------------------------------------------------------------- */
@@ -1255,18 +1031,6 @@ int main(int argc, char **argv) {
     DNN(cudnnCreateConvolutionDescriptor(&b.cd));
     DNN(cudnnCreateActivationDescriptor(&b.act));
     DNN(cudnnSetActivationDescriptor(b.act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
-    { /* (g)'s variant pack: the same buffers for every shape and plan */
-        int64_t uids[3] = {UID_X, UID_W, UID_Y};
-        void *ptrs[3] = {b.x, b.w, b.y};
-        DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &b.vpack));
-        DNN(cudnnBackendSetAttribute(b.vpack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
-                                     3, uids));
-        DNN(cudnnBackendSetAttribute(b.vpack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                     CUDNN_TYPE_VOID_PTR, 3, ptrs));
-        DNN(cudnnBackendSetAttribute(b.vpack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
-                                     CUDNN_TYPE_VOID_PTR, 1, &b.ws));
-        DNN(cudnnBackendFinalize(b.vpack));
-    }
 
     result(*res)[2] = calloc((size_t)n_shapes, sizeof *res);
     if (!res) {
@@ -1282,7 +1046,6 @@ int main(int argc, char **argv) {
     printf("\n");
     dl_iterate_phdr(print_libs, NULL);
 
-    DNN(cudnnBackendDestroyDescriptor(b.vpack));
     DNN(cudnnDestroyActivationDescriptor(b.act));
     DNN(cudnnDestroyConvolutionDescriptor(b.cd));
     DNN(cudnnDestroyFilterDescriptor(b.wd));

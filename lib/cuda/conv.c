@@ -124,14 +124,18 @@ static int conv_desc(cudnnConvolutionDescriptor_t *d, const gp__op *op, ck *c) {
    inputs converted down or reduced-precision sums. */
 static int conv_graph(const slot_state *st, const gp__op *op, conv_bucket *bk, cudnnHandle_t h,
                       size_t n, int only) {
-    const gp__cgraph_geom g = {(int64_t)n, op->in.c,     op->in.h,     op->in.w,
-                               op->out.c,  op->out.h,    op->out.w,    op->kh,
-                               op->kw,     op->stride_h, op->stride_w, op->pad_h,
-                               op->pad_w,  op->dil_h,    op->dil_w,    op->groups};
+    const gp__cgraph_geom g = {(int64_t)n,   op->in.c,  op->in.h,  op->in.w,  op->out.c,
+                               op->out.h,    op->out.w, op->kh,    op->kw,    op->stride_h,
+                               op->stride_w, op->pad_h, op->pad_w, op->dil_h, op->dil_w,
+                               op->groups,   0};
+    const gp__cgraph_want want = {.forbid =
+                                      gp__cgraph_forbidden(st->m->precision == GP_PRECISION_FP32),
+                                  .ws_max = CONV_WS_MAX,
+                                  .cap_ms = CONV_GRAPH_CAP_MS,
+                                  .max_plans = GP__CGRAPH_MAX,
+                                  .only = only};
     char why[160];
-    int got = gp__cgraph_plan(h, dnn_type(st->kt), &g,
-                              gp__cgraph_forbidden(st->m->precision == GP_PRECISION_FP32),
-                              CONV_WS_MAX, CONV_GRAPH_CAP_MS, only, &bk->g, why, sizeof why);
+    int got = gp__cgraph_plan(h, dnn_type(st->kt), &g, &want, &bk->g, why, sizeof why);
     if (got == 0) { /* why: cuDNN refused the graph, or nothing qualified; nothing to act on */
         gp__cgraph_free(bk->g);
         bk->g = NULL;

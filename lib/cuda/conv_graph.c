@@ -15,13 +15,17 @@
 #define CG_JSON_MAX 65536 /* a plan's JSON, for telling plans apart */
 enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
 
+typedef struct cg_plan_rec {
+    cudnnBackendDescriptor_t plan;
+    size_t ws;
+    long long engine;
+    int pos;
+} cg_plan_rec;
+
 struct gp__cgraph {
     cudnnBackendDescriptor_t xt, wt, yt, cv, op, og, pack;
     int n;
-    cudnnBackendDescriptor_t plan[GP__CGRAPH_MAX];
-    size_t ws[GP__CGRAPH_MAX];
-    long long engine[GP__CGRAPH_MAX];
-    int pos[GP__CGRAPH_MAX];
+    cg_plan_rec p[]; /* want->max_plans */
 };
 
 /* The handle attributes are deprecated since cuDNN 9.8 (a device-property descriptor may stand
@@ -67,10 +71,11 @@ unsigned gp__cgraph_forbidden(int ieee_fp32) {
     return f;
 }
 
-/* A packed NCHW tensor. */
+/* A packed tensor of dimensions N, C, H, W: NCHW, or NHWC. */
 static int cg_tensor(cudnnBackendDescriptor_t *t, cudnnDataType_t dt, const int64_t dim[4],
-                     int64_t uid, char *why, size_t why_len) {
-    const int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1}, align = 16;
+                     int nhwc, int64_t uid, char *why, size_t why_len) {
+    const int64_t c = dim[1], h = dim[2], w = dim[3], align = 16;
+    const int64_t str[4] = {c * h * w, nhwc ? 1 : h * w, nhwc ? w * c : w, nhwc ? c : 1};
     CG(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
     CG(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
     CG(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim));
@@ -91,9 +96,9 @@ static int cg_build(gp__cgraph *cg, cudnnHandle_t h, cudnnDataType_t dt, const g
     const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
     const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
     const float one = 1.0f, zero = 0.0f;
-    if (cg_tensor(&cg->xt, dt, xd, UID_X, why, why_len) ||
-        cg_tensor(&cg->wt, dt, wd, UID_W, why, why_len) ||
-        cg_tensor(&cg->yt, dt, yd, UID_Y, why, why_len))
+    if (cg_tensor(&cg->xt, dt, xd, g->nhwc, UID_X, why, why_len) ||
+        cg_tensor(&cg->wt, dt, wd, g->nhwc, UID_W, why, why_len) ||
+        cg_tensor(&cg->yt, dt, yd, g->nhwc, UID_Y, why, why_len))
         return -1;
     CG(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &cg->cv));
     CG(cudnnBackendSetAttribute(cg->cv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1,
@@ -134,11 +139,10 @@ static int cg_build(gp__cgraph *cg, cudnnHandle_t h, cudnnDataType_t dt, const g
     return 0;
 }
 
-/* The heuristic's engine configurations (mode A), at most max, into ecs (created here; the
+/* The heuristic's engine configurations in `mode`, at most max, into ecs (created here; the
    caller destroys them). How many, or -1 with why. */
-static int cg_configs(const gp__cgraph *cg, cudnnBackendDescriptor_t *ecs, int max, char *why,
-                      size_t why_len) {
-    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+static int cg_configs(const gp__cgraph *cg, cudnnBackendHeurMode_t mode,
+                      cudnnBackendDescriptor_t *ecs, int max, char *why, size_t why_len) {
     cudnnBackendDescriptor_t heur = NULL;
     int64_t n = 0, got = 0;
     int made = 0, rc = -1;
@@ -173,15 +177,18 @@ out:
 #undef CGH
 }
 
-/* An engine configuration's engine: its global index and numerical notes (1 << note). */
-static int cg_engine(cudnnBackendDescriptor_t ec, long long *index, unsigned *notes, char *why,
-                     size_t why_len) {
+/* An engine configuration's engine: its global index, numerical notes (1 << note) and whether
+   it is built at run time. */
+static int cg_engine(cudnnBackendDescriptor_t ec, long long *index, unsigned *notes, int *rtc,
+                     char *why, size_t why_len) {
     cudnnBackendDescriptor_t eng = NULL;
     cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
     int64_t got = 0, idx = -1;
     int rc = -1;
     cudnnStatus_t st;
     *notes = 0;
+    *rtc = 0;
 #define CGE(call)                                                                                  \
     if ((st = (call)) != CUDNN_STATUS_SUCCESS) {                                                   \
         cg_fail(why, why_len, #call, st);                                                          \
@@ -196,6 +203,10 @@ static int cg_engine(cudnnBackendDescriptor_t ec, long long *index, unsigned *no
                                  CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &got, nn));
     for (int64_t i = 0; i < got && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
         if ((unsigned)nn[i] < 32) *notes |= 1u << nn[i];
+    CGE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &got, bn));
+    for (int64_t i = 0; i < got && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+        *rtc |= bn[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
     *index = (long long)idx;
     rc = 0;
 out:
@@ -230,62 +241,77 @@ static int cg_plan(cudnnHandle_t h, cudnnBackendDescriptor_t ec, cudnnBackendDes
     return 0;
 }
 
-#define CG_OFFERED_MAX 64 /* engine configurations read from the heuristic */
-
-int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *g, unsigned forbid,
-                    size_t ws_max, double cap_ms, int only, gp__cgraph **out, char *why,
-                    size_t why_len) {
+int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *g,
+                    const gp__cgraph_want *w, gp__cgraph **out, char *why, size_t why_len) {
     const double t0 = now_ms();
-    cudnnBackendDescriptor_t ecs[CG_OFFERED_MAX];
-    uint64_t seen[CG_OFFERED_MAX];
-    int n_seen = 0, pos = 0, timed_out = 0;
-    char *json = NULL;
-    *out = NULL;
-    gp__cgraph *cg = calloc(1, sizeof *cg);
-    if (!cg || !(json = malloc(CG_JSON_MAX))) {
+    if (why_len) why[0] = '\0';
+    const int max_plans = w->max_plans < 1                    ? 1
+                          : w->max_plans > GP__CGRAPH_OFFERED ? GP__CGRAPH_OFFERED
+                                                              : w->max_plans;
+    cudnnBackendDescriptor_t ecs[GP__CGRAPH_OFFERED];
+    uint64_t seen[2 * GP__CGRAPH_OFFERED];
+    int n_seen = 0, pos = 0, offered = 0;
+    char *json = malloc(CG_JSON_MAX);
+    gp__cgraph *cg = calloc(1, sizeof *cg + (size_t)max_plans * sizeof cg->p[0]);
+    *out = cg;
+    if (!cg || !json) {
         snprintf(why, why_len, "out of memory for the cuDNN graph");
-        free(cg);
+        free(json);
         return 0;
     }
-    *out = cg;
-    int n = cg_build(cg, h, dt, g, why, why_len) == 0
-                ? cg_configs(cg, ecs, CG_OFFERED_MAX, why, why_len)
-                : -1;
-    if (n == 0) snprintf(why, why_len, "cuDNN's graph heuristic offers no engine");
-    for (int i = 0; i < n; i++) {
-        long long eng = -1;
-        unsigned notes = 0;
-        char w2[160];
-        cudnnBackendDescriptor_t plan = NULL;
-        size_t ws = 0;
-        uint64_t hash = 0;
-        int want = cg->n < GP__CGRAPH_MAX && (only < 0 || pos <= only) && !timed_out;
-        if (want && only < 0 && now_ms() - t0 > cap_ms) timed_out = want = 0;
-        if (want && cg_engine(ecs[i], &eng, &notes, w2, sizeof w2) == 0 && !(notes & forbid) &&
-            cg_plan(h, ecs[i], &plan, &ws, &hash, json, w2, sizeof w2) == 0 && ws <= ws_max) {
-            int dup = 0;
-            for (int j = 0; j < n_seen && hash; j++)
-                dup |= seen[j] == hash;
-            if (!dup) {
-                if (hash) seen[n_seen++] = hash;
-                if (only < 0 || pos == only) {
-                    cg->plan[cg->n] = plan;
-                    cg->ws[cg->n] = ws;
-                    cg->engine[cg->n] = eng;
-                    cg->pos[cg->n] = pos;
-                    cg->n++;
-                    plan = NULL;
+    if (cg_build(cg, h, dt, g, why, why_len) != 0) {
+        free(json);
+        return 0;
+    }
+    for (int m = 0; m < (w->fallback ? 2 : 1); m++) {
+        int n = cg_configs(cg, m ? CUDNN_HEUR_MODE_FALLBACK : CUDNN_HEUR_MODE_A, ecs,
+                           GP__CGRAPH_OFFERED, why, why_len);
+        for (int i = 0; i < n; i++) {
+            gp__cgraph_seen sn = {.fallback = m, .index = i, .engine = -1, .plan = -1};
+            char w2[160] = "";
+            cudnnBackendDescriptor_t plan = NULL;
+            uint64_t hash = 0;
+            offered++;
+            if (cg->n == max_plans || (w->only >= 0 && pos > w->only)) {
+                sn.why = "kept enough";
+            } else if (w->only < 0 && now_ms() - t0 > w->cap_ms) {
+                sn.why = "not reached in time";
+            } else if (cg_engine(ecs[i], &sn.engine, &sn.notes, &sn.runtime_built, w2, sizeof w2) !=
+                       0) {
+                sn.why = w2;
+            } else if (sn.notes & w->forbid) {
+                sn.why = "forbidden note";
+            } else if (cg_plan(h, ecs[i], &plan, &sn.ws, &hash, json, w2, sizeof w2) != 0) {
+                sn.why = w2;
+            } else if (sn.ws > w->ws_max) {
+                sn.why = "workspace over the cap";
+            } else {
+                int dup = 0;
+                for (int j = 0; j < n_seen && hash; j++)
+                    dup |= seen[j] == hash;
+                if (dup) {
+                    sn.why = "same plan as an earlier";
+                } else {
+                    if (hash) seen[n_seen++] = hash;
+                    if (w->only < 0 || pos == w->only) {
+                        cg->p[cg->n] = (cg_plan_rec){plan, sn.ws, sn.engine, pos};
+                        sn.plan = cg->n++;
+                        plan = NULL;
+                    } else {
+                        sn.why = "not the memo's";
+                    }
+                    pos++;
                 }
-                pos++;
             }
+            if (w->seen) w->seen(w->user, &sn);
+            cg_destroy(&plan);
+            cg_destroy(&ecs[i]);
         }
-        cg_destroy(&plan);
-        cg_destroy(&ecs[i]);
     }
     free(json);
-    if (n > 0 && cg->n == 0)
-        snprintf(why, why_len, "none of %d engine configurations qualified%s", n,
-                 timed_out ? " in time" : "");
+    if (offered == 0 && !why[0]) snprintf(why, why_len, "cuDNN's graph heuristic offers no engine");
+    if (offered > 0 && cg->n == 0)
+        snprintf(why, why_len, "none of %d engine configurations qualified", offered);
     return cg->n;
 }
 
@@ -293,13 +319,13 @@ int gp__cgraph_count(const gp__cgraph *g) {
     return g ? g->n : 0;
 }
 size_t gp__cgraph_ws(const gp__cgraph *g, int i) {
-    return g->ws[i];
+    return g->p[i].ws;
 }
 long long gp__cgraph_engine(const gp__cgraph *g, int i) {
-    return g->engine[i];
+    return g->p[i].engine;
 }
 int gp__cgraph_pos(const gp__cgraph *g, int i) {
-    return g->pos[i];
+    return g->p[i].pos;
 }
 
 int gp__cgraph_bind(gp__cgraph *g, const void *x, const void *w, void *y, void *ws, char *why,
@@ -320,20 +346,17 @@ int gp__cgraph_bind(gp__cgraph *g, const void *x, const void *w, void *y, void *
 
 cudnnStatus_t gp__cgraph_run(const gp__cgraph *g, cudnnHandle_t h, int i) {
     if (!g || i < 0 || i >= g->n || !g->pack) return CUDNN_STATUS_BAD_PARAM;
-    return cudnnBackendExecute(h, g->plan[i], g->pack);
+    return cudnnBackendExecute(h, g->p[i].plan, g->pack);
 }
 
 void gp__cgraph_keep(gp__cgraph *g, int keep) {
     if (!g) return;
     int k = 0;
     for (int i = 0; i < g->n; i++) {
-        if (i != keep) {
-            cg_destroy(&g->plan[i]);
-            continue;
-        }
-        g->plan[k] = g->plan[i], g->ws[k] = g->ws[i], g->engine[k] = g->engine[i],
-        g->pos[k] = g->pos[i];
-        k++;
+        if (i != keep)
+            cg_destroy(&g->p[i].plan);
+        else
+            g->p[k++] = g->p[i];
     }
     g->n = k;
 }
