@@ -132,5 +132,6 @@ if(TARGET gp-infer)
   add_test(NAME sim_conv_choice
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sim/conv-choice.sh $<TARGET_FILE:gp-infer>
                    $<TARGET_FILE:gpsim> ${CMAKE_CURRENT_BINARY_DIR}/conv-choice)
-  set_tests_properties(sim_conv_choice PROPERTIES LABELS sim TIMEOUT 1200) # 213 s under TSan (tsan-sim), 2026-11-26
+  # 213 s under TSan (tsan-sim) on 2026-11-26 before its repeated-shape runs were added
+set_tests_properties(sim_conv_choice PROPERTIES LABELS sim TIMEOUT 1200)
 endif()

@@ -71,7 +71,8 @@ typedef struct conv_bucket {
     cudnnMathType_t cand_math[CONV_MAX_CAND];
     size_t cand_ws[CONV_MAX_CAND];
     gp__cgraph *g;
-    int graph; /* the plan of g the bucket runs, or -1: the legacy algorithm */
+    int graph;    /* the plan of g the bucket runs, or -1: the legacy algorithm */
+    int deferred; /* an earlier op of this slot planned the same key: its memo, at bind */
 } conv_bucket;
 
 /* What a convolution's choice depends on (gp__memo_*): its geometry, its activation (the fused
@@ -152,9 +153,11 @@ static int conv_graph(const slot_state *st, const gp__op *op, conv_bucket *bk, c
    together). Then the graph API's plans (conv_graph), which conv_bind times after them. When
    an earlier slot on this device timed the same convolution at this batch size (gp__memo_*),
    its choice is the only candidate, so this slot's workspace is only what that algorithm or
-   plan needs. IMPLICIT_GEMM stands in when the heuristic offers nothing usable. */
+   plan needs. With `defer` (an earlier op of this slot has the same key) no plans are made
+   here: that op's timing decides, and conv_bind plans its choice. IMPLICIT_GEMM stands in when
+   the heuristic offers nothing usable. */
 static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucket *bk,
-                     cudnnHandle_t h, size_t n, ck *c) {
+                     cudnnHandle_t h, size_t n, int defer, ck *c) {
     gp_precision prec = st->m->precision;
     int64_t key[CONV_KEY_LEN];
     int memo[GP__MEMO_VALS];
@@ -235,10 +238,28 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
             return CK_FAIL(c, GP_ENOTSUP, "cuDNN offers no convolution algorithm within %zu bytes",
                            CONV_WS_MAX);
     }
-    int ng = conv_graph(st, op, bk, h, n, -1);
+    int ng = 0;
+    if (defer) /* the earlier op times them; conv_bind plans its choice if it is a plan */
+        bk->deferred = 1;
+    else
+        ng = conv_graph(st, op, bk, h, n, -1);
     for (int i = 0; i < ng; i++)
         if (gp__cgraph_ws(bk->g, i) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, i);
     return GP_OK;
+}
+
+/* Whether an earlier conv2d of this slot made graph-API plans for the same key at bucket bi
+   (it is bound first, so its memo is there when this op binds). */
+static int conv_graph_earlier(const slot_state *st, const step *sp, int bi, size_t n) {
+    int64_t key[CONV_KEY_LEN], k2[CONV_KEY_LEN];
+    conv_key(sp->op, n, key);
+    for (const step *e = st->steps; e < sp; e++) {
+        const conv_plan *ep = e->op->kind == GP__OP_CONV2D ? e->plan : NULL;
+        if (!ep || !ep->bk || !ep->bk[bi].g) continue;
+        conv_key(e->op, n, k2);
+        if (!memcmp(key, k2, sizeof key)) return 1;
+    }
+    return 0;
 }
 
 static void conv_release(step *sp, int n_buckets) {
@@ -295,7 +316,8 @@ static int conv_plan_dnn(slot_state *st, step *sp, cudnnHandle_t h, ck *c) {
         if (on != N || oc != op->out.c || oh != op->out.h || ow != op->out.w)
             return CK_FAIL(c, GP_ENOTSUP, "cuDNN computes a %dx%dx%d output, the model %dx%dx%d",
                            oc, oh, ow, op->out.c, op->out.h, op->out.w);
-        if ((rc = conv_pick(st, op, cp, bk, h, (size_t)N, c)) != GP_OK) return rc;
+        int defer = conv_graph_earlier(st, sp, bi, (size_t)N);
+        if ((rc = conv_pick(st, op, cp, bk, h, (size_t)N, defer, c)) != GP_OK) return rc;
         if (bk->ws > need) need = bk->ws;
     }
     if (need > st->conv_ws_bytes) st->conv_ws_bytes = need;
@@ -610,6 +632,26 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         conv_bucket *bk = &cp->bk[bi];
         size_t n = st->buckets[bi];
         char why[160];
+        int64_t key[CONV_KEY_LEN];
+        int memo[GP__MEMO_VALS], hit = -1, has_memo;
+        conv_key(sp->op, n, key);
+        has_memo = gp__memo_get(st, key, sizeof key, memo);
+        if (bk->deferred && !bk->g && has_memo && memo[0] == CONV_MEMO_GRAPH) {
+            /* the earlier op of the same key chose a plan: this op's own copy of it (the
+               slot's workspace covers it: that op's plans sized it) */
+            if (conv_graph(st, sp->op, bk, gp_cuda_cudnn(slot), n, memo[1]) == 1 &&
+                gp__cgraph_engine(bk->g, 0) == (long long)memo[2] &&
+                gp__cgraph_ws(bk->g, 0) <= st->conv_ws_bytes) {
+                if (gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);
+                gp__slot_info(slot,
+                              "conv2d %s: batch %zu: graph engine %lld, as an earlier convolution "
+                              "of the same shape chose",
+                              sp->op->name, n, gp__cgraph_engine(bk->g, 0));
+            } else {
+                gp__cgraph_free(bk->g);
+                bk->g = NULL;
+            }
+        }
         if (bk->g &&
             gp__cgraph_bind(bk->g, gp__resolve(sp->src, slot), sp->k->w, gp__resolve(sp->dst, slot),
                             conv_ws(st, slot, bk->ws), why, sizeof why) != 0) {
@@ -622,12 +664,9 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         int n_all = bk->n_cand + ng > 0 ? bk->n_cand + ng : 1; /* 1: conv_pick's IMPLICIT_GEMM */
         int best = 0, best_fused = cp->relu != NULL && bk->n_cand > 0; /* untimed: fused where
                                                                           cuDNN takes it */
-        int64_t key[CONV_KEY_LEN];
-        int memo[GP__MEMO_VALS], hit = -1;
-        conv_key(sp->op, n, key);
         /* Timed already: by an earlier slot (conv_pick made its choice the only candidate) or by
            an op of the same geometry before this one in this slot. */
-        if (gp__memo_get(st, key, sizeof key, memo)) {
+        if (has_memo) {
             for (int i = 0; i < bk->n_cand && hit < 0 && memo[0] != CONV_MEMO_GRAPH; i++)
                 if ((int)bk->cand_algo[i] == memo[0] && (int)bk->cand_math[i] == memo[1]) hit = i;
             for (int j = 0; j < ng && hit < 0 && memo[0] == CONV_MEMO_GRAPH; j++)

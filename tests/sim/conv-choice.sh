@@ -6,7 +6,7 @@
 # how many ran) and that the later slots time nothing (they plan with the kept choice). Then the
 # graph API's plans: chosen when they are faster (GPSIM_DNN_LEGACY_SLOW) and kept for the later
 # slots, and passed over when they compute something else (GPSIM_DNN_GRAPH_WRONG), the output
-# the same bits either way. The outputs' agreement with the host reference is model_cuda_demo's
+# the same bits either way; and a repeated shape planning the earlier op's choice at bind. The outputs' agreement with the host reference is model_cuda_demo's
 # and model_cuda_graph_* 's to check, not this.
 # Usage: conv-choice.sh GP_INFER LIBGPSIM WORKDIR
 set -euo pipefail
@@ -67,4 +67,28 @@ if grep -q 'graph engine [0-9]* unfused, ' log-wrong.txt; then
   echo "a wrong graph plan was chosen"; exit 1
 fi
 cmp y-cuda.npy y-wrong.npy || { echo "the output with wrong graph plans passed over differs"; exit 1; }
-echo "conv-choice: graph-API plans chosen when faster ($graph), wrong ones passed over ($over)"
+# Two convolutions of the same shape (the demo's layer1.0.conv2 twice): the second makes no
+# plans at setup and times nothing; it plans the first one's choice at bind (a line each
+# bucket), and the output is again the legacy run's (of the same spec), bit for bit.
+sed 's/^conv2d layer1.0.conv2 padding=1$/conv2d layer1.0.conv2 padding=1\nbatchnorm2d layer1.0.bn2\nconv2d layer1.0.conv2 padding=1/' \
+  <(python3 -c 'import json,struct,sys; d=open("cnn.safetensors","rb").read(); n=struct.unpack("<Q",d[:8])[0]; sys.stdout.write(json.loads(d[8:8+n])["__metadata__"]["gpupipe.spec"])') \
+  >twice.spec
+[ "$(grep -c '^conv2d layer1.0.conv2' twice.spec)" = 2 ] || { echo "twice.spec: the repeat was not made"; exit 1; }
+for mode in legacy graph; do
+  rc=0 slow=0
+  [ "$mode" = graph ] && slow=1
+  env LD_PRELOAD="$sim" GPSIM_DEVICES=1 GPSIM_DNN_LEGACY_SLOW=$slow \
+    "$infer" --model cnn.safetensors --spec twice.spec --input x.npy --output "y-twice-$mode.npy" \
+    --backend cuda --batch 4 --inflight 3 --log info --quiet 2>"log-twice-$mode.txt" || rc=$?
+  cat "log-twice-$mode.txt"
+  [ "$rc" = 0 ] || { echo "gp-infer on twice.spec ($mode) exited $rc"; exit 1; }
+done
+again=$(grep -c 'slot 0: conv2d layer1.0.conv2: batch [0-9]*: graph engine [0-9]*, as an earlier convolution of the same shape chose' log-twice-graph.txt || true)
+[ "$again" = 3 ] || { echo "the repeated convolution planned the earlier choice in $again of 3 buckets"; exit 1; }
+timed2=$(grep -c 'slot 0: conv2d layer1.0.conv2 (.*: batch [0-9]*: .* ms per run' log-twice-graph.txt || true)
+[ "$timed2" = 3 ] || { echo "layer1.0.conv2 was timed $timed2 times, expected 3 (once per bucket)"; exit 1; }
+if grep -q 'slot [12]: conv2d' log-twice-graph.txt; then
+  echo "a later slot timed or planned a convolution again"; exit 1
+fi
+cmp y-twice-legacy.npy y-twice-graph.npy || { echo "twice.spec: the graph run's output differs from the legacy run's"; exit 1; }
+echo "conv-choice: graph-API plans chosen when faster ($graph), wrong ones passed over ($over), a repeated shape plans the earlier choice ($again)"
