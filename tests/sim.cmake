@@ -132,6 +132,6 @@ if(TARGET gp-infer)
   add_test(NAME sim_conv_choice
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sim/conv-choice.sh $<TARGET_FILE:gp-infer>
                    $<TARGET_FILE:gpsim> ${CMAKE_CURRENT_BINARY_DIR}/conv-choice)
-  # 213 s under TSan (tsan-sim) on 2026-11-26 before its repeated-shape runs were added
+  # 339 s under TSan (tsan-sim) alone on this 2-core VM, 2026-11-26
 set_tests_properties(sim_conv_choice PROPERTIES LABELS sim TIMEOUT 1200)
 endif()
