@@ -354,11 +354,15 @@ static void usage(FILE *f) {
            "  --log L: print the pipeline's log at level L and above to stderr (default: none)\n");
 }
 
+/* --log's levels, by gp_log_level. */
+static const char *const LOG_LEVELS[] = {"error", "warn", "info"};
+enum { N_LOG_LEVELS = sizeof LOG_LEVELS / sizeof *LOG_LEVELS };
+
 /* --log: the pipeline's log lines at or above the chosen level (user: a gp_log_level). */
 static void log_line(void *user, gp_log_level level, const char *msg) {
-    static const char *const names[] = {"error", "warn", "info"};
     if ((int)level > *(const int *)user) return;
-    fprintf(stderr, "gp-infer: log %s: %s\n", (unsigned)level < 3 ? names[level] : "?", msg);
+    fprintf(stderr, "gp-infer: log %s: %s\n",
+            (unsigned)level < N_LOG_LEVELS ? LOG_LEVELS[level] : "?", msg);
 }
 
 /* "gp-infer: <what>: GP_EXXX: <detail>". Some library details already start with the code's
@@ -475,17 +479,11 @@ int main(int argc, char **argv) {
         }
     }
     static int log_level = -1; /* log_line's user: read by the pipeline's threads */
-    if (log_s) {
-        if (!strcmp(log_s, "error"))
-            log_level = GP_LOG_ERROR;
-        else if (!strcmp(log_s, "warn"))
-            log_level = GP_LOG_WARN;
-        else if (!strcmp(log_s, "info"))
-            log_level = GP_LOG_INFO;
-        else {
-            fprintf(stderr, "gp-infer: --log '%s': error | warn | info\n", log_s);
-            return EXIT_USAGE;
-        }
+    for (int i = 0; log_s && i < N_LOG_LEVELS; i++)
+        if (!strcmp(log_s, LOG_LEVELS[i])) log_level = i;
+    if (log_s && log_level < 0) {
+        fprintf(stderr, "gp-infer: --log '%s': error | warn | info\n", log_s);
+        return EXIT_USAGE;
     }
     gp_backend backend;
     if (!strcmp(backend_s, "auto"))

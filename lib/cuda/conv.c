@@ -144,6 +144,19 @@ static int conv_graph(const slot_state *st, const gp__op *op, conv_bucket *bk, c
     return got;
 }
 
+/* The bucket's algorithm when no candidate is usable: IMPLICIT_GEMM in the precision's math. */
+static int conv_standin(gp_precision prec, const conv_plan *cp, conv_bucket *bk, cudnnHandle_t h,
+                        ck *c) {
+    CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(prec)));
+    bk->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    CK(c, cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y, bk->algo,
+                                                  &bk->ws));
+    if (bk->ws > CONV_WS_MAX)
+        return CK_FAIL(c, GP_ENOTSUP, "cuDNN offers no convolution algorithm within %zu bytes",
+                       CONV_WS_MAX);
+    return GP_OK;
+}
+
 /* The bucket's candidates: every entry of the heuristic's list (fastest estimates first) that
    succeeded, fits CONV_WS_MAX and, for fp32, is not FFT (its rounding is not the direct sums'
    and fp32 is held to 1e-4 of the reference: left out untried rather than chosen by speed
@@ -163,23 +176,21 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
     int memo[GP__MEMO_VALS];
     conv_key(op, n, key);
     bk->graph = -1;
-    if (gp__memo_get(st, key, sizeof key, memo) && memo[0] == CONV_MEMO_GRAPH) {
+    int has_memo = gp__memo_get(st, key, sizeof key, memo);
+    if (has_memo && memo[0] == CONV_MEMO_GRAPH) {
         /* The plan at the memo's position, if this slot's heuristic still puts that engine
-           there; otherwise planned from scratch (and timed again at bind). */
+           there; otherwise planned from scratch (and timed again at bind). IMPLICIT_GEMM stays
+           behind it, should the plan not run at bind. */
         if (conv_graph(st, op, bk, h, n, memo[1]) == 1 &&
             gp__cgraph_engine(bk->g, 0) == (long long)memo[2]) {
-            /* IMPLICIT_GEMM stays behind it, should the plan not run at bind */
             bk->n_cand = 0;
-            CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(prec)));
-            bk->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-            CK(c, cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y,
-                                                          bk->algo, &bk->ws));
-            if (gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);
-            return GP_OK;
+            int rc = conv_standin(prec, cp, bk, h, c);
+            if (rc == GP_OK && gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);
+            return rc;
         }
         gp__cgraph_free(bk->g);
         bk->g = NULL;
-    } else if (gp__memo_get(st, key, sizeof key, memo)) {
+    } else if (has_memo) {
         size_t ws = 0;
         /* The descriptors are this op's own: a choice they reject falls back to the list. */
         if (cudnnSetConvolutionMathType(bk->conv, (cudnnMathType_t)memo[1]) ==
@@ -230,13 +241,8 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
         for (int i = 0; i < bk->n_cand; i++)
             if (bk->cand_ws[i] > bk->ws) bk->ws = bk->cand_ws[i];
     } else {
-        CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(prec)));
-        bk->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-        CK(c, cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y, bk->algo,
-                                                      &bk->ws));
-        if (bk->ws > CONV_WS_MAX)
-            return CK_FAIL(c, GP_ENOTSUP, "cuDNN offers no convolution algorithm within %zu bytes",
-                           CONV_WS_MAX);
+        int rc = conv_standin(prec, cp, bk, h, c);
+        if (rc != GP_OK) return rc;
     }
     int ng = 0;
     if (defer) /* the earlier op times them; conv_bind plans its choice if it is a plan */
@@ -616,10 +622,118 @@ out:
     return rc;
 }
 
-/* After the buffers. Per bucket, every candidate runs in each form (fused only for a relu and a
-   legacy algorithm) as its batches would, and the fastest pair stays (cudnn.benchmark's method,
-   on the slot's buffers, which setup zeroed); a graph-API plan only after conv_verify, else the
-   next fastest. The choice is kept with the model's weights on the device, per geometry and
+/* The bucket's graph plans as bind needs them. A deferred bucket (conv_pick) plans the earlier
+   op's choice when the memo says it is a plan: this op's own copy of it, whose workspace the
+   slot already covers (that op's plans sized it). Then the variant pack for the slot's buffers.
+   Anything that fails leaves the bucket without plans (its legacy candidates stand). */
+static void conv_bind_graph(const slot_state *st, const step *sp, const gp_batch *slot,
+                            conv_bucket *bk, size_t n, const int *memo) {
+    char why[160];
+    if (bk->deferred && !bk->g && memo && memo[0] == CONV_MEMO_GRAPH) {
+        if (conv_graph(st, sp->op, bk, gp_cuda_cudnn(slot), n, memo[1]) == 1 &&
+            gp__cgraph_engine(bk->g, 0) == (long long)memo[2] &&
+            gp__cgraph_ws(bk->g, 0) <= st->conv_ws_bytes) {
+            if (gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);
+            gp__slot_info(slot,
+                          "conv2d %s: batch %zu: graph engine %lld, as an earlier convolution of "
+                          "the same shape chose",
+                          sp->op->name, n, gp__cgraph_engine(bk->g, 0));
+        } else {
+            gp__cgraph_free(bk->g);
+            bk->g = NULL;
+        }
+    }
+    if (bk->g &&
+        gp__cgraph_bind(bk->g, gp__resolve(sp->src, slot), sp->k->w, gp__resolve(sp->dst, slot),
+                        conv_ws(st, slot, bk->ws), why, sizeof why) != 0) {
+        gp__slot_info(slot, "conv2d %s: batch %zu: no graph-API plans: %s", sp->op->name, n, why);
+        gp__cgraph_free(bk->g);
+        bk->g = NULL;
+    }
+}
+
+/* The candidate a memo names among the bucket's (a legacy algorithm and math type, or a plan's
+   position and engine), or -1. */
+static int conv_memo_hit(const conv_bucket *bk, const int memo[GP__MEMO_VALS]) {
+    if (memo[0] != CONV_MEMO_GRAPH) {
+        for (int i = 0; i < bk->n_cand; i++)
+            if ((int)bk->cand_algo[i] == memo[0] && (int)bk->cand_math[i] == memo[1]) return i;
+        return -1;
+    }
+    for (int j = 0; j < gp__cgraph_count(bk->g); j++)
+        if (gp__cgraph_pos(bk->g, j) == memo[1] &&
+            gp__cgraph_engine(bk->g, j) == (long long)memo[2])
+            return bk->n_cand + j;
+    return -1;
+}
+
+/* Time every candidate in each form (a plan unfused only) between ev[0] and ev[1], and choose
+   the fastest; a graph plan only after conv_verify, else the next fastest. Logs the bucket's
+   INFO line and keeps the choice in the memo under `key`. *best, *best_fused: the choice (the
+   heuristic's first legacy algorithm, or the stand-in, when nothing ran). */
+static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_bucket *bk, size_t n,
+                       const int64_t key[CONV_KEY_LEN], cudaEvent_t ev[2], int *best,
+                       int *best_fused, ck *c) {
+    const conv_plan *cp = sp->plan;
+    const int forms = cp->relu ? 2 : 1, ng = gp__cgraph_count(bk->g);
+    const int n_all = bk->n_cand + ng > 0 ? bk->n_cand + ng : 1; /* 1: the stand-in */
+    float ms_of[CONV_MAX_CAND + GP__CGRAPH_MAX][2];
+    float best_ms = -1.0f, first_ms = -1.0f; /* first: the heuristic's first, any form */
+    int ran = 0, tried = 0, rc = GP_OK;
+    for (int i = 0; i < n_all && rc == GP_OK; i++)
+        for (int f = 0; f < forms && rc == GP_OK; f++) {
+            ms_of[i][f] = -1.0f;
+            if (f && i >= bk->n_cand && ng > 0) continue; /* a plan has no fused form */
+            tried++;
+            rc = conv_time(st, sp, slot, bk, i, f, n, ev, &ms_of[i][f], c);
+            if (rc == GP_OK && ms_of[i][f] >= 0) ran++;
+        }
+    for (;;) { /* the fastest; a graph plan must agree with the direct kernel first */
+        best_ms = -1.0f;
+        for (int i = 0; i < n_all && rc == GP_OK; i++)
+            for (int f = 0; f < forms; f++)
+                if (ms_of[i][f] >= 0 && (best_ms < 0 || ms_of[i][f] < best_ms))
+                    best_ms = ms_of[i][f], *best = i, *best_fused = f;
+        if (rc != GP_OK || best_ms < 0 || *best < bk->n_cand || ng == 0) break;
+        double diff;
+        if ((rc = conv_verify(st, sp, slot, bk, *best - bk->n_cand, n, &diff, c)) != GP_OK ||
+            diff <= conv_tol(st->m->precision))
+            break;
+        char name[64];
+        cand_name(bk, *best, name, sizeof name);
+        gp__slot_info(slot,
+                      "conv2d %s: batch %zu: %s, the fastest (%.3f ms per run), differs from the "
+                      "direct kernel by %.3g of the output's magnitude (limit %.0e): passed over",
+                      sp->op->name, n, name, (double)(best_ms / CONV_TIMED_RUNS), diff,
+                      conv_tol(st->m->precision));
+        ms_of[*best][0] = -1.0f;
+    }
+    if (rc != GP_OK) return rc;
+    for (int f = 0; f < forms; f++)
+        if (ms_of[0][f] >= 0 && (first_ms < 0 || ms_of[0][f] < first_ms)) first_ms = ms_of[0][f];
+    if (best_ms < 0) {
+        *best = bk->n_cand > 0 ? 0 : bk->n_cand + ng;
+        *best_fused = cp->relu != NULL && bk->n_cand > 0;
+    }
+    conv_log(sp->op, slot, bk, n, *best, *best_fused, best_ms, first_ms, ran, tried);
+    if (best_ms < 0 || (bk->n_cand == 0 && ng == 0)) return GP_OK; /* nothing to keep */
+    int memo[GP__MEMO_VALS];
+    if (*best >= bk->n_cand) {
+        memo[0] = CONV_MEMO_GRAPH;
+        memo[1] = gp__cgraph_pos(bk->g, *best - bk->n_cand);
+        memo[2] = (int)gp__cgraph_engine(bk->g, *best - bk->n_cand);
+    } else {
+        memo[0] = (int)bk->cand_algo[*best];
+        memo[1] = (int)bk->cand_math[*best];
+        memo[2] = *best_fused;
+    }
+    (void)gp__memo_put(st, key, sizeof(int64_t) * CONV_KEY_LEN, memo); /* not kept: timed again */
+    return GP_OK;
+}
+
+/* After the buffers. Per bucket, every candidate runs in each form as its batches would, and
+   the fastest pair stays (conv_choose: cudnn.benchmark's method, on the slot's buffers, which
+   setup zeroed). The choice is kept with the model's weights on the device, per geometry and
    bucket size (gp__memo_*, conv_key): a later op of the same geometry takes it here, a later
    slot's conv_pick makes it the only candidate, so a device pays the timing once per distinct
    convolution and bucket, in the first slot of the first pipeline. Plans not chosen are freed. */
@@ -631,55 +745,21 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     for (int bi = 0; bi < st->n_buckets && rc == GP_OK; bi++) {
         conv_bucket *bk = &cp->bk[bi];
         size_t n = st->buckets[bi];
-        char why[160];
         int64_t key[CONV_KEY_LEN];
-        int memo[GP__MEMO_VALS], hit = -1, has_memo;
+        int memo[GP__MEMO_VALS], has_memo;
         conv_key(sp->op, n, key);
         has_memo = gp__memo_get(st, key, sizeof key, memo);
-        if (bk->deferred && !bk->g && has_memo && memo[0] == CONV_MEMO_GRAPH) {
-            /* the earlier op of the same key chose a plan: this op's own copy of it (the
-               slot's workspace covers it: that op's plans sized it) */
-            if (conv_graph(st, sp->op, bk, gp_cuda_cudnn(slot), n, memo[1]) == 1 &&
-                gp__cgraph_engine(bk->g, 0) == (long long)memo[2] &&
-                gp__cgraph_ws(bk->g, 0) <= st->conv_ws_bytes) {
-                if (gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);
-                gp__slot_info(slot,
-                              "conv2d %s: batch %zu: graph engine %lld, as an earlier convolution "
-                              "of the same shape chose",
-                              sp->op->name, n, gp__cgraph_engine(bk->g, 0));
-            } else {
-                gp__cgraph_free(bk->g);
-                bk->g = NULL;
-            }
-        }
-        if (bk->g &&
-            gp__cgraph_bind(bk->g, gp__resolve(sp->src, slot), sp->k->w, gp__resolve(sp->dst, slot),
-                            conv_ws(st, slot, bk->ws), why, sizeof why) != 0) {
-            gp__slot_info(slot, "conv2d %s: batch %zu: no graph-API plans: %s", sp->op->name, n,
-                          why);
-            gp__cgraph_free(bk->g);
-            bk->g = NULL;
-        }
-        int ng = gp__cgraph_count(bk->g);
-        int n_all = bk->n_cand + ng > 0 ? bk->n_cand + ng : 1; /* 1: conv_pick's IMPLICIT_GEMM */
-        int best = 0, best_fused = cp->relu != NULL && bk->n_cand > 0; /* untimed: fused where
-                                                                          cuDNN takes it */
+        conv_bind_graph(st, sp, slot, bk, n, has_memo ? memo : NULL);
+        int ng = gp__cgraph_count(bk->g), n_all = bk->n_cand + ng > 0 ? bk->n_cand + ng : 1;
         /* Timed already: by an earlier slot (conv_pick made its choice the only candidate) or by
            an op of the same geometry before this one in this slot. */
-        if (has_memo) {
-            for (int i = 0; i < bk->n_cand && hit < 0 && memo[0] != CONV_MEMO_GRAPH; i++)
-                if ((int)bk->cand_algo[i] == memo[0] && (int)bk->cand_math[i] == memo[1]) hit = i;
-            for (int j = 0; j < ng && hit < 0 && memo[0] == CONV_MEMO_GRAPH; j++)
-                if (gp__cgraph_pos(bk->g, j) == memo[1] &&
-                    gp__cgraph_engine(bk->g, j) == (long long)memo[2])
-                    hit = bk->n_cand + j;
-        }
+        int hit = has_memo ? conv_memo_hit(bk, memo) : -1;
+        int best = 0, best_fused = cp->relu != NULL && bk->n_cand > 0; /* untimed: fused where
+                                                                          cuDNN takes it */
         if (hit >= 0) {
             best = hit;
             best_fused = hit < bk->n_cand ? memo[2] : 0;
         } else if (n_all * forms > 1 || ng > 0) { /* a graph plan is never chosen untried */
-            enum { MAXC = CONV_MAX_CAND + GP__CGRAPH_MAX };
-            float ms_of[MAXC][2];
             if (!ev[0]) {
                 cudaError_t e = cudaEventCreate(&ev[0]);
                 if (e == cudaSuccess && (e = cudaEventCreate(&ev[1])) != cudaSuccess) ev[1] = NULL;
@@ -689,60 +769,8 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                     break;
                 }
             }
-            float best_ms = -1.0f, first_ms = -1.0f; /* first: the heuristic's first, any form */
-            int ran = 0, tried = 0;
-            for (int i = 0; i < n_all && rc == GP_OK; i++)
-                for (int f = 0; f < forms && rc == GP_OK; f++) {
-                    ms_of[i][f] = -1.0f;
-                    if (f && i >= bk->n_cand && bk->n_cand + ng > 0) continue; /* graph: unfused */
-                    tried++;
-                    rc = conv_time(st, sp, slot, bk, i, f, n, ev, &ms_of[i][f], c);
-                    if (rc == GP_OK && ms_of[i][f] >= 0) ran++;
-                }
-            if (rc != GP_OK) break;
-            /* the fastest; a graph plan must agree with the direct kernel first */
-            for (;;) {
-                best_ms = -1.0f;
-                for (int i = 0; i < n_all; i++)
-                    for (int f = 0; f < forms; f++)
-                        if (ms_of[i][f] >= 0 && (best_ms < 0 || ms_of[i][f] < best_ms))
-                            best_ms = ms_of[i][f], best = i, best_fused = f;
-                if (best_ms < 0 || best < bk->n_cand || bk->n_cand + ng == 0) break;
-                double diff;
-                if ((rc = conv_verify(st, sp, slot, bk, best - bk->n_cand, n, &diff, c)) != GP_OK)
-                    break;
-                if (diff <= conv_tol(st->m->precision)) break;
-                char name[64];
-                cand_name(bk, best, name, sizeof name);
-                gp__slot_info(slot,
-                              "conv2d %s: batch %zu: %s, the fastest (%.3f ms per run), differs "
-                              "from the direct kernel by %.3g of the output's magnitude (limit "
-                              "%.0e): passed over",
-                              sp->op->name, n, name, (double)(best_ms / CONV_TIMED_RUNS), diff,
-                              conv_tol(st->m->precision));
-                ms_of[best][0] = -1.0f;
-            }
-            if (rc != GP_OK) break;
-            for (int f = 0; f < forms; f++)
-                if (ms_of[0][f] >= 0 && (first_ms < 0 || ms_of[0][f] < first_ms))
-                    first_ms = ms_of[0][f];
-            if (best_ms < 0) { /* the heuristic's first legacy algorithm, or the stand-in */
-                best = bk->n_cand > 0 ? 0 : bk->n_cand + ng;
-                best_fused = cp->relu != NULL && bk->n_cand > 0;
-            }
-            conv_log(sp->op, slot, bk, n, best, best_fused, best_ms, first_ms, ran, tried);
-            if (best_ms >= 0 && best >= bk->n_cand && ng > 0) {
-                memo[0] = CONV_MEMO_GRAPH;
-                memo[1] = gp__cgraph_pos(bk->g, best - bk->n_cand);
-                memo[2] = (int)gp__cgraph_engine(bk->g, best - bk->n_cand);
-                (void)gp__memo_put(st, key, sizeof key, memo); /* not kept: timed again */
-            } else if (best_ms >= 0 && bk->n_cand > 0) {
-                memo[0] = (int)bk->cand_algo[best];
-                memo[1] = (int)bk->cand_math[best];
-                memo[2] = best_fused;
-                /* Not kept (out of memory): the next slot times it again. */
-                (void)gp__memo_put(st, key, sizeof key, memo);
-            }
+            if ((rc = conv_choose(st, sp, slot, bk, n, key, ev, &best, &best_fused, c)) != GP_OK)
+                break;
         }
         if ((rc = conv_set(bk, best, c)) == GP_OK) {
             if (best_fused && bk->graph < 0)

@@ -53,6 +53,16 @@ static void cg_fail(char *why, size_t why_len, const char *call, cudnnStatus_t s
         }                                                                                          \
     } while (0)
 
+/* CG, in a function that must clean up: why set, then to its `out` label. */
+#define CG_OUT(call)                                                                               \
+    do {                                                                                           \
+        cudnnStatus_t s_ = (call);                                                                 \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                          \
+            cg_fail(why, why_len, #call, s_);                                                      \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
 static void cg_destroy(cudnnBackendDescriptor_t *d) {
     if (*d) (void)cudnnBackendDestroyDescriptor(*d); /* not actionable in teardown */
     *d = NULL;
@@ -146,26 +156,21 @@ static int cg_configs(const gp__cgraph *cg, cudnnBackendHeurMode_t mode,
     cudnnBackendDescriptor_t heur = NULL;
     int64_t n = 0, got = 0;
     int made = 0, rc = -1;
-    cudnnStatus_t st;
-#define CGH(call)                                                                                  \
-    if ((st = (call)) != CUDNN_STATUS_SUCCESS) {                                                   \
-        cg_fail(why, why_len, #call, st);                                                          \
-        goto out;                                                                                  \
-    }
-    CGH(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
-    CGH(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cg->og));
-    CGH(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
-    CGH(cudnnBackendFinalize(heur));
+    CG_OUT(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+    CG_OUT(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cg->og));
+    CG_OUT(
+        cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+    CG_OUT(cudnnBackendFinalize(heur));
     /* the count first (no array), then that many configurations, created beforehand */
-    CGH(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                 0, &n, NULL));
+    CG_OUT(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL));
     if (n > max) n = max;
     for (; made < (int)n; made++)
-        CGH(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &ecs[made]));
+        CG_OUT(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &ecs[made]));
     if (n > 0)
-        CGH(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got, ecs));
+        CG_OUT(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got, ecs));
     if (got > n) got = n;
     if (got < 0) got = 0;
     rc = (int)got;
@@ -174,7 +179,6 @@ out:
         cg_destroy(&ecs[i]);
     cg_destroy(&heur);
     return rc;
-#undef CGH
 }
 
 /* An engine configuration's engine: its global index, numerical notes (1 << note) and whether
@@ -186,25 +190,20 @@ static int cg_engine(cudnnBackendDescriptor_t ec, long long *index, unsigned *no
     cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
     int64_t got = 0, idx = -1;
     int rc = -1;
-    cudnnStatus_t st;
     *notes = 0;
     *rtc = 0;
-#define CGE(call)                                                                                  \
-    if ((st = (call)) != CUDNN_STATUS_SUCCESS) {                                                   \
-        cg_fail(why, why_len, #call, st);                                                          \
-        goto out;                                                                                  \
-    }
-    CGE(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng));
-    CGE(cudnnBackendGetAttribute(ec, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                 &got, &eng));
-    CGE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got,
-                                 &idx));
-    CGE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &got, nn));
+    CG_OUT(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng));
+    CG_OUT(cudnnBackendGetAttribute(ec, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                    1, &got, &eng));
+    CG_OUT(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got,
+                                    &idx));
+    CG_OUT(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                    CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT,
+                                    &got, nn));
     for (int64_t i = 0; i < got && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
         if ((unsigned)nn[i] < 32) *notes |= 1u << nn[i];
-    CGE(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &got, bn));
+    CG_OUT(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                    CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &got, bn));
     for (int64_t i = 0; i < got && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
         *rtc |= bn[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
     *index = (long long)idx;
@@ -212,7 +211,6 @@ static int cg_engine(cudnnBackendDescriptor_t ec, long long *index, unsigned *no
 out:
     cg_destroy(&eng);
     return rc;
-#undef CGE
 }
 
 /* A finalized plan of ec, its workspace and a hash of its JSON (0 when cuDNN gives none). */

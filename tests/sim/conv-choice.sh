@@ -25,18 +25,30 @@ data = bytes((i * 37 + (i // 3072) * 11) % 256 for i in range(8 * 32 * 32 * 3))
 with open("x.npy", "wb") as f:
     f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + data)
 PY
-rc=0
-LD_PRELOAD=$sim GPSIM_DEVICES=1 "$infer" --demo cnn --input x.npy --output y-cuda.npy \
-  --backend cuda --batch 4 --inflight 3 --log info --quiet 2>log.txt || rc=$?
-cat log.txt
-[ "$rc" = 0 ] || { echo "gp-infer on the simulated device exited $rc"; exit 1; }
-timed=$(grep -c 'gp-infer: log info: slot 0: conv2d .*: batch [0-9]*: .* ms per run ([0-9]* of [0-9]* algorithm/form pairs ran' log.txt || true)
+# run NAME [VAR=VALUE ...]: gp-infer on the simulated device (the model in $model, 3 slots,
+# batch 4, --log info) with those variables set; y-NAME.npy, log-NAME.txt (printed).
+run() {
+  local name=$1 rc=0
+  shift
+  env LD_PRELOAD="$sim" GPSIM_DEVICES=1 "$@" "$infer" "${model[@]}" --input x.npy \
+    --output "y-$name.npy" --backend cuda --batch 4 --inflight 3 --log info --quiet \
+    2>"log-$name.txt" || rc=$?
+  cat "log-$name.txt"
+  [ "$rc" = 0 ] || { echo "gp-infer ($name) exited $rc"; exit 1; }
+}
+# none_later NAME: the later slots timed and planned nothing (they took slot 0's choices).
+none_later() {
+  if grep -q 'slot [12]: conv2d' "log-$1.txt"; then
+    echo "$1: a later slot timed or planned a convolution again (the choice was not kept)"; exit 1
+  fi
+}
+model=(--demo cnn)
+run cuda
+timed=$(grep -c 'gp-infer: log info: slot 0: conv2d .*: batch [0-9]*: .* ms per run ([0-9]* of [0-9]* algorithm/form pairs ran' log-cuda.txt || true)
 # buckets of max_batch 4: 1, 2, 4; every conv of the demo CNN has its own geometry
 want=$((convs * 3))
 [ "$timed" = "$want" ] || { echo "slot 0 logged $timed timed convolutions, expected $want ($convs convs x 3 buckets)"; exit 1; }
-if grep -q 'slot [12]: conv2d' log.txt; then
-  echo "a later slot timed a convolution again (the choice was not kept)"; exit 1
-fi
+none_later cuda
 echo "conv-choice: $timed timed convolutions on slot 0, none on slots 1-2"
 
 # The graph API's plans (lib/cuda/conv_graph.c). With the legacy algorithms made slower, every
@@ -44,23 +56,12 @@ echo "conv-choice: $timed timed convolutions on slot 0, none on slots 1-2"
 # timing), and the output must be the legacy run's, bit for bit (the same fp32 sums). With
 # plans that compute something else as well, conv_verify must pass over every one of them
 # (a line each) and the output must again be the legacy run's.
-rc=0
-LD_PRELOAD=$sim GPSIM_DEVICES=1 GPSIM_DNN_LEGACY_SLOW=1 "$infer" --demo cnn --input x.npy \
-  --output y-graph.npy --backend cuda --batch 4 --inflight 3 --log info --quiet 2>log-graph.txt || rc=$?
-cat log-graph.txt
-[ "$rc" = 0 ] || { echo "gp-infer with slow legacy algorithms exited $rc"; exit 1; }
+run graph GPSIM_DNN_LEGACY_SLOW=1
 graph=$(grep -c 'slot 0: conv2d .*: batch [0-9]*: graph engine [0-9]* unfused, .* ms per run' log-graph.txt || true)
 [ "$graph" = "$want" ] || { echo "$graph of $want timed convolutions chose a graph-API plan"; exit 1; }
-if grep -q 'slot [12]: conv2d' log-graph.txt; then
-  echo "a later slot timed a convolution again (the graph plan was not kept)"; exit 1
-fi
+none_later graph
 cmp y-cuda.npy y-graph.npy || { echo "the graph-API plans' output differs from the legacy run's"; exit 1; }
-rc=0
-LD_PRELOAD=$sim GPSIM_DEVICES=1 GPSIM_DNN_LEGACY_SLOW=1 GPSIM_DNN_GRAPH_WRONG=1 "$infer" \
-  --demo cnn --input x.npy --output y-wrong.npy --backend cuda --batch 4 --inflight 3 --log info \
-  --quiet 2>log-wrong.txt || rc=$?
-cat log-wrong.txt
-[ "$rc" = 0 ] || { echo "gp-infer with wrong graph plans exited $rc"; exit 1; }
+run wrong GPSIM_DNN_LEGACY_SLOW=1 GPSIM_DNN_GRAPH_WRONG=1
 over=$(grep -c 'slot 0: conv2d .*: batch [0-9]*: graph engine [0-9]*, the fastest .* differs from the direct kernel by .*: passed over' log-wrong.txt || true)
 [ "$over" = "$want" ] || { echo "$over of $want wrong graph plans were passed over"; exit 1; }
 if grep -q 'graph engine [0-9]* unfused, ' log-wrong.txt; then
@@ -74,21 +75,13 @@ sed 's/^conv2d layer1.0.conv2 padding=1$/conv2d layer1.0.conv2 padding=1\nbatchn
   <(python3 -c 'import json,struct,sys; d=open("cnn.safetensors","rb").read(); n=struct.unpack("<Q",d[:8])[0]; sys.stdout.write(json.loads(d[8:8+n])["__metadata__"]["gpupipe.spec"])') \
   >twice.spec
 [ "$(grep -c '^conv2d layer1.0.conv2' twice.spec)" = 2 ] || { echo "twice.spec: the repeat was not made"; exit 1; }
-for mode in legacy graph; do
-  rc=0 slow=0
-  [ "$mode" = graph ] && slow=1
-  env LD_PRELOAD="$sim" GPSIM_DEVICES=1 GPSIM_DNN_LEGACY_SLOW=$slow \
-    "$infer" --model cnn.safetensors --spec twice.spec --input x.npy --output "y-twice-$mode.npy" \
-    --backend cuda --batch 4 --inflight 3 --log info --quiet 2>"log-twice-$mode.txt" || rc=$?
-  cat "log-twice-$mode.txt"
-  [ "$rc" = 0 ] || { echo "gp-infer on twice.spec ($mode) exited $rc"; exit 1; }
-done
+model=(--model cnn.safetensors --spec twice.spec)
+run twice-legacy
+run twice-graph GPSIM_DNN_LEGACY_SLOW=1
 again=$(grep -c 'slot 0: conv2d layer1.0.conv2: batch [0-9]*: graph engine [0-9]*, as an earlier convolution of the same shape chose' log-twice-graph.txt || true)
 [ "$again" = 3 ] || { echo "the repeated convolution planned the earlier choice in $again of 3 buckets"; exit 1; }
 timed2=$(grep -c 'slot 0: conv2d layer1.0.conv2 (.*: batch [0-9]*: .* ms per run' log-twice-graph.txt || true)
 [ "$timed2" = 3 ] || { echo "layer1.0.conv2 was timed $timed2 times, expected 3 (once per bucket)"; exit 1; }
-if grep -q 'slot [12]: conv2d' log-twice-graph.txt; then
-  echo "a later slot timed or planned a convolution again"; exit 1
-fi
+none_later twice-graph
 cmp y-twice-legacy.npy y-twice-graph.npy || { echo "twice.spec: the graph run's output differs from the legacy run's"; exit 1; }
 echo "conv-choice: graph-API plans chosen when faster ($graph), wrong ones passed over ($over), a repeated shape plans the earlier choice ($again)"
