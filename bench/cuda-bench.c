@@ -25,6 +25,10 @@
  *  (g) the slot turnaround, a report: (b) and (d)'s balanced load again with config.spin_wait,
  *      and the balanced load at inflight 3, 4, 6 and 8 both ways, each with the turnaround
  *      split from the per-batch traces (D2H done -> completion seen -> the slot's next start).
+ *  (h) (b)'s copies issued by hand, a report: the H2D copies alone on one stream and on 3 in
+ *      turn, whole batches on a stream per slot (the pipeline's layout) and with one copy
+ *      stream per direction shared by the slots, enqueued ahead (the device alone) and with
+ *      the host keeping 3 in flight: where (b)'s per-copy cost comes from.
  * Pipelines are fed by producer threads that reserve and commit ring slots without writing
  * them (what is measured is the pipeline, not memcpy into the ring); the figures come from
  * the pipeline's own stats over a window after a warm-up.
@@ -929,6 +933,198 @@ static void transfer_bound(size_t batch_bytes, double fixed_gbps, int spin) {
     free(ta);
 }
 
+/* ---- (h) the copies' issue pattern, outside the pipeline -------------------------------- */
+
+/* (b) left the copy engine busy (0.984 of the time with spin_wait) yet moving 0.78 of a plain
+   copy's bytes at 1 MiB, 0.96 at 4 MiB: each copy took ~5 us longer in the pipeline than back
+   to back on one stream, whatever its size. (h) issues the same copies by hand, each way the
+   pipeline could: it says whether that cost is the slot layout's (one stream per slot, events
+   around every stage) and whether one copy stream per direction, shared by the slots, would
+   not pay it. A report, no target. */
+#define HAND_SLOTS 3
+#define HAND_AHEAD 200             /* batches enqueued behind the gate */
+#define HAND_GATE_NS 50000000ull   /* the gate kernel: 50 ms, longer than enqueueing them */
+#define HAND_OUT ((size_t)16 * 64) /* (b)'s D2H: 16 items of 64 B */
+enum { HE_START, HE_H2D, HE_COMP, HE_DONE, HE_N };
+
+typedef struct hand {
+    size_t batch, pieces; /* the ring: `pieces` batches of `batch` bytes, as (b)'s */
+    int streams;          /* slot streams used: 1 or HAND_SLOTS */
+    int full;             /* the pipeline's whole batch, not the H2D copy alone */
+    int copy_streams;     /* H2D on cin and D2H on cout, joined to the slot's stream by events */
+    cudaStream_t st[HAND_SLOTS], cin, cout, gate;
+    cudaEvent_t ev[HAND_SLOTS][HE_N], tail[HAND_SLOTS + 2], t0, t1;
+    unsigned char *ring, *hout, *din[HAND_SLOTS], *dout[HAND_SLOTS];
+} hand;
+
+static void hand_init(hand *h, size_t batch, size_t pieces) {
+    memset(h, 0, sizeof *h);
+    h->batch = batch;
+    h->pieces = pieces;
+    CK(cudaHostAlloc((void **)&h->ring, batch * pieces, cudaHostAllocPortable));
+    CK(cudaHostAlloc((void **)&h->hout, HAND_SLOTS * HAND_OUT, cudaHostAllocPortable));
+    memset(h->ring, 1, batch * pieces);
+    for (int s = 0; s < HAND_SLOTS; s++) {
+        CK(cudaStreamCreateWithFlags(&h->st[s], cudaStreamNonBlocking));
+        CK(cudaMalloc((void **)&h->din[s], batch));
+        CK(cudaMalloc((void **)&h->dout[s], HAND_OUT));
+        for (int e = 0; e < HE_N; e++) /* timing on, as the pipeline's stage events */
+            CK(cudaEventCreate(&h->ev[s][e]));
+    }
+    for (int k = 0; k < HAND_SLOTS + 2; k++)
+        CK(cudaEventCreateWithFlags(&h->tail[k], cudaEventDisableTiming));
+    CK(cudaStreamCreateWithFlags(&h->cin, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&h->cout, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&h->gate, cudaStreamNonBlocking));
+    CK(cudaEventCreate(&h->t0));
+    CK(cudaEventCreate(&h->t1));
+}
+
+static void hand_free(hand *h) {
+    CK(cudaDeviceSynchronize());
+    for (int s = 0; s < HAND_SLOTS; s++) {
+        CK(cudaStreamDestroy(h->st[s]));
+        CK(cudaFree(h->din[s]));
+        CK(cudaFree(h->dout[s]));
+        for (int e = 0; e < HE_N; e++)
+            CK(cudaEventDestroy(h->ev[s][e]));
+    }
+    for (int k = 0; k < HAND_SLOTS + 2; k++)
+        CK(cudaEventDestroy(h->tail[k]));
+    CK(cudaStreamDestroy(h->cin));
+    CK(cudaStreamDestroy(h->cout));
+    CK(cudaStreamDestroy(h->gate));
+    CK(cudaEventDestroy(h->t0));
+    CK(cudaEventDestroy(h->t1));
+    CK(cudaFreeHost(h->ring));
+    CK(cudaFreeHost(h->hout));
+}
+
+/* The streams a layout uses: its slot streams, then the copy streams. */
+static int hand_streams(const hand *h, cudaStream_t *out) {
+    int n = 0;
+    for (int s = 0; s < h->streams; s++)
+        out[n++] = h->st[s];
+    if (h->copy_streams) out[n++] = h->cin, out[n++] = h->cout;
+    return n;
+}
+
+/* Batch i on slot i mod streams, its source the ring's piece i mod pieces. With `full`, as
+   lib/batcher.c's dispatch enqueues it: event, H2D, event, the kernel (one empty warp, (b)'s
+   trivial kernel), event, D2H, event. */
+static void hand_enqueue(hand *h, uint64_t i) {
+    int s = (int)(i % (uint64_t)h->streams);
+    const unsigned char *src = h->ring + (i % h->pieces) * h->batch;
+    cudaStream_t st = h->st[s], in = h->copy_streams ? h->cin : st,
+                 out = h->copy_streams ? h->cout : st;
+    if (!h->full) {
+        CK(cudaMemcpyAsync(h->din[s], src, h->batch, cudaMemcpyHostToDevice, st));
+        return;
+    }
+    CK(cudaEventRecord(h->ev[s][HE_START], in));
+    CK(cudaMemcpyAsync(h->din[s], src, h->batch, cudaMemcpyHostToDevice, in));
+    CK(cudaEventRecord(h->ev[s][HE_H2D], in));
+    if (h->copy_streams) CK(cudaStreamWaitEvent(st, h->ev[s][HE_H2D], 0));
+    CK(bench_spin_launch(st, 0, 0, NULL, 0, 0));
+    CK(cudaEventRecord(h->ev[s][HE_COMP], st));
+    if (h->copy_streams) CK(cudaStreamWaitEvent(out, h->ev[s][HE_COMP], 0));
+    CK(cudaMemcpyAsync(h->hout + (size_t)s * HAND_OUT, h->dout[s], HAND_OUT, cudaMemcpyDeviceToHost,
+                       out));
+    CK(cudaEventRecord(h->ev[s][HE_DONE], out));
+}
+
+/* The device's rate alone: HAND_AHEAD batches enqueued behind a gate (every stream waits for
+   an event after a 50 ms kernel), then timed from the gate's opening to the last stream's end;
+   H2D GB/s, the median of 5 rounds after a warm one. -1 when the host's enqueueing outran the
+   gate (the device then waited for the host: not this figure). No slot-reuse ordering: the
+   device's cost of the issue pattern, not a pipeline. */
+static double hand_ahead_gbps(hand *h) {
+    cudaStream_t sv[HAND_SLOTS + 2];
+    int ns = hand_streams(h, sv);
+    double g[5];
+    for (int k = -1; k < 5; k++) {
+        float ms = 0;
+        CK(bench_spin_launch(h->gate, HAND_GATE_NS, 0, NULL, 0, 0));
+        CK(cudaEventRecord(h->t0, h->gate));
+        for (int j = 0; j < ns; j++)
+            CK(cudaStreamWaitEvent(sv[j], h->t0, 0));
+        for (uint64_t i = 0; i < HAND_AHEAD; i++)
+            hand_enqueue(h, i);
+        cudaError_t q = cudaEventQuery(h->t0);
+        if (q != cudaErrorNotReady) CK(q);
+        (void)cudaGetLastError(); /* "not ready" may stay as the last error: the next launch's */
+        for (int j = 0; j < ns; j++) {
+            CK(cudaEventRecord(h->tail[j], sv[j]));
+            CK(cudaStreamWaitEvent(h->gate, h->tail[j], 0));
+        }
+        CK(cudaEventRecord(h->t1, h->gate));
+        CK(cudaEventSynchronize(h->t1));
+        if (q == cudaSuccess) return -1;
+        CK(cudaEventElapsedTime(&ms, h->t0, h->t1));
+        if (k >= 0) g[k] = (double)h->batch * HAND_AHEAD / ((double)ms * 1e-3) / 1e9;
+    }
+    return median(g, 5);
+}
+
+/* A minimal hand-written pipeline: the host keeps HAND_SLOTS batches in flight, polling the
+   oldest's last event (as spin_wait does) before enqueueing the next on its slot. H2D GB/s
+   over `seconds` after 0.1 s. */
+static double hand_loop_gbps(hand *h, double seconds) {
+    uint64_t i = 0, i0 = 0;
+    double t_start = now_s(), t0 = 0, t;
+    for (;; i++) {
+        int s = (int)(i % (uint64_t)h->streams);
+        if (i >= (uint64_t)h->streams) {
+            cudaError_t q;
+            while ((q = cudaEventQuery(h->ev[s][HE_DONE])) == cudaErrorNotReady)
+                ;
+            CK(q);
+            (void)cudaGetLastError(); /* as in hand_ahead_gbps */
+        }
+        t = now_s();
+        if (!t0 && t - t_start >= 0.1) t0 = t, i0 = i;
+        if (t0 && t - t0 >= seconds) break;
+        hand_enqueue(h, i);
+    }
+    CK(cudaDeviceSynchronize());
+    return (double)h->batch * (double)(i - i0) / (t - t0) / 1e9;
+}
+
+static void hand_row(const char *what, double gbps, double ref) {
+    if (gbps < 0)
+        printf("      %-62s not measured: the host's enqueueing outran the 50 ms gate\n", what);
+    else
+        printf("      %-62s %6.2f GB/s = %.3f of (1)\n", what, gbps, gbps / ref);
+}
+
+static void copy_patterns(size_t batch_bytes, size_t pieces) {
+    hand h;
+    hand_init(&h, batch_bytes, pieces);
+    printf("    %zu MiB per batch, the source rotating over %zu MiB of pinned memory:\n",
+           batch_bytes / MIB, batch_bytes * pieces / MIB);
+    h.streams = 1;
+    double ref = hand_ahead_gbps(&h);
+    if (ref <= 0) {
+        printf("      (1) not measured: the host's enqueueing outran the 50 ms gate\n");
+        hand_free(&h);
+        return;
+    }
+    printf("      %-62s %6.2f GB/s\n", "(1) the H2D copies alone, one stream, back to back", ref);
+    h.streams = HAND_SLOTS;
+    hand_row("(2) the copies alone, 3 streams in turn", hand_ahead_gbps(&h), ref);
+    h.full = 1;
+    hand_row("(3) whole batches, a stream per slot (the pipeline's layout)", hand_ahead_gbps(&h),
+             ref);
+    h.copy_streams = 1;
+    hand_row("(4) whole batches, one copy stream each way + 3 slot streams", hand_ahead_gbps(&h),
+             ref);
+    h.copy_streams = 0;
+    hand_row("(5) = (3) with the host keeping 3 batches in flight", hand_loop_gbps(&h, 0.5), ref);
+    h.copy_streams = 1;
+    hand_row("(6) = (4) with the host keeping 3 batches in flight", hand_loop_gbps(&h, 0.5), ref);
+    hand_free(&h);
+}
+
 int main(int argc, char **argv) {
     /* Line by line: a run cut by its timeout keeps every finished figure in the log. */
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1081,5 +1277,11 @@ int main(int argc, char **argv) {
     static const int g_inflight[] = {3, 4, 6, 8};
     overlap_sweep("balanced, blocking waits", 64 << 10, 64 << 10, 64, &bal, g_inflight, 4, 0, 0);
     overlap_sweep("balanced, spin_wait", 64 << 10, 64 << 10, 64, &bal, g_inflight, 4, 1, 0);
+
+    printf("\n(h) (b)'s H2D copies issued by hand, outside the pipeline: (1)-(4) enqueued "
+           "ahead behind a gate (the device alone), (5)-(6) the host keeping 3 batches in "
+           "flight [report, no target]\n");
+    for (int i = 0; i < 2; i++)
+        copy_patterns(sizes[i], 16); /* (b)'s ring: 256 items = 16 batches */
     return 0;
 }
