@@ -152,17 +152,16 @@ static int new_op(bctx *c, gp__op_kind kind, gp__shape in, gp__shape out, int sr
         c->rc = lerr(c, "the output (%s) is too large", b);
         return -1;
     }
-    c->rc = oom(c);
     int old_cap = c->cap_ops;
-    if (!grow((void **)&m->ops, &c->cap_ops, m->n_ops + 1, sizeof *m->ops)) return -1;
+    if (!grow((void **)&m->ops, &c->cap_ops, m->n_ops + 1, sizeof *m->ops)) goto nomem;
     if (c->cap_ops != old_cap) {
         size_t cap = (size_t)c->cap_ops;
         int *a = realloc(c->op_src, cap * sizeof *a);
-        if (!a) return -1;
+        if (!a) goto nomem;
         c->op_src = a;
-        if (!(a = realloc(c->op_src2, cap * sizeof *a))) return -1;
+        if (!(a = realloc(c->op_src2, cap * sizeof *a))) goto nomem;
         c->op_src2 = a;
-        if (!(a = realloc(c->op_dst, cap * sizeof *a))) return -1;
+        if (!(a = realloc(c->op_dst, cap * sizeof *a))) goto nomem;
         c->op_dst = a;
     }
     int i = m->n_ops;
@@ -178,11 +177,14 @@ static int new_op(bctx *c, gp__op_kind kind, gp__shape in, gp__shape out, int sr
     c->op_src[i] = src;
     c->op_src2[i] = -1;
     int v = new_val(c, out, i);
-    if (v < 0) return -1;
+    if (v < 0) goto nomem;
     c->op_dst[i] = v;
     m->n_ops++;
     c->rc = GP_OK;
     return i;
+nomem: /* the message only now: a successful load leaves `err` as it found it */
+    c->rc = oom(c);
+    return -1;
 }
 
 static int out_dim(int in, int pad, int dil, int k, int stride, int *out) {
@@ -268,8 +270,10 @@ static int build_conv(bctx *c, int *cur) {
 static int build_batchnorm(bctx *c, int cur) {
     bval *v = &c->vals[cur];
     int p = v->producer;
+    /* Not after an add folded into the conv (src2): the fold would scale the conv alone, while
+       the spec normalizes the sum. */
     if (v->root != cur || p < 0 || c->m->ops[p].kind != GP__OP_CONV2D ||
-        c->m->ops[p].act != GP__ACT_NONE || v->saved)
+        c->m->ops[p].act != GP__ACT_NONE || c->op_src2[p] >= 0 || v->saved)
         return lerr(c, "%s", "must directly follow a conv2d (it is folded into it)");
     gp__op *op = &c->m->ops[p];
     int C = op->out.c, rc;

@@ -244,6 +244,7 @@ static void build_error(mt *t, const char *spec, const char *needle) {
 static void build_errors(void) {
     mt t = {.rng = 1};
     mt_add(&t, "c.weight", 4, (uint64_t[]){4, 2, 3, 3}, -1, 1);
+    mt_add(&t, "d.weight", 4, (uint64_t[]){4, 4, 3, 3}, -1, 1);
     mt_add(&t, "fc.weight", 2, (uint64_t[]){5, 16}, -1, 1);
     mt_add(&t, "bn.running_mean", 1, (uint64_t[]){4}, -1, 1);
     mt_add(&t, "bn.running_var", 1, (uint64_t[]){4}, 0.5, 1);
@@ -254,6 +255,9 @@ static void build_errors(void) {
     build_error(&t, "input f32 2x4x4\nconv2d c\nsave x\nbatchnorm2d bn\n",
                 "must directly follow a conv2d");
     build_error(&t, "input f32 16\nlinear fc\nbatchnorm2d bn\n", "must directly follow a conv2d");
+    /* After a residual add that folds into the conv: bn(conv(x) + x) is not bn(conv(x)) + x. */
+    build_error(&t, "input f32 4x4x4\nsave x\nconv2d d padding=1\nadd x\nbatchnorm2d bn\n",
+                "spec line 5: batchnorm2d 'bn': must directly follow a conv2d");
     build_error(&t, "input f32 2x4x4\nconv2d c padding=1\nlinear fc\n",
                 "spec line 3: linear 'fc': needs features (rank 1), got 4x4x4: add flatten");
     build_error(&t, "input f32 16\nconv2d c\n", "spec line 2: conv2d 'c': needs a C x H x W input");
