@@ -722,10 +722,13 @@ static int run_packed_alone(gp__model *m, size_t n, const void *in, const uint64
     if (off[n] < off[0])
         return gp__errf(e, GP_EINVAL, "offsets go backwards: %llu after %llu",
                         (unsigned long long)off[n], (unsigned long long)off[0]);
+    /* The items first: an over-long one is GP_EINVAL, not an allocation of its size. */
+    int rc = gp__token_offsets(m, n, off, NULL, NULL, e);
+    if (rc != GP_OK) return rc;
     host_slot s;
     if (slot_alloc(m, &s, n, (size_t)((off[n] - off[0]) / m->token_bytes)) != GP_OK)
         return gp__errf(e, GP_ENOMEM, "out of memory for the host scratch of %zu items", n);
-    int rc = run_packed(m, &s, n, in, off, last, out, e);
+    rc = run_packed(m, &s, n, in, off, last, out, e);
     if (rc == GP_OK && tokens_out)
         memcpy(tokens_out, bufp(m, &s.sc, m->ops[last].dst, in, NULL),
                (size_t)s.tok[n] * (size_t)m->ops[last].out.c * sizeof *tokens_out);

@@ -133,7 +133,7 @@ int gp_model_load_memory(const void *data, size_t bytes, const gp_model_options 
     if (err && err_len) err[0] = '\0';
     if (!out) return gp__errf(&e, GP_EINVAL, "out is NULL");
     *out = NULL;
-    if (!data && bytes) return gp__errf(&e, GP_EINVAL, "data is NULL");
+    if (!data) return gp__errf(&e, GP_EINVAL, "data is NULL");
     gp_model_options o;
     int rc = gp__model_options_copy(&o, opt, &e);
     if (rc != GP_OK) return rc;

@@ -46,6 +46,7 @@ static void expect_hl(const char *what, const char *header, uint64_t hlen, size_
     }
     if (rc == GP_OK) {
         GPT_CHECK(m != NULL);
+        GPT_CHECK(err[0] == '\0'); /* a successful load writes no message */
         gp_model_free(m);
     } else {
         GPT_CHECK(m == NULL);
@@ -80,6 +81,11 @@ static void structure(void) {
     GPT_RC(gp_model_load_memory(img, 5, NULL, &m, err, sizeof err), GP_EMODEL);
     GPT_CHECK(strstr(err, "too short"));
     free(img);
+    /* NULL data is a NULL argument (model.h), whatever the length; *out is NULL. */
+    m = (gp_model *)&len;
+    GPT_RC(gp_model_load_memory(NULL, 0, NULL, &m, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(m == NULL && strstr(err, "data is NULL"));
+    GPT_RC(gp_model_load_memory(NULL, 16, NULL, &m, err, sizeof err), GP_EINVAL);
 
     expect_hl("header length over the limit", "{}", 100000001ull, 0, spec_lin, GP_EMODEL,
               "not a safetensors file: its first 8 bytes give a header length of 100000001, "

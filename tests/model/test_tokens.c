@@ -152,6 +152,9 @@ int main(int argc, char **argv) {
     uint64_t ragged[2] = {0, F * sizeof(float) + 2}; /* not whole tokens */
     GPT_RC(gp_model_run_host_packed(m, 1, D.x, ragged, alone, err, sizeof err), GP_EINVAL);
     GPT_CHECK(strstr(err, "whole tokens") != NULL);
+    uint64_t huge[2] = {0, (uint64_t)1 << 44}; /* over the limit: refused before any scratch */
+    GPT_RC(gp_model_run_host_packed(m, 1, D.x, huge, alone, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "whole tokens") != NULL);
 
     /* Through a pipeline: variable-size items, batches of many lengths. */
     gp_config c;
