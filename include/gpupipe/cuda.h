@@ -2,8 +2,9 @@
  * gpupipe/cuda.h — CUDA-typed views of a batch, for compute functions on the CUDA backend.
  *
  * The only public gpupipe header that includes CUDA headers. Available when the library was
- * built with the CUDA backend (GP_HAVE_CUDA is then a compile definition of the gpupipe
- * targets); gp_cuda_cudnn() only when it was also built with cuDNN (GP_HAVE_CUDNN).
+ * built with the CUDA backend (GP_HAVE_CUDA is then a compile definition of the gpupipe CMake
+ * targets and in `pkg-config --cflags gpupipe`, with the CUDA headers' directory);
+ * gp_cuda_cudnn() only when it was also built with cuDNN (GP_HAVE_CUDNN, likewise).
  *
  * The accessors are part of libgpupipe itself and call no CUDA function: a compute using them
  * links only libgpupipe (and the CUDA libraries it calls itself). The CUDA backend runs from the

@@ -35,6 +35,13 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 cc -std=c11 $cflags $ldflags $(pkg-config --cflags gpupipe) "$src/tests/install/consumer/consumer.c" \
   -o "$tmp/pc_consumer" $(pkg-config --libs gpupipe) -Wl,-rpath,"$libdir"
 "$tmp/pc_consumer"
+# gpupipe/cuda.h in a CUDA build, with pkg-config's flags alone (its GP_HAVE_* and CUDA headers).
+if [ -f "$build/lib/libgpupipe-cuda.so" ]; then
+  cc -std=c11 $cflags $ldflags $(pkg-config --cflags gpupipe) \
+    "$src/tests/install/consumer/consumer_cuda.c" -o "$tmp/pc_cuda" $(pkg-config --libs gpupipe) \
+    -Wl,-rpath,"$libdir"
+  "$tmp/pc_cuda"
+fi
 # 3. The installed tools, from the prefix alone.
 unset LD_LIBRARY_PATH
 for tool in gp-infer gp-bench; do
