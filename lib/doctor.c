@@ -55,6 +55,14 @@ static void stage_mix(const gp_diagnosis *d, char *buf, size_t len) {
         gp__pct(d->d2h));
 }
 
+/* The mean size of the batches that did not fill (max_batch items each left as "full"): the
+   small-batches rule's "carrying", which full batches beside them must not hide. */
+static double short_mean(const gp_stats *s, const gp_diagnosis *d) {
+    uint64_t full = s->close_reasons[GP_CLOSE_FULL], rest = s->batches - full;
+    if (s->batches <= full || s->batch_items < full * s->max_batch) return d->mean_batch;
+    return (double)(s->batch_items - full * s->max_batch) / (double)rest;
+}
+
 static void explain(const gp_stats *s, gp_diagnosis *d) {
     char mix[64];
     stage_mix(d, mix, sizeof mix);
@@ -168,18 +176,19 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
     case GP_VERDICT_SMALL_BATCHES: {
         double full_ms = d->items_per_s > 0 ? (double)s->max_batch / d->items_per_s * 1e3 : 0;
         say(d->why, sizeof d->why,
-            "%.0f%% of batches left on the %u us max_delay_us timer with a mean of %.1f items "
-            "(max_batch %" PRIu64 "): at %s items/s a full batch needs %.1f ms, so every item "
-            "waits for the timer (queue wait p50 %s) while compute is busy only %.0f%%",
+            "%.0f%% of batches left on the %u us max_delay_us timer, those short of max_batch "
+            "with a mean of %.1f items (max_batch %" PRIu64 "): at %s items/s a full batch needs "
+            "%.1f ms, so every item waits for the timer (queue wait p50 %s) while compute is busy "
+            "only %.0f%%",
             100.0 * (double)s->close_reasons[GP_CLOSE_DELAY] / (double)s->batches, s->max_delay_us,
-            d->mean_batch, s->max_batch, gp__fmt_count(d->items_per_s).s, full_ms,
+            short_mean(s, d), s->max_batch, gp__fmt_count(d->items_per_s).s, full_ms,
             gp__fmt_ns((double)s->queue_wait_p50).s, gp__pct(d->compute));
         say(d->knob, sizeof d->knob,
             "if latency matters, lower max_delay_us (0 = dispatch as soon as a slot is free; "
             "a batch still grows while every slot is busy); if device time per item matters, "
             "set preferred sizes this load reaches (about %.0f items) so batches leave without "
             "the timer, or raise the delay toward %.1f ms",
-            d->mean_batch, full_ms);
+            short_mean(s, d), full_ms);
         break;
     }
     case GP_VERDICT_ENQUEUE: {
@@ -301,7 +310,7 @@ void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {
             }
         if (best < SATURATED) {
             if (s->max_delay_us > 0 && 2 * s->close_reasons[GP_CLOSE_DELAY] >= s->batches &&
-                2 * d->mean_batch <= (double)s->max_batch)
+                2 * short_mean(s, d) <= (double)s->max_batch)
                 v = GP_VERDICT_SMALL_BATCHES;
             else if (d->saturated >= SLOTS_FULL)
                 v = GP_VERDICT_INFLIGHT;

@@ -1,5 +1,7 @@
 /* Error strings and names, generated from the one table in gpupipe.h; names of enums. */
-#include "gpupipe/gpupipe.h"
+#include <string.h>
+
+#include "errsink.h"
 
 const char *gp_strerror(int code) {
     switch (code) {
@@ -21,6 +23,10 @@ const char *gp_err_name(int code) {
 #undef GP__ERR_NAME
     }
     return "GP_UNKNOWN";
+}
+
+int gp__is_err(int code) {
+    return code != GP_OK && strcmp(gp_err_name(code), "GP_UNKNOWN") != 0;
 }
 
 const char *gp_version(void) {

@@ -30,6 +30,10 @@ int gp__err_record(gp__errsink *s, int code, const char *file, int line, const c
     __attribute__((format(printf, 5, 6)));
 #define GP__ERR(sink, code, ...) gp__err_record((sink), (code), __FILE__, __LINE__, __VA_ARGS__)
 
+/* 1 when `code` is one of gpupipe.h's GP_E* codes (not GP_OK): a user's callback may return
+   one, and anything else maps to the caller's generic code. */
+int gp__is_err(int code);
+
 /* Copy the last detail into buf; returns its code. */
 int gp__err_copy(gp__errsink *s, char *buf, size_t len);
 

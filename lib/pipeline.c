@@ -319,12 +319,12 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
         rc = c->compute_setup(c->compute_user, b);
         s->in_setup = 0;
         if (rc != GP_OK) {
-            if (rc > 0 || rc < GP_ENOTSUP) rc = GP_EDEVICE;
+            if (!gp__is_err(rc)) rc = GP_EDEVICE;
             return GP__ERR(&p->err, rc, "compute_setup failed for slot %d%s%s", index,
                            s->err[0] ? ": " : "", s->err);
         }
-        s->ready = 1;
     }
+    s->ready = 1; /* teardown owed from here, with or without a setup */
     if (o->slot_ready) {
         s->in_ready = 1;
         rc = o->slot_ready(p->dev, s->stream, &s->launch);
@@ -337,9 +337,16 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
 static void slot_fini(gp_pipeline *p, gp__slot *s) {
     const gp__device_ops *o = p->ops;
     /* Teardown runs on the destroying thread: make the slot's device current first. */
-    if (s->ready && o->bind_device) o->bind_device(p->dev, s->device);
-    if (s->ready && p->cfg.compute_teardown)
-        p->cfg.compute_teardown(p->cfg.compute_user, &s->launch.batch);
+    if (s->ready && p->cfg.compute_teardown) {
+        if (o->bind_device) o->bind_device(p->dev, s->device);
+        /* The slot's template as setup saw it (gpupipe.h: n and bucket 0), not the last batch. */
+        gp_batch *b = &s->launch.batch;
+        b->n = b->bucket = 0;
+        b->first_seq = 0;
+        b->in_total = b->out_total = 0;
+        b->in_offsets = b->in_offsets_host = b->out_offsets = b->out_offsets_host = NULL;
+        p->cfg.compute_teardown(p->cfg.compute_user, b);
+    }
     for (int e = 0; e < GP__EV_COUNT; e++)
         if (s->ev[e]) o->event_destroy(p->dev, s->ev[e]);
     if (s->d_off) o->dev_free(p->dev, s->device, s->d_off);
@@ -394,7 +401,7 @@ static void *prep_main(void *arg) {
             uint64_t t0 = gp__now_ns();
             int rc = c->prep(c->prep_user, it->src, it->src_bytes, slot, bytes);
             GP__BUMP(p->stats.prep_busy_ns, gp__now_ns() - t0);
-            prep_status(it, rc == GP_OK ? GP_OK : (rc < 0 && rc >= GP_EBUSY ? rc : GP_EPREP));
+            prep_status(it, rc == GP_OK ? GP_OK : (gp__is_err(rc) ? rc : GP_EPREP));
         }
         gp__ring_publish(&p->ring, req.idx);
         gp__notify_wake(&p->bwake);
@@ -727,9 +734,10 @@ HOT int submit_copy(gp_pipeline *p, const void *input, size_t in_bytes, size_t o
     uint64_t idx;
     uint32_t in_len, out_len;
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
-    int rc = item_sizes(p, in_bytes, out_bytes, &in_len, &out_len);
-    if (rc != GP_OK) return rc;
+    /* In progress from here (destroy waits), before anything reads the pipeline. */
     unsigned call = call_enter(p);
+    int rc = item_sizes(p, in_bytes, out_bytes, &in_len, &out_len);
+    if (rc != GP_OK) return call_leave(p, call, rc);
     if ((rc = claim(p, in_len, &idx, &at, NULL)) != GP_OK) return call_leave(p, call, rc);
     memcpy(at, input, in_bytes);
     fill(p, idx, done, user, deadline_ns, out_len);
@@ -744,14 +752,15 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
     uint64_t idx, at_pos;
     uint32_t in_len, out_len;
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
+    unsigned call = call_enter(p); /* as submit_copy */
     if (!a->done || (!a->prep_src && a->prep_src_bytes) || a->input || p->cfg.prep_workers == 0)
-        return GP_EINVAL;
+        return call_leave(p, call, GP_EINVAL);
     if (a->prep_src_bytes > UINT32_MAX)
-        return GP__ERR(&p->err, GP_EINVAL, "prep_src_bytes: %zu is over 4 GiB - 1",
-                       a->prep_src_bytes);
+        return call_leave(p, call,
+                          GP__ERR(&p->err, GP_EINVAL, "prep_src_bytes: %zu is over 4 GiB - 1",
+                                  a->prep_src_bytes));
     int rc = item_sizes(p, a->input_bytes, a->output_bytes, &in_len, &out_len);
-    if (rc != GP_OK) return rc;
-    unsigned call = call_enter(p);
+    if (rc != GP_OK) return call_leave(p, call, rc);
     if ((rc = claim(p, in_len, &idx, &at, &at_pos)) != GP_OK) return call_leave(p, call, rc);
     gp__item *it = gp__ring_item(&p->ring, idx);
     it->src = a->prep_src;
@@ -811,9 +820,9 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
     uint32_t in_len, out_len;
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     if (!p || !r) return GP_EINVAL;
+    unsigned call = call_enter(p); /* as submit_copy */
     int rc = item_sizes(p, input_bytes, output_bytes, &in_len, &out_len);
-    if (rc != GP_OK) return rc;
-    unsigned call = call_enter(p);
+    if (rc != GP_OK) return call_leave(p, call, rc);
     rc = claim(p, in_len, &idx, &at, NULL);
     if (rc == GP_OK) {
         if (p->var_out) gp__ring_item(&p->ring, idx)->out_len = out_len; /* commit keeps it */
@@ -844,8 +853,9 @@ static int reservation_open(gp_pipeline *p, const gp_reservation *r) {
 }
 
 int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user) {
-    if (!p || !r || !done || !reservation_open(p, r)) return GP_EINVAL;
+    if (!p || !r || !done) return GP_EINVAL;
     unsigned call = call_enter(p);
+    if (!reservation_open(p, r)) return call_leave(p, call, GP_EINVAL);
     fill(p, r->seq, done, user, r->deadline_ns, gp__ring_item(&p->ring, r->seq)->out_len);
     publish(p, r->seq);
     r->data = NULL;
@@ -853,8 +863,9 @@ int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void 
 }
 
 int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r) {
-    if (!p || !r || !reservation_open(p, r)) return GP_EINVAL;
+    if (!p || !r) return GP_EINVAL;
     unsigned call = call_enter(p);
+    if (!reservation_open(p, r)) return call_leave(p, call, GP_EINVAL);
     /* The reserved sizes stay: a compute never sees an empty output, dead item or not. */
     fill(p, r->seq, NULL, NULL, 0, gp__ring_item(&p->ring, r->seq)->out_len);
     GP__BUMP(p->stats.abandoned, 1);
@@ -867,11 +878,15 @@ int gp_pipeline_cancel(gp_pipeline *p, uint64_t seq) {
     if (!p) return GP_EINVAL;
     unsigned call = call_enter(p);
     int rc;
-    /* Acquire (in gp__ring_claimed and here): below `released` every item is done. */
-    if (seq >= gp__ring_claimed(&p->ring)) {
+    /* Acquire (in gp__ring_claimed and here): below `released` every item is done. A done
+       item's descriptor still tells a canceled or abandoned one from the rest until a later
+       lap reuses it; an index 2^15 laps old could alias a newer lap's tag: just "done". */
+    uint64_t claimed = gp__ring_claimed(&p->ring);
+    uint64_t rel = atomic_load_explicit(&p->ring.released, memory_order_acquire);
+    if (seq >= claimed) {
         rc = GP_EINVAL; /* never accepted (yet) */
-    } else if (seq < atomic_load_explicit(&p->ring.released, memory_order_acquire)) {
-        rc = GP_EBUSY; /* done */
+    } else if (seq < rel && lap_of(p, claimed - seq) >= 0x8000) {
+        rc = GP_EBUSY; /* done, long ago */
     } else {
         gp__item *it = gp__ring_item(&p->ring, seq);
         uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);
@@ -884,7 +899,7 @@ int gp_pipeline_cancel(gp_pipeline *p, uint64_t seq) {
                 rc = GP_EINVAL; /* not filled yet: a reservation, or abandoned */
             } else if (st & GP__ST_CANCELED) {
                 rc = GP_OK;
-            } else if (st & GP__ST_TAKEN) {
+            } else if ((st & GP__ST_TAKEN) || seq < rel) {
                 rc = GP_EBUSY;
             } else {
                 uint32_t nst = gp__st_with_code(st | GP__ST_CANCELED, GP_ECANCELED);
@@ -966,9 +981,15 @@ int gp_pipeline_flush(gp_pipeline *p) {
 
 int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us) {
     if (!p) return GP_EINVAL;
-    uint64_t target = gp__ring_claimed(&p->ring);
+    /* Up to the last item accepted before this call: an open reservation (or a submit still
+       copying) is not submitted yet, unless an item after it is, which waits for it anyway. */
+    uint64_t claimed, open, target;
+    gp__ring_pending(&p->ring, &claimed, &open, &target);
     gp_pipeline_flush(p);
-    uint64_t deadline = timeout_us < 0 ? 0 : gp__now_ns() + (uint64_t)timeout_us * 1000u;
+    /* A timeout too long for the clock (~292 years of ns from now) is no timeout. */
+    uint64_t now = gp__now_ns(), deadline = 0;
+    if (timeout_us >= 0 && (uint64_t)timeout_us <= (UINT64_MAX - now) / 1000u)
+        deadline = now + (uint64_t)timeout_us * 1000u;
     int rc = GP_OK;
     gp__notify_lock(&p->drained);
     /* Acquire: pairs with gp__ring_release's store; the callbacks ran before it. */
@@ -1018,7 +1039,7 @@ int gp_pipeline_stats(gp_pipeline *p, gp_stats *s) {
 int gp_pipeline_mark(gp_pipeline *p, gp_stats_mark **out) {
     if (out) *out = NULL;
     if (!p || !out) return GP_EINVAL;
-    gp_stats_mark *m = gp__stats_mark_new(p);
+    gp_stats_mark *m = gp__stats_mark_new(p, p->stats.t_create_ns);
     if (!m) return GP_ENOMEM;
     read_stats(p, &m->s, m->queue_wait, m->latency);
     *out = m;
@@ -1026,8 +1047,10 @@ int gp_pipeline_mark(gp_pipeline *p, gp_stats_mark **out) {
 }
 
 int gp_pipeline_stats_since(gp_pipeline *p, const gp_stats_mark *m, gp_stats *out) {
-    if (!p || !m || m->owner != p || !gp__stats_size_ok(out)) return GP_EINVAL;
-    gp_stats_mark *now = gp__stats_mark_new(p); /* scratch: the histograms are 16 KiB */
+    if (!p || !m || m->owner != p || m->owner_born != p->stats.t_create_ns ||
+        !gp__stats_size_ok(out))
+        return GP_EINVAL;
+    gp_stats_mark *now = gp__stats_mark_new(p, 0); /* scratch: the histograms are 16 KiB */
     if (!now) return GP_ENOMEM;
     read_stats(p, &now->s, now->queue_wait, now->latency);
     gp_stats full;

@@ -36,7 +36,7 @@ typedef struct gp__slot {
     struct gp_pipeline *pipeline;
     int index;
     int device;
-    int ready;    /* compute_setup ran; teardown owed */
+    int ready;    /* created, compute_setup (if any) succeeded: teardown owed */
     int in_setup; /* compute_setup is running (gp_batch_set_slot_user); create thread only */
     int in_ready; /* the backend's slot_ready is running: its compute calls (CUDA graphs' warm-up
                      and capture) are not batches, so their padding reports are not counted */

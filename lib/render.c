@@ -106,11 +106,13 @@ static void write_json(const gp_stats *s, FILE *f) {
             "\"enqueue_busy\":%.6g,\"starved\":%.6g,\"delay_wait\":%.6g,\"saturated\":%.6g,"
             "\"backpressure\":%.6g,"
             "\"enqueue_us_per_batch\":%.6g,\"compute_us_per_batch\":%.6g,"
-            "\"h2d_gbps\":%.6g,\"d2h_gbps\":%.6g}",
+            "\"h2d_gbps\":%.6g,\"d2h_gbps\":%.6g,\"wall_s\":%.6g,\"device_items_per_s\":%.6g,"
+            "\"padding\":%.6g}",
             fin(d.items_per_s), fin(d.mean_batch), fin(d.h2d), fin(d.compute), fin(d.d2h),
             fin(d.callbacks), fin(d.prep), fin(d.enqueue), fin(d.starved), fin(d.delay_wait),
             fin(d.saturated), fin(d.backpressure), fin(d.batch_enqueue_us), fin(d.batch_compute_us),
-            fin(d.h2d_gbps), fin(d.d2h_gbps));
+            fin(d.h2d_gbps), fin(d.d2h_gbps), fin(d.wall_s), fin(d.device_items_per_s),
+            fin(d.padding));
     fprintf(f, ",\"verdict\":\"%s\",\"bottleneck\":\"%s\",\"why\":", gp_verdict_name(d.verdict),
             gp_verdict_name(d.bottleneck));
     json_str(f, d.why);

@@ -155,6 +155,14 @@ uint64_t gp__ring_close(gp__ring *r);
 /* Claimed indices so far. */
 uint64_t gp__ring_claimed(gp__ring *r);
 
+/* The claimed indices not yet released, read once each (a snapshot, as the counters are):
+   *claimed as gp__ring_claimed; *unpublished how many of them are not accepted yet (a submit
+   still copying, an open reservation; a prep item is accepted once filled, before its worker
+   publishes it); *published_end one past the last accepted or published one (`released` when
+   none). Any thread; O(capacity) at most. */
+void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *unpublished,
+                      uint64_t *published_end);
+
 /* Largest contiguous run of ring slots starting at idx, at most n long (a span wraps at the
    ring's end, so a batch moves in one or two copies). */
 static inline uint64_t gp__ring_run(const gp__ring *r, uint64_t idx, uint64_t n) {

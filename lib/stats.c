@@ -164,9 +164,10 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
     s->timed_out = GP__READ(t->timed_out);
     s->canceled = GP__READ(t->canceled);
     s->failed = GP__READ(t->failed);
-    uint64_t abandoned = GP__READ(t->abandoned);
-    uint64_t claimed = gp__ring_claimed(src->ring);
-    s->submitted = claimed > abandoned ? claimed - abandoned : 0;
+    uint64_t abandoned = GP__READ(t->abandoned), claimed, open, published_end;
+    /* Accepted items only: not an open reservation or a submit still copying (gpupipe.h). */
+    gp__ring_pending(src->ring, &claimed, &open, &published_end);
+    s->submitted = claimed > abandoned + open ? claimed - abandoned - open : 0;
     s->rejected_full = GP__READ(t->rejected_full);
     s->batches = GP__READ(t->batches);
     s->batch_items = GP__READ(t->batch_items);
@@ -220,9 +221,9 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
 
 /* ---- marks and windows ------------------------------------------------------------------ */
 
-gp_stats_mark *gp__stats_mark_new(const void *owner) {
+gp_stats_mark *gp__stats_mark_new(const void *owner, uint64_t owner_born) {
     gp_stats_mark *m = calloc(1, sizeof *m);
-    if (m) m->owner = owner;
+    if (m) m->owner = owner, m->owner_born = owner_born;
     return m;
 }
 

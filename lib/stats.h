@@ -141,7 +141,8 @@ typedef struct gp__stats_src {
 /* A snapshot with the fine latency histograms it was computed from: a window's start, and the
    scratch for its end. About 16 KiB: always on the heap (gp__stats_mark_new). */
 struct gp_stats_mark {
-    const void *owner; /* the pipeline it was taken on */
+    const void *owner;   /* the pipeline it was taken on */
+    uint64_t owner_born; /* its t_create_ns: a later pipeline at the same address is another */
     gp_stats s;
     uint64_t queue_wait[GP__HIST_BUCKETS];
     uint64_t latency[GP__HIST_BUCKETS];
@@ -153,7 +154,7 @@ struct gp_stats_mark {
 void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_BUCKETS],
                     uint64_t lat[GP__HIST_BUCKETS]);
 /* A zeroed mark owned by `owner`, or NULL. Freed with gp_stats_mark_free. */
-gp_stats_mark *gp__stats_mark_new(const void *owner);
+gp_stats_mark *gp__stats_mark_new(const void *owner, uint64_t owner_born);
 /* The window from `then` to `now` into `out` (every field). `now`'s histograms are
    overwritten with the difference. */
 void gp__stats_window(const gp_stats_mark *then, gp_stats_mark *now, gp_stats *out);

@@ -293,9 +293,9 @@ typedef struct gp_config {
     size_t max_batch;                   /* default 64 */
     size_t preferred[GP_MAX_PREFERRED]; /* preferred batch sizes, ascending, <= max_batch */
     int num_preferred;                  /* default 0 */
-    uint32_t max_delay_us;              /* default 0: dispatch as soon as a slot is free */
-    int inflight;                       /* in-flight batch slots, 1..64; default 3 */
-    gp_full_policy full_policy;         /* default GP_FULL_BLOCK */
+    uint32_t max_delay_us;      /* at most 60 s; default 0: dispatch as soon as a slot is free */
+    int inflight;               /* in-flight batch slots, 1..64; default 3 */
+    gp_full_policy full_policy; /* default GP_FULL_BLOCK */
 
     gp_compute_fn compute; /* required */
     void *compute_user;
@@ -416,7 +416,8 @@ GP_API int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t
 
 /*
  * Hand the raw input `src` to the prep worker pool, which runs the configured prep function
- * straight into the ring slot. `src` must stay valid until `done` is called. Requires
+ * straight into the ring slot. `src` must stay valid until `done` is called; it may be NULL
+ * only with src_bytes 0 (prep is then called with NULL and 0). Requires
  * prep_workers > 0 (else GP_EINVAL) and fixed-size inputs (variable-size: gp_submit_args.prep_src
  * with the item's size). Order and exactly-once hold as for gp_pipeline_submit.
  */
@@ -458,7 +459,9 @@ GP_API int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *a, uint64
  * @return GP_OK (canceled; a second cancel of the same item also returns GP_OK);
  *         GP_EBUSY (too late: the item is on the device or done, its callback comes as usual,
  *         with its output); GP_EINVAL (NULL, or `seq` names no accepted item: not yet
- *         submitted, an uncommitted or abandoned reservation). Any thread, never blocks.
+ *         submitted, an uncommitted or abandoned reservation). Once a later item has reused
+ *         the done item's ring slot (`capacity` items on), every answer for it is GP_EBUSY.
+ *         Any thread, never blocks.
  */
 GP_API int gp_pipeline_cancel(gp_pipeline *p, uint64_t seq);
 
@@ -509,8 +512,10 @@ GP_API int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes,
 GP_API int gp_pipeline_flush(gp_pipeline *p);
 
 /*
- * Flush, then wait until every item submitted before this call has had its callback, or
- * `timeout_us` passed (< 0: wait forever). Must not be called from a callback.
+ * Flush, then wait until every item submitted (or committed) before this call has had its
+ * callback, or `timeout_us` passed (< 0, or too long for the clock: wait forever). A
+ * reservation still open is not waited for, unless an item accepted after it must wait for its
+ * commit or abandon. Must not be called from a callback.
  * @return GP_OK, GP_ETIMEDOUT, GP_EINVAL.
  */
 GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
@@ -573,7 +578,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(TEXT, char, fallback_reason, [160], "", "", "why, when fell_back")                           \
     X(WALL, uint64_t, wall_ns, , "ns", "uptime_seconds",                                           \
       "time since the pipeline was created (a window: its length)")                                \
-    X(COUNT, uint64_t, submitted, , "items", "items_submitted_total", "items accepted by submit")  \
+    X(COUNT, uint64_t, submitted, , "items", "items_submitted_total",                              \
+      "items accepted by submit or commit (not an open reservation)")                              \
     X(COUNT, uint64_t, completed, , "items", "", "callbacks run, any status")                      \
     X(COUNT, uint64_t, completed_ok, , "items", "items_completed_total{status=\"ok\"}",            \
       "callbacks with GP_OK")                                                                      \
@@ -779,14 +785,14 @@ typedef struct gp_diagnosis {
  * pipeline. The busiest of compute, H2D, D2H, callbacks and prep (per worker), and enqueue
  * when its host time per batch exceeds the compute per batch, is the bottleneck when it is busy
  * at least 70% of wall time; otherwise small-batches (max_delay_us set, at least half the
- * batches left on the delay timer carrying at most half of max_batch), inflight (a batch waited
- * for a free slot at least 50% of the time), producers (the batcher waited for items at least
- * 40%), else mixed; no-work before the first batch. When compute is the bottleneck and the
- * computes reported (gp_batch_report_padding) that at least a third of their elements were
- * padding, the verdict is padding. The verdict is gpu-not-used when AUTO fell
- * back, with the bottleneck still named.
- * s->struct_size: fields past it read as 0. d->struct_size must be set; only that much is
- * written. Any thread. @return GP_OK or GP_EINVAL (NULL argument, bad struct_size).
+ * batches left on the delay timer, the batches short of max_batch carrying at most half of it
+ * on average), inflight (a batch waited for a free slot at least 50% of the time), producers
+ * (the batcher waited for items at least 40%), else mixed; no-work before the first batch. When
+ * compute is the bottleneck and the computes reported (gp_batch_report_padding) that at least a
+ * third of their elements were padding, the verdict is padding. The verdict is gpu-not-used when
+ * AUTO fell back, with the bottleneck still named. s->struct_size: fields past it read as 0.
+ * d->struct_size must be set; only that much is written. Any thread. @return GP_OK or GP_EINVAL
+ * (NULL argument, bad struct_size).
  */
 GP_API int gp_stats_diagnose(const gp_stats *s, gp_diagnosis *d);
 

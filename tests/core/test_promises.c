@@ -1,0 +1,276 @@
+/*
+ * gpupipe.h promises an audit of the installed library found broken (2026-11-26), each held
+ * here on the host backend: drain with a timeout too long for the clock, cancel's answers for a
+ * done item, open reservations in `submitted` and drain, a compute_setup's GP_EBUSY, teardown
+ * without setup and its bucket 0, destroy waiting for a submit inside its own log callback, and
+ * a mark of a destroyed pipeline.
+ */
+#include <stdatomic.h>
+#include <time.h>
+
+#include "gpt.h"
+
+enum { ITEM = 16 };
+
+static _Atomic int g_sleep_us; /* the compute's delay per batch */
+
+static int copy_compute(void *user, const gp_batch *b) {
+    (void)user;
+    int us = atomic_load(&g_sleep_us);
+    if (us > 0) {
+        struct timespec t = {us / 1000000, (long)(us % 1000000) * 1000};
+        nanosleep(&t, NULL);
+    }
+    memcpy(b->out, b->in, b->n * ITEM);
+    return 0;
+}
+
+typedef struct done_log {
+    _Atomic int calls;
+    _Atomic int last_status;
+} done_log;
+
+static void on_done(void *user, int status, const void *out, size_t bytes) {
+    (void)out, (void)bytes;
+    done_log *d = user;
+    atomic_store(&d->last_status, status);
+    atomic_fetch_add(&d->calls, 1);
+}
+
+static void base(gp_config *c) {
+    gp_config_init(c);
+    c->backend = GP_BACKEND_HOST;
+    c->item_in_bytes = c->item_out_bytes = ITEM;
+    c->max_batch = 4;
+    c->compute = copy_compute;
+}
+
+static gp_pipeline *make(gp_config *c) {
+    gp_pipeline *p = NULL;
+    char err[256];
+    int rc = gp_pipeline_create(c, &p, err, sizeof err);
+    if (rc != GP_OK) fprintf(stderr, "create: %s: %s\n", gp_err_name(rc), err);
+    GPT_RC(rc, GP_OK);
+    return p;
+}
+
+/* drain(INT64_MAX): "< 0, or too long for the clock: wait forever", not an instant timeout. */
+static void drain_forever(void) {
+    gp_config c;
+    base(&c);
+    gp_pipeline *p = make(&c);
+    unsigned char in[ITEM] = {1};
+    done_log d = {0};
+    atomic_store(&g_sleep_us, 50000);
+    GPT_RC(gp_pipeline_submit(p, in, ITEM, on_done, &d), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, INT64_MAX), GP_OK);
+    GPT_EQ(atomic_load(&d.calls), 1);
+    GPT_RC(gp_pipeline_submit(p, in, ITEM, on_done, &d), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, INT64_MAX / 1000 + 1), GP_OK); /* microseconds past 2^63 ns */
+    GPT_EQ(atomic_load(&d.calls), 2);
+    atomic_store(&g_sleep_us, 0);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("ok  drain with INT64_MAX waits for the item\n");
+}
+
+/* A canceled item stays canceled (GP_OK again) after its callback; an abandoned reservation
+   is no accepted item (GP_EINVAL) after later items are done; a done item is GP_EBUSY. */
+static void cancel_done(void) {
+    gp_config c;
+    base(&c);
+    c.max_delay_us = 200000; /* the first item waits for the timer: time to cancel it */
+    gp_pipeline *p = make(&c);
+    unsigned char in[ITEM] = {2};
+    done_log d = {0}, d2 = {0};
+    gp_submit_args a;
+    gp_submit_args_init(&a);
+    a.input = in;
+    a.input_bytes = ITEM;
+    a.done = on_done;
+    a.user = &d;
+    uint64_t s0, s2;
+    GPT_RC(gp_pipeline_submit_ex(p, &a, &s0), GP_OK);
+    GPT_RC(gp_pipeline_cancel(p, s0), GP_OK);
+    GPT_RC(gp_pipeline_cancel(p, s0), GP_OK);
+    gp_reservation r;
+    GPT_RC(gp_pipeline_reserve(p, &r), GP_OK);
+    uint64_t s1 = r.seq;
+    GPT_RC(gp_pipeline_abandon(p, &r), GP_OK);
+    GPT_RC(gp_pipeline_cancel(p, s1), GP_EINVAL);
+    a.user = &d2;
+    GPT_RC(gp_pipeline_submit_ex(p, &a, &s2), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
+    GPT_EQ(atomic_load(&d.calls), 1);
+    GPT_RC(atomic_load(&d.last_status), GP_ECANCELED);
+    GPT_RC(atomic_load(&d2.last_status), GP_OK);
+    GPT_RC(gp_pipeline_cancel(p, s0), GP_OK);     /* still: a second cancel of it */
+    GPT_RC(gp_pipeline_cancel(p, s1), GP_EINVAL); /* still: abandoned */
+    GPT_RC(gp_pipeline_cancel(p, s2), GP_EBUSY);  /* done with its output */
+    GPT_EQ(atomic_load(&d.calls), 1);
+    gp_stats st = {.struct_size = sizeof st};
+    GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
+    GPT_EQ(st.cancels, 1);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("ok  cancel after the callback: canceled GP_OK, abandoned GP_EINVAL, done GP_EBUSY\n");
+}
+
+/* An open reservation is not submitted: not in stats.submitted, and drain does not wait for it
+   when no accepted item comes after it. */
+static void open_reservation(void) {
+    gp_config c;
+    base(&c);
+    gp_pipeline *p = make(&c);
+    unsigned char in[ITEM] = {3};
+    done_log d = {0};
+    GPT_RC(gp_pipeline_submit(p, in, ITEM, on_done, &d), GP_OK);
+    gp_reservation r;
+    GPT_RC(gp_pipeline_reserve(p, &r), GP_OK);
+    gp_stats st = {.struct_size = sizeof st};
+    GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
+    GPT_EQ(st.submitted, 1);
+    GPT_RC(gp_pipeline_drain(p, 10 * 1000 * 1000), GP_OK);
+    GPT_EQ(atomic_load(&d.calls), 1);
+    memset(r.data, 4, ITEM);
+    GPT_RC(gp_pipeline_commit(p, &r, on_done, &d), GP_OK);
+    GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
+    GPT_EQ(st.submitted, 2);
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
+    GPT_EQ(atomic_load(&d.calls), 2);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("ok  an open reservation is neither submitted nor drained for\n");
+}
+
+typedef struct slots_seen {
+    int setups, teardowns, bad_teardown;
+    int ret; /* setup's return */
+} slots_seen;
+
+static int setup_fn(void *user, const gp_batch *b) {
+    slots_seen *s = user;
+    (void)b;
+    s->setups++;
+    return s->ret;
+}
+
+static void teardown_fn(void *user, const gp_batch *b) {
+    slots_seen *s = user;
+    s->teardowns++;
+    if (b->n != 0 || b->bucket != 0) s->bad_teardown++;
+}
+
+static int seen_compute(void *user, const gp_batch *b) {
+    return copy_compute(user, b);
+}
+
+static void setup_teardown(void) {
+    /* A GP_E* code from setup is create's code, the newest included. */
+    static const int codes[] = {GP_EBUSY, GP_ENOTSUP, GP_EINVAL, 7, -100};
+    static const int want[] = {GP_EBUSY, GP_ENOTSUP, GP_EINVAL, GP_EDEVICE, GP_EDEVICE};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        slots_seen s = {.ret = codes[i]};
+        gp_config c;
+        base(&c);
+        c.compute = seen_compute;
+        c.compute_user = &s;
+        c.compute_setup = setup_fn;
+        gp_pipeline *p = NULL;
+        char err[256];
+        GPT_RC(gp_pipeline_create(&c, &p, err, sizeof err), want[i]);
+        GPT_CHECK(p == NULL);
+    }
+    /* Teardown alone: once per slot, with n and bucket 0 (after batches ran). */
+    for (int with_setup = 0; with_setup < 2; with_setup++) {
+        slots_seen s = {0};
+        gp_config c;
+        base(&c);
+        c.inflight = 2;
+        c.compute = seen_compute;
+        c.compute_user = &s;
+        c.compute_setup = with_setup ? setup_fn : NULL;
+        c.compute_teardown = teardown_fn;
+        gp_pipeline *p = make(&c);
+        unsigned char in[ITEM] = {5};
+        done_log d = {0};
+        for (int k = 0; k < 7; k++)
+            GPT_RC(gp_pipeline_submit(p, in, ITEM, on_done, &d), GP_OK);
+        GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
+        GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+        GPT_EQ(s.setups, with_setup ? 2 : 0);
+        GPT_EQ(s.teardowns, 2);
+        GPT_EQ(s.bad_teardown, 0);
+    }
+    printf("ok  setup's GP_EBUSY fails create with it; teardown without setup, bucket 0\n");
+}
+
+/* A submit of the wrong size is in progress from its start: destroy waits while its error is
+   still being logged (inside the log callback). */
+typedef struct log_hold {
+    _Atomic int in_log, submit_returned;
+} log_hold;
+
+static log_hold g_hold;
+
+static void holding_log(void *user, gp_log_level level, const char *msg) {
+    (void)user, (void)level;
+    if (!strstr(msg, "item of")) return;
+    atomic_store(&g_hold.in_log, 1);
+    struct timespec t = {0, 200 * 1000 * 1000};
+    nanosleep(&t, NULL);
+}
+
+static void *wrong_submit(void *arg) {
+    gp_pipeline *p = arg;
+    unsigned char in[ITEM + 1] = {0};
+    done_log d = {0};
+    int rc = gp_pipeline_submit(p, in, ITEM + 1, on_done, &d);
+    GPT_CHECK(rc == GP_EINVAL || rc == GP_ESHUTDOWN);
+    atomic_store(&g_hold.submit_returned, 1);
+    return NULL;
+}
+
+static void destroy_waits(void) {
+    gp_config c;
+    base(&c);
+    c.log = holding_log;
+    gp_pipeline *p = make(&c);
+    pthread_t t;
+    GPT_EQ(pthread_create(&t, NULL, wrong_submit, p), 0);
+    while (!atomic_load(&g_hold.in_log)) {
+        struct timespec w = {0, 1000 * 1000};
+        nanosleep(&w, NULL);
+    }
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    GPT_EQ(atomic_load(&g_hold.submit_returned), 1); /* destroy waited for it */
+    GPT_EQ(pthread_join(t, NULL), 0);
+    printf("ok  destroy waits for a submit still logging its size error\n");
+}
+
+/* A mark is of its pipeline only: a new pipeline (at the same address or not) refuses it. */
+static void stale_mark(void) {
+    gp_config c;
+    base(&c);
+    int reused = 0;
+    for (int k = 0; k < 4; k++) {
+        gp_pipeline *p1 = make(&c);
+        gp_stats_mark *m = NULL;
+        GPT_RC(gp_pipeline_mark(p1, &m), GP_OK);
+        GPT_RC(gp_pipeline_destroy(p1, GP_DESTROY_DRAIN), GP_OK);
+        gp_pipeline *p2 = make(&c);
+        reused += p2 == p1;
+        gp_stats st = {.struct_size = sizeof st};
+        GPT_RC(gp_pipeline_stats_since(p2, m, &st), GP_EINVAL);
+        gp_stats_mark_free(m);
+        GPT_RC(gp_pipeline_destroy(p2, GP_DESTROY_DRAIN), GP_OK);
+    }
+    printf("ok  a destroyed pipeline's mark is refused (address reused %d of 4 times)\n", reused);
+}
+
+int main(void) {
+    drain_forever();
+    cancel_done();
+    open_reservation();
+    setup_teardown();
+    destroy_waits();
+    stale_mark();
+    return 0;
+}
