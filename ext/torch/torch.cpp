@@ -521,6 +521,14 @@ int load_impl(const char *path, const gp_torch_options &o, std::unique_ptr<gp_to
     std::FILE *f = std::fopen(path, "rb");
     if (!f)
         throw Failure(GP_EIO, std::string("cannot open '") + path + "': " + std::strerror(errno));
+    /* A directory opens, and fails its first read (EISDIR): not a file either. */
+    errno = 0;
+    if (std::fgetc(f) == EOF && std::ferror(f)) {
+        int e = errno;
+        std::fclose(f);
+        throw Failure(GP_EIO,
+                      std::string("cannot read '") + path + "': " + std::strerror(e ? e : EIO));
+    }
     std::fclose(f);
     try {
         m->module = torch::jit::load(path, c10::Device(c10::kCPU));
@@ -574,6 +582,14 @@ int load_impl(const char *path, const gp_torch_options &o, std::unique_ptr<gp_to
             for (int i = 0; i < m->out.rank; i++)
                 m->out.dims[i] = y.size(i + 1);
         }
+        /* The rule a given output item meets: every dimension > 0, its bytes within size_t
+           (a view can claim more elements than memory holds: the pipeline would size its
+           buffers from a wrapped product). */
+        std::string why;
+        if (validate_item(m->out, "output", true, &why) != GP_OK)
+            throw Failure(GP_EMODEL, "finding the output item: forward on 2 items returned " +
+                                         tensor_str(y) +
+                                         ": its item has a dimension of 0 or is too large");
     }
     scalar_of(m->out.dtype, &m->out_type);
     m->out_bytes = item_bytes(m->out);
@@ -662,7 +678,12 @@ size_t gp_torch_output_bytes(const gp_torch_model *m) {
 
 int gp_torch_configure(gp_torch_model *m, gp_config *cfg) {
     if (!m || !cfg) return GP_EINVAL;
-    if (cfg->struct_size < offsetof(gp_config, prep_workers)) return GP_EINVAL;
+    if (cfg->struct_size < offsetof(gp_config, prep_workers))
+        return record(*m, GP_EINVAL, [&] {
+            return "gp_torch_configure: cfg->struct_size is " + std::to_string(cfg->struct_size) +
+                   ", under the " + std::to_string(offsetof(gp_config, prep_workers)) +
+                   " bytes this library sets: fill the config with gp_config_init";
+        });
     int live = m->live.load(std::memory_order_relaxed);
     if (live > 0)
         return record(*m, GP_EINVAL, [&] {

@@ -149,8 +149,10 @@ GP_API void gp_torch_options_init(gp_torch_options *o);
  * @return GP_OK; GP_EINVAL (NULL argument, struct_size too small, unset or bad input item, bad
  *         output item, precision TF32 or unknown, negative warmup or threads); GP_EIO (cannot
  *         open the file); GP_EMODEL (not a TorchScript file, no forward method, or the output
- *         forward failed or returned something other than one tensor [2, ...]: the message
- *         says which, with PyTorch's words); GP_ENOMEM. On error *out is NULL.
+ *         forward failed or returned something other than one tensor [2, ...] whose item has
+ *         no dimension of 0 and fits size_t bytes: the message says which, with PyTorch's
+ *         words); GP_EIO also for a path that opens but cannot be read (a directory);
+ *         GP_ENOMEM. On error *out is NULL.
  * `err`/`err_len` (optional): receives a NUL-terminated detail on error. Any thread.
  */
 GP_API int gp_torch_model_load(const char *path, const gp_torch_options *opt, gp_torch_model **out,

@@ -76,6 +76,13 @@ class Sum(nn.Module):
         return x.sum(1)
 
 
+class Huge(nn.Module):
+    # A stride-0 view whose item claims 3 * 768614336404564651 int64 elements: more bytes than
+    # size_t holds, in no memory at all (load must refuse it, not size buffers from a wrap).
+    def forward(self, x):
+        return torch.zeros(1, 1, 1, dtype=torch.long).expand(x.shape[0], 3, 768614336404564651)
+
+
 class Slow(nn.Module):
     def __init__(self):
         super().__init__()
@@ -112,7 +119,7 @@ with torch.no_grad():
     save("resnet_ref.f32", net(x), torch.float32)
 
     for name, mod in (("thrower", Thrower()), ("tuple", Tuple()), ("sum", Sum()),
-                      ("slow", Slow())):
+                      ("slow", Slow()), ("huge", Huge())):
         torch.jit.script(mod.eval()).save(os.path.join(out, name + ".pt"))
 
 with open(os.path.join(out, "notmodel.pt"), "w") as f:

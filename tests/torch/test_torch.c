@@ -300,6 +300,7 @@ static void test_load_errors(void) {
     bad.warmup = -1;
     load_fails(fixture("mlp.pt"), &bad, GP_EINVAL, "warmup");
     load_fails(fixture("does-not-exist.pt"), &o, GP_EIO, "cannot open");
+    load_fails(fixture("."), &o, GP_EIO, "cannot read"); /* a directory */
     load_fails(fixture("notmodel.pt"), &o, GP_EMODEL, "not a TorchScript file");
     load_fails(fixture("statedict.pt"), &o, GP_EMODEL, "not a TorchScript file");
     /* Output found by a forward at load: a wrong input shape fails there, in PyTorch's words. */
@@ -309,6 +310,7 @@ static void test_load_errors(void) {
     gp_torch_options t;
     options(&t, item1(GP_DTYPE_F32, 4));
     load_fails(fixture("tuple.pt"), &t, GP_EMODEL, "not one tensor");
+    load_fails(fixture("huge.pt"), &t, GP_EMODEL, "too large"); /* its item's bytes wrap */
 
     /* The queries, and NULLs. */
     m = load_ok("mlp.pt", &o);
@@ -325,6 +327,12 @@ static void test_load_errors(void) {
     GPT_RC(gp_torch_last_error(m, err, sizeof err), GP_OK);
     GPT_CHECK(err[0] == '\0');
     GPT_RC(gp_torch_configure(NULL, NULL), GP_EINVAL);
+    gp_config small; /* a config from an older, smaller gp_config: refused with the detail */
+    gp_config_init(&small);
+    small.struct_size = 8;
+    GPT_RC(gp_torch_configure(m, &small), GP_EINVAL);
+    GPT_RC(gp_torch_last_error(m, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "struct_size is 8") != NULL);
     GPT_RC(gp_torch_input(NULL, &in), GP_EINVAL);
     GPT_RC(gp_torch_last_error(NULL, err, sizeof err), GP_EINVAL);
     GPT_EQ(gp_torch_input_bytes(NULL), 0);
