@@ -50,6 +50,7 @@ if(GP_HAVE_CUDA)
   gp_add_test(NAME gpu_handles SOURCES gpu/test_handles.c ARGS eager LABELS gpu TIMEOUT 120)
   gp_gpu_case(gpu_graphs gpu_handles ARGS graphs)
   gp_gpu_case(gpu_graphs_uncapturable gpu_handles ARGS uncapturable)
+  gp_gpu_case(gpu_graphs_dnn_in_capture gpu_handles ARGS dnn_in_capture)
 
   gp_add_test(NAME gpu_multi_device SOURCES gpu/test_multi_device.c LABELS gpu TIMEOUT 120)
 endif()

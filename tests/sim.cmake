@@ -47,6 +47,7 @@ gp_sim_case(gpu_no_alloc gpu_no_alloc)
 gp_sim_case(gpu_handles gpu_handles ARGS eager)
 gp_sim_case(gpu_graphs gpu_handles ARGS graphs)
 gp_sim_case(gpu_graphs_uncapturable gpu_handles ARGS uncapturable)
+gp_sim_case(gpu_graphs_dnn_in_capture gpu_handles ARGS dnn_in_capture)
 if(GP_HAVE_CUDNN) # cuDNN present but unloadable: gp_cuda_cudnn() NULL, the note says why
   gp_sim_case(gpu_handles_no_cudnn gpu_handles ARGS eager ENV "GPSIM_CUDNN=0")
 endif()

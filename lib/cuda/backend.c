@@ -107,6 +107,7 @@ struct gp__stream {
     cudnnHandle_t dnn; /* created on first use (get_cudnn); NULL before or on failure */
     int dnn_failed;    /* the creation failed: NULL from now on, no retry per batch */
 #endif
+    int dnn_refused; /* a capture's compute got NULL from gp_cuda_cudnn: that bucket runs eager */
     int slot;
     cudaGraphExec_t exec[GP_MAX_BUCKETS]; /* per bucket index; NULL: that bucket runs eager */
     nvtxStringHandle_t nv_h2d, nv_compute, nv_d2h;
@@ -559,6 +560,7 @@ static void *get_cudnn(gp__cuda_handles *h) {
                 "slot %d: gp_cuda_cudnn() first called under CUDA-graph capture: NULL for this "
                 "call (call it first from compute_setup)",
                 s->slot);
+        s->dnn_refused = 1; /* capture_bucket keeps no graph of what ran without it */
         return NULL;
     }
     if (GP__CU_WHY(c, cudaSetDevice(s->dev->id), why) != GP_OK ||
@@ -726,6 +728,7 @@ static int capture_bucket(cuda_ctx *c, gp__stream *s, gp__launch *l, int b) {
         eager_reason(c, "slot %d batch %zu: %s", s->slot, size, why);
         goto out;
     }
+    s->dnn_refused = 0;
     int st = l->fn(l->user, &l->batch);
     int end_rc = GP__CU_WHY(c, cudaStreamEndCapture(s->st, &g), why);
     char why2[256];
@@ -733,6 +736,11 @@ static int capture_bucket(cuda_ctx *c, gp__stream *s, gp__launch *l, int b) {
     if (st != GP_OK)
         eager_reason(c, "slot %d batch %zu: the compute returned %d under capture", s->slot, size,
                      st);
+    else if (s->dnn_refused) /* cuda.h: gp_cuda_cudnn's NULL under capture, for that call only */
+        eager_reason(c,
+                     "slot %d batch %zu: gp_cuda_cudnn() was first called under capture (NULL "
+                     "there): call it first from compute_setup",
+                     s->slot, size);
     else if (end_rc != GP_OK)
         eager_reason(c, "slot %d batch %zu: %s", s->slot, size, why);
     else if (last_rc != GP_OK)

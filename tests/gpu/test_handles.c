@@ -7,7 +7,10 @@
  *                  ran twice per slot and bucket at the bucket's size, eagerly (warm-up) and
  *                  then under capture, in that order (gpupipe/cuda.h);
  *   uncapturable   graphs on, but the compute synchronizes its stream (illegal under
- *                  capture): every bucket falls back to eager, with the reason in stats.
+ *                  capture): every bucket falls back to eager, with the reason in stats;
+ *   dnn_in_capture graphs on, setup never calls gp_cuda_cudnn and the compute first does under
+ *                  capture: NULL there, so every bucket runs eager (cuda.h), and the batches'
+ *                  calls, outside a capture, get the handle.
  * Every compute call reports its padding (n of capacity items): batches count, calls at create
  * do not.
  */
@@ -22,7 +25,8 @@ enum { FLOATS = 48, MAX_BATCH = 32, N = 2000 };
 enum { MAX_SLOTS = 8, MAX_CALLS = 64 };
 
 typedef struct hctx {
-    int uncapturable;
+    int uncapturable, dnn_in_capture;
+    _Atomic int dnn_bad; /* dnn_in_capture: a handle under capture, or none for a batch */
     _Atomic int setups, bad_setup, no_cudnn;
     /* Calls per slot while the pipeline is created (created == 0): 'w' eager, 'c' under
        capture, '?' the query failed; and the batch size each call saw. */
@@ -50,8 +54,10 @@ static int setup(void *user, const gp_batch *b) {
     /* NULL is allowed where cuDNN cannot be loaded, with the reason in stats.backend_note
        (checked in main); a handle must be bound to the slot's stream. */
     cudaStream_t dnn_st = NULL;
-    cudnnHandle_t dnn = gp_cuda_cudnn(b);
-    if (!dnn)
+    cudnnHandle_t dnn = h->dnn_in_capture ? NULL : gp_cuda_cudnn(b);
+    if (h->dnn_in_capture)
+        ;
+    else if (!dnn)
         atomic_fetch_add(&h->no_cudnn, 1);
     else
         bad |= cudnnGetStream(dnn, &dnn_st) != CUDNN_STATUS_SUCCESS || dnn_st != st;
@@ -80,6 +86,16 @@ static int scale2(void *user, const gp_batch *b) {
         }
     }
     if (gp_batch_report_padding(b, b->n, b->capacity) != GP_OK) return 3;
+#if defined(GP_HAVE_CUDNN)
+    if (h->dnn_in_capture) { /* not in create's warm-ups: the first call is the capture's */
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(st, &cs) != cudaSuccess) return 4;
+        if (cs != cudaStreamCaptureStatusNone)
+            atomic_fetch_or(&h->dnn_bad, gp_cuda_cudnn(b) != NULL);
+        else if (atomic_load(&h->created))
+            atomic_fetch_or(&h->dnn_bad, gp_cuda_cudnn(b) == NULL);
+    }
+#endif
     if (h->uncapturable && cudaStreamSynchronize(st) != cudaSuccess)
         return 7; /* under capture: illegal, so the bucket stays eager */
     if (cudaMemcpyAsync(b->out, b->in, floats * sizeof(float), cudaMemcpyDeviceToDevice, st) !=
@@ -112,7 +128,14 @@ static void done(void *user, int status, const void *out, size_t bytes) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "eager";
-    hctx h = {.uncapturable = strcmp(mode, "uncapturable") == 0};
+    hctx h = {.uncapturable = strcmp(mode, "uncapturable") == 0,
+              .dnn_in_capture = strcmp(mode, "dnn_in_capture") == 0};
+#if !defined(GP_HAVE_CUDNN)
+    if (h.dnn_in_capture) {
+        printf("SKIP: dnn_in_capture needs a build with cuDNN\n");
+        return GPT_SKIP;
+    }
+#endif
     gp_config c;
     gpt_config(&c, GP_BACKEND_CUDA);
     c.item_in_bytes = c.item_out_bytes = FLOATS * sizeof(float);
@@ -185,7 +208,11 @@ int main(int argc, char **argv) {
         GPT_EQ(s.pad_total, s.batches * MAX_BATCH);
         GPT_EQ(s.graph_replays, 0);
         GPT_EQ(s.graph_eager, s.batches);
-        GPT_CHECK(strstr(s.graph_eager_reason, h.uncapturable ? "slot" : "cuda_graphs is 0"));
+        GPT_CHECK(strstr(s.graph_eager_reason,
+                         h.uncapturable     ? "slot"
+                         : h.dnn_in_capture ? "gp_cuda_cudnn() was first called under capture"
+                                            : "cuda_graphs is 0"));
+        GPT_EQ(atomic_load(&h.dnn_bad), 0);
     }
     /* launch_ns: the part of enqueue_ns inside the backend's launch, which runs the compute
        (eager) or replays its graph. */
