@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpupipe/cuda.h"
 
@@ -53,8 +54,12 @@ static int conv_run_direct(slot_state *st, const step *sp, const gp_batch *b, ck
 #ifdef GP_HAVE_CUDNN
 #include "conv_graph.h"
 
-/* Wall time a bucket's graph-API plans may take to finalize at setup (conv_graph.c). */
+/* Wall time a bucket's graph-API plans may take to finalize at setup (conv_graph.c), and a
+   slot's plans in all: past it, later convolutions and buckets time the legacy algorithms
+   only (an INFO line says so), so a deep network's create stays bounded. Engines built at run
+   time are passed over (finalizing one can take seconds). */
 #define CONV_GRAPH_CAP_MS 250.0
+#define CONV_GRAPH_SLOT_MS 4000.0
 /* A memo's algorithm field for a graph-API plan: {CONV_MEMO_GRAPH, position, engine}. */
 #define CONV_MEMO_GRAPH (-1)
 
@@ -123,8 +128,14 @@ static int conv_desc(cudnnConvolutionDescriptor_t *d, const gp__op *op, ck *c) {
    position `only` (a memo's): how many. None is no error (the legacy candidates stand); the
    precision's rule is the legacy one's: fp32 without tensor cores or FFT, no precision with
    inputs converted down or reduced-precision sums. */
+static double conv_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
 static int conv_graph(const slot_state *st, const gp__op *op, conv_bucket *bk, cudnnHandle_t h,
-                      size_t n, int only) {
+                      size_t n, int only, double cap_ms) {
     const gp__cgraph_geom g = {(int64_t)n,   op->in.c,  op->in.h,  op->in.w,  op->out.c,
                                op->out.h,    op->out.w, op->kh,    op->kw,    op->stride_h,
                                op->stride_w, op->pad_h, op->pad_w, op->dil_h, op->dil_w,
@@ -132,9 +143,10 @@ static int conv_graph(const slot_state *st, const gp__op *op, conv_bucket *bk, c
     const gp__cgraph_want want = {.forbid =
                                       gp__cgraph_forbidden(st->m->precision == GP_PRECISION_FP32),
                                   .ws_max = CONV_WS_MAX,
-                                  .cap_ms = CONV_GRAPH_CAP_MS,
+                                  .cap_ms = cap_ms,
                                   .max_plans = GP__CGRAPH_MAX,
-                                  .only = only};
+                                  .only = only,
+                                  .no_rtc = 1};
     char why[160];
     int got = gp__cgraph_plan(h, dnn_type(st->kt), &g, &want, &bk->g, why, sizeof why);
     if (got == 0) { /* why: cuDNN refused the graph, or nothing qualified; nothing to act on */
@@ -181,7 +193,7 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
         /* The plan at the memo's position, if this slot's heuristic still puts that engine
            there; otherwise planned from scratch (and timed again at bind). IMPLICIT_GEMM stays
            behind it, should the plan not run at bind. */
-        if (conv_graph(st, op, bk, h, n, memo[1]) == 1 &&
+        if (conv_graph(st, op, bk, h, n, memo[1], CONV_GRAPH_CAP_MS) == 1 &&
             gp__cgraph_engine(bk->g, 0) == (long long)memo[2]) {
             bk->n_cand = 0;
             int rc = conv_standin(prec, cp, bk, h, c);
@@ -245,10 +257,13 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
         if (rc != GP_OK) return rc;
     }
     int ng = 0;
-    if (defer) /* the earlier op times them; conv_bind plans its choice if it is a plan */
+    if (defer) { /* the earlier op times them; conv_bind plans its choice if it is a plan */
         bk->deferred = 1;
-    else
-        ng = conv_graph(st, op, bk, h, n, -1);
+    } else if (st->graph_ms < CONV_GRAPH_SLOT_MS) {
+        double t0 = conv_now_ms(), left = CONV_GRAPH_SLOT_MS - st->graph_ms;
+        ng = conv_graph(st, op, bk, h, n, -1, left < CONV_GRAPH_CAP_MS ? left : CONV_GRAPH_CAP_MS);
+        st->graph_ms += conv_now_ms() - t0;
+    }
     for (int i = 0; i < ng; i++)
         if (gp__cgraph_ws(bk->g, i) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, i);
     return GP_OK;
@@ -345,7 +360,13 @@ static int conv_plan_op(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     ck probe = *c;
     probe.note = why;
     probe.note_len = sizeof why;
+    int spent = st->graph_ms >= CONV_GRAPH_SLOT_MS;
     int rc = conv_plan_dnn(st, sp, h, &probe);
+    if (!spent && st->graph_ms >= CONV_GRAPH_SLOT_MS)
+        gp__slot_info(slot,
+                      "conv2d %s: the slot's %.0f ms of graph-API planning is spent (%.0f ms): "
+                      "from here, buckets and convolutions time the legacy algorithms only",
+                      sp->op->name, CONV_GRAPH_SLOT_MS, st->graph_ms);
     if (rc == GP_ENOMEM) return CK_FAIL(c, rc, "out of memory planning conv2d");
     if (rc != GP_OK) { /* the model's setup passes the note on to stats */
         snprintf(st->note, sizeof st->note, "conv2d runs on the direct kernel (slow): %s", why);
@@ -630,7 +651,7 @@ static void conv_bind_graph(const slot_state *st, const step *sp, const gp_batch
                             conv_bucket *bk, size_t n, const int *memo) {
     char why[160];
     if (bk->deferred && !bk->g && memo && memo[0] == CONV_MEMO_GRAPH) {
-        if (conv_graph(st, sp->op, bk, gp_cuda_cudnn(slot), n, memo[1]) == 1 &&
+        if (conv_graph(st, sp->op, bk, gp_cuda_cudnn(slot), n, memo[1], CONV_GRAPH_CAP_MS) == 1 &&
             gp__cgraph_engine(bk->g, 0) == (long long)memo[2] &&
             gp__cgraph_ws(bk->g, 0) <= st->conv_ws_bytes) {
             if (gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);

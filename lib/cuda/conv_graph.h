@@ -35,8 +35,9 @@ typedef struct gp__cgraph_seen {
     int runtime_built; /* CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION */
     int plan;          /* its plan's index in the graph, or -1 with `why` */
     size_t ws;         /* the plan's workspace, when one was finalized */
-    const char *why;   /* "forbidden note", "workspace over the cap", "same plan as an earlier",
-                          "not reached in time", "kept enough", or cuDNN's refusal */
+    const char *why;   /* "forbidden note", "built at run time", "workspace over the cap",
+                          "same plan as an earlier", "not reached in time", "kept enough", or
+                          cuDNN's refusal */
 } gp__cgraph_seen;
 
 /* What gp__cgraph_plan takes: configurations whose notes avoid `forbid` and whose workspace is
@@ -49,6 +50,7 @@ typedef struct gp__cgraph_want {
     size_t ws_max;
     double cap_ms;
     int max_plans, only, fallback;
+    int no_rtc; /* pass over engines built at run time (their finalizing can take seconds) */
     void (*seen)(void *user, const gp__cgraph_seen *s);
     void *user;
 } gp__cgraph_want;

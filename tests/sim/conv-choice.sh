@@ -6,7 +6,8 @@
 # how many ran) and that the later slots time nothing (they plan with the kept choice). Then the
 # graph API's plans: chosen when they are faster (GPSIM_DNN_LEGACY_SLOW) and kept for the later
 # slots, and passed over when they compute something else (GPSIM_DNN_GRAPH_WRONG), the output
-# the same bits either way; and a repeated shape planning the earlier op's choice at bind. The outputs' agreement with the host reference is model_cuda_demo's
+# the same bits either way; a repeated shape planning the earlier op's choice at bind; and the
+# planning caps bounding slow engines. The outputs' agreement with the host reference is model_cuda_demo's
 # and model_cuda_graph_* 's to check, not this.
 # Usage: conv-choice.sh GP_INFER LIBGPSIM WORKDIR
 set -euo pipefail
@@ -85,3 +86,17 @@ timed2=$(grep -c 'slot 0: conv2d layer1.0.conv2 (.*: batch [0-9]*: .* ms per run
 none_later twice-graph
 cmp y-twice-legacy.npy y-twice-graph.npy || { echo "twice.spec: the graph run's output differs from the legacy run's"; exit 1; }
 echo "conv-choice: graph-API plans chosen when faster ($graph), wrong ones passed over ($over), a repeated shape plans the earlier choice ($again)"
+
+# The planning caps (conv.c: 250 ms of finalizing per bucket, 4000 ms per slot): with every plan
+# taking 600 ms to finalize, each bucket plans one, the slot's budget runs out part-way (one
+# INFO line), the buckets after it time the legacy algorithms only, and the output is still
+# the legacy run's, bit for bit.
+model=(--demo cnn)
+run capped GPSIM_DNN_LEGACY_SLOW=1 GPSIM_DNN_PLAN_MS=600
+spent=$(grep -c 'slot 0: conv2d .*: the slot.s 4000 ms of graph-API planning is spent' log-capped.txt || true)
+[ "$spent" = 1 ] || { echo "the slot's planning budget was reported spent $spent times, expected 1"; exit 1; }
+capped=$(grep -c 'slot 0: conv2d .*: batch [0-9]*: graph engine [0-9]* unfused, .* ms per run' log-capped.txt || true)
+[ "$capped" -ge 1 ] && [ "$capped" -lt "$want" ] ||
+  { echo "$capped of $want buckets chose a plan under the cap (expected some, not all)"; exit 1; }
+cmp y-cuda.npy y-capped.npy || { echo "the capped run's output differs from the legacy run's"; exit 1; }
+echo "conv-choice: planning capped: $capped of $want buckets planned before the slot's budget ran out"

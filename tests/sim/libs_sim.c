@@ -871,7 +871,8 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
    (engine 1 reads fp32 as tf32). GPSIM_DNN_LEGACY_SLOW=1 makes every legacy forward take 4x its
    time and 2 ms more, so the plans win a timing; GPSIM_DNN_GRAPH_WRONG=1 scales every plan's output
    by 1.25 (an engine computing something else, which conv.c's check against the direct kernel must
-   catch). */
+   catch); GPSIM_DNN_PLAN_MS=N makes finalizing a plan take N ms of wall time (an engine slow to
+   build, which conv.c's planning caps must bound). */
 
 #define SB_ATTRS 12
 #define SB_BYTES 64
@@ -1163,6 +1164,11 @@ SIM_API cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) {
         }
         d->graph = ec->graph;
         d->engine = ec->engine;
+        const char *ms = getenv("GPSIM_DNN_PLAN_MS");
+        if (ms && atoi(ms) > 0) {
+            struct timespec slow = {atoi(ms) / 1000, (long)(atoi(ms) % 1000) * 1000000L};
+            nanosleep(&slow, NULL);
+        }
         break;
     }
     case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
