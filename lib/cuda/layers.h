@@ -151,7 +151,7 @@ typedef struct slot_state {
 
     step *steps;
     int n_steps;
-    char note[256]; /* why a convolution runs on the direct kernel, if one does */
+    char note[256];  /* why a convolution runs on the direct kernel, if one does */
     double graph_ms; /* conv.c: wall time spent finalizing graph-API plans at setup (its cap) */
 } slot_state;
 
