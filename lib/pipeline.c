@@ -868,8 +868,11 @@ int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r) {
     if (!reservation_open(p, r)) return call_leave(p, call, GP_EINVAL);
     /* The reserved sizes stay: a compute never sees an empty output, dead item or not. */
     fill(p, r->seq, NULL, NULL, 0, gp__ring_item(&p->ring, r->seq)->out_len);
-    GP__BUMP(p->stats.abandoned, 1);
     publish(p, r->seq);
+    /* After the publish: until then a snapshot counts it open (not submitted); counted
+       abandoned too, it would be subtracted twice and `submitted` could fall below
+       `completed` for a moment (stats.c). */
+    GP__BUMP(p->stats.abandoned, 1);
     r->data = NULL;
     return call_leave(p, call, GP_OK);
 }

@@ -194,7 +194,15 @@ uint64_t gp__ring_close(gp__ring *r) {
 }
 
 uint64_t gp__ring_claimed(gp__ring *r) {
-    return claimed_of(r, atomic_load_explicit(&r->tail, memory_order_acquire));
+    if (!r->arena) return atomic_load_explicit(&r->tail, memory_order_acquire) & ~GP__RING_CLOSED;
+    /* An observer's read: `released` first, then the word (acquire orders them). Read after
+       the word (unpack's order, right for a claimer that retries on a moved word), `released`
+       can pass the word's index while this thread is preempted between the loads, and the
+       rebuild wraps by 2^31. Read before, it is at most the word's index, and trails it by
+       less than 2^31 unless that many claims came between the two loads. */
+    uint64_t rel = atomic_load_explicit(&r->released, memory_order_acquire);
+    uint64_t w = atomic_load_explicit(&r->tail, memory_order_acquire);
+    return rebuild(rel, (w >> 32) & IDX_MASK, IDX_MASK);
 }
 
 void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *unpublished,

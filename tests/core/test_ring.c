@@ -4,7 +4,9 @@
  * Small capacity so the ring wraps many times and producers block on a full ring.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpt.h"
 #include "ring.h"
@@ -105,8 +107,82 @@ static void full_nonblocking(void) {
     gp__ring_fini(&r);
 }
 
+/* Variable-size rings: gp__ring_claimed read by observers while a producer and a consumer
+   cycle a 2-slot ring as fast as they can (their claims pass the word an observer read many
+   times over while it is preempted). Every reading is at most the claims begun so far and at
+   least its predecessor; a rebuild against a `released` that passed the word wrapped by 2^31. */
+enum { VCAP = 2, VLEN = 8 };
+typedef struct vctx {
+    gp__ring ring;
+    _Atomic uint64_t begun, ends[VCAP];
+    _Atomic int stop, bad;
+} vctx;
+
+static void *v_producer(void *arg) {
+    vctx *v = arg;
+    uint64_t idx, start;
+    while (!atomic_load(&v->stop)) {
+        atomic_fetch_add(&v->begun, 1);
+        if (gp__ring_claim_bytes(&v->ring, 1, VLEN, &idx, &start, NULL) != GP_OK) break;
+        atomic_store(&v->ends[idx % VCAP], start + VLEN);
+        gp__ring_publish(&v->ring, idx);
+    }
+    return NULL;
+}
+
+static void *v_consumer(void *arg) {
+    vctx *v = arg;
+    for (uint64_t i = 0; !atomic_load(&v->stop); i++) {
+        while (!gp__ring_is_published(&v->ring, i))
+            if (atomic_load(&v->stop)) return NULL;
+        gp__ring_release(&v->ring, i, 1, atomic_load(&v->ends[i % VCAP]));
+    }
+    return NULL;
+}
+
+static void *v_observer(void *arg) {
+    vctx *v = arg;
+    uint64_t last = 0;
+    while (!atomic_load(&v->stop)) {
+        uint64_t c = gp__ring_claimed(&v->ring), begun = atomic_load(&v->begun);
+        if (c > begun || c < last) {
+            fprintf(stderr, "gp__ring_claimed read %llu after %llu, with %llu claims begun\n",
+                    (unsigned long long)c, (unsigned long long)last, (unsigned long long)begun);
+            atomic_store(&v->bad, 1);
+        }
+        last = c;
+    }
+    return NULL;
+}
+
+static void claimed_observed(void) {
+    static unsigned char in[64], out[VCAP * 8];
+    vctx *v = calloc(1, sizeof *v);
+    GPT_CHECK(v);
+    GPT_RC(gp__ring_init_arena(&v->ring, VCAP, sizeof in, 8, in, out), GP_OK);
+    pthread_t t[4];
+    void *(*fn[4])(void *) = {v_producer, v_consumer, v_observer, v_observer};
+    for (int i = 0; i < 4; i++)
+        GPT_EQ(pthread_create(&t[i], NULL, fn[i], v), 0);
+    double t0 = gpt_now();
+    while (gpt_now() - t0 < 1.5 && !atomic_load(&v->bad)) {
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    atomic_store(&v->stop, 1);
+    gp__ring_close(&v->ring); /* a producer blocked on a full ring returns */
+    for (int i = 0; i < 4; i++)
+        GPT_EQ(pthread_join(t[i], NULL), 0);
+    GPT_EQ(atomic_load(&v->bad), 0);
+    printf("ring: gp__ring_claimed observed over %llu variable-size claims: ok\n",
+           (unsigned long long)atomic_load(&v->begun));
+    gp__ring_fini(&v->ring);
+    free(v);
+}
+
 int main(void) {
     full_nonblocking();
+    claimed_observed();
     for (int producers = 1; producers <= 8; producers++) {
         run(producers);
         printf("ring: %d producer(s) x %d items: ok\n", producers, PER_PRODUCER);
