@@ -310,8 +310,8 @@ int gb_write_csv(const gb_run *r, const char *path) {
         fprintf(f,
                 "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0,%d,%.6g,%.6g,serial,0,"
                 "serial,%.6g,%.6g,%.6g,0,%.6g,%.6g,0\n",
-                r->naive.items_per_s, r->naive.p50_us, r->naive.p99_us, r->o->repeat,
-                r->naive.items_per_s, r->naive.items_per_s, naive_tokens_per_s(r),
+                r->naive.items_per_s, r->naive.p50_us, r->naive.p99_us, r->naive.repeats,
+                r->naive.items_per_s_min, r->naive.items_per_s_max, naive_tokens_per_s(r),
                 naive_tokens_per_s(r) * (double)r->token_bytes, mean * (double)r->token_bytes, mean,
                 mean);
     }
@@ -399,9 +399,12 @@ int gb_write_json(const gb_run *r, const char *path) {
     fprintf(f, "],\"naive\":");
     if (r->naive.ran) {
         fprintf(f,
-                "{\"items_per_s\":%.6g,\"p50_us\":%.6g,\"p99_us\":%.6g,\"items\":%llu,"
+                "{\"items_per_s\":%.6g,\"items_per_s_min\":%.6g,\"items_per_s_max\":%.6g,"
+                "\"repeats\":%d,\"p50_us\":%.6g,\"p99_us\":%.6g,\"items\":%llu,"
                 "\"tokens\":%llu,\"tokens_per_s\":%.6g,\"how\":",
-                fin(r->naive.items_per_s), fin(r->naive.p50_us), fin(r->naive.p99_us),
+                fin(r->naive.items_per_s), fin(r->naive.items_per_s_min),
+                fin(r->naive.items_per_s_max), r->naive.repeats, fin(r->naive.p50_us),
+                fin(r->naive.p99_us),
                 (unsigned long long)r->naive.items, (unsigned long long)r->naive.tokens,
                 fin(naive_tokens_per_s(r)));
         gb_json_str(f, r->naive.how);

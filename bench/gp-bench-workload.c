@@ -42,6 +42,11 @@
 
 #ifdef GB_HAVE_MODEL
 #include <gpupipe/model.h>
+
+/* A model input of token ids (MODELS.md: i32, i64 or u32): --vocab's uniform ids. */
+static int gb_is_ids(gp_dtype t) {
+    return t == GP_DTYPE_I32 || t == GP_DTYPE_I64 || t == GP_DTYPE_U32;
+}
 #endif
 #ifdef GB_HAVE_SPIN
 #include <cuda_runtime_api.h>
@@ -359,7 +364,7 @@ static void fill_input(const gb_workload *w, void *item, uint64_t i) {
         return;
     }
     /* Token ids: uniform in [0, --vocab). */
-    if (w->model && (w->in_info.dtype == GP_DTYPE_I32 || w->in_info.dtype == GP_DTYPE_I64)) {
+    if (w->model && gb_is_ids(w->in_info.dtype)) {
         int wide = w->in_info.dtype == GP_DTYPE_I64;
         for (size_t k = 0; k < w->in_bytes / (wide ? 8 : 4); k++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -553,7 +558,7 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
             return GP_EINVAL;
         }
         char ids[64] = "";
-        if (w->in_info.dtype == GP_DTYPE_I32 || w->in_info.dtype == GP_DTYPE_I64)
+        if (gb_is_ids(w->in_info.dtype))
             snprintf(ids, sizeof ids, ", token ids uniform in [0, %llu)",
                      (unsigned long long)o->vocab);
         else

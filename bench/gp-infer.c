@@ -668,7 +668,9 @@ int main(int argc, char **argv) {
     run r = {.in = x.data, .in_bytes = ii.bytes, .out_bytes = oi.bytes, .n = n, .off = off};
     r.total = n * repeat; /* repeat <= 2^20, n < 2^40 (an .npy this program read) */
     r.out = calloc(n ? n : 1, oi.bytes);
-    /* The warm-up's submissions use the first of these too (their latencies are overwritten). */
+    /* The warm-up's submissions use the first of these too (their latencies are overwritten).
+       An input of no items has nothing to warm up with. */
+    if (n == 0) warmup = 0;
     size_t n_ctx = r.total > warmup ? r.total : warmup;
     item_ctx *items = malloc((n_ctx ? n_ctx : 1) * sizeof *items);
     if (!r.out || !items) {

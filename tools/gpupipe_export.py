@@ -1137,6 +1137,14 @@ def export(module, example_input, path, input_dtype="f32", input_layout="chw", m
         gm = torch.fx.GraphModule(module, graph)
         dev = next(iter(module.parameters()), torch.empty(0)).device
         with torch.no_grad():
+            try:  # the module itself first: ShapeProp prints a traceback of its own errors
+                module(x0.to(dev))
+            except Exception as exc:  # the module's own error on this input
+                raise ExportError(
+                    f"the module failed on one item of shape {list(x0.shape[1:])}: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n  "
+                    "what to do: give --input-shape as one item the module takes, without "
+                    "the batch (3,224,224 for images, 784 for flat features)") from exc
             ShapeProp(gm).propagate(x0.to(dev))
         g = _Graph(module, gm, log)
         g.check_inplace()
@@ -1877,24 +1885,36 @@ def load_module(ref, weights=None):
     if ":" not in ref:
         raise ExportError(f"MODEL '{ref}': give FILE.py:NAME or package.module:NAME")
     where, name = ref.rsplit(":", 1)
-    if where.endswith(".py") or os.path.sep in where:
-        if not os.path.isfile(where):
-            raise ExportError(f"MODEL file '{where}' does not exist")
-        sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
-        spec = importlib.util.spec_from_file_location(
-            os.path.splitext(os.path.basename(where))[0], where)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    else:
-        mod = importlib.import_module(where)
+    try:
+        if where.endswith(".py") or os.path.sep in where:
+            if not os.path.isfile(where):
+                raise ExportError(f"MODEL file '{where}' does not exist")
+            sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
+            spec = importlib.util.spec_from_file_location(
+                os.path.splitext(os.path.basename(where))[0], where)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        else:
+            mod = importlib.import_module(where)
+    except ExportError:
+        raise
+    except Exception as exc:  # ImportError, the file's own SyntaxError or exception
+        raise ExportError(f"MODEL '{ref}': importing '{where}' failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
     if not hasattr(mod, name):
         raise ExportError(f"'{where}' has no '{name}'")
     obj = getattr(mod, name)
     if not isinstance(obj, nn.Module):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise ExportError(f"MODEL '{ref}': calling '{name}()' failed: "
+                              f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(obj, nn.Module):
         raise ExportError(f"'{ref}' gave a {type(obj).__name__}, not an nn.Module")
     if weights:
+        if not os.path.isfile(weights):
+            raise ExportError(f"--weights {weights}: no such file")
         try:  # tensors only: a state_dict; unpickling objects would run the file's code
             sd = torch.load(weights, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as exc:
@@ -1905,12 +1925,21 @@ def load_module(ref, weights=None):
                 "function MODEL names") from exc
         if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
             sd = sd["state_dict"]
-        obj.load_state_dict(sd)
+        try:
+            obj.load_state_dict(sd)
+        except Exception as exc:  # missing or unexpected keys, shapes that differ
+            raise ExportError(f"--weights {weights} does not fit '{ref}': "
+                              f"{str(exc).strip().splitlines()[0]}\n  what to do: the "
+                              "state_dict must come from this model's class") from exc
     return obj
 
 
-def _floats(s):
-    return [float(v) for v in s.split(",")] if s else None
+def _floats(s, what):
+    try:
+        return [float(v) for v in s.split(",")] if s else None
+    except ValueError:
+        raise ExportError(f"{what} '{s}': comma-separated numbers, e.g. 0.485,0.456,0.406") \
+            from None
 
 
 def main(argv=None):
@@ -1977,7 +2006,8 @@ def main(argv=None):
         module = load_module(a.model, a.weights)
         ex = torch.randn([1] + shape, generator=torch.Generator().manual_seed(0))
         r = export(module, ex, a.output, input_dtype=a.input_dtype, input_layout=a.layout,
-                   mean=_floats(a.mean), std=_floats(a.std), head=a.head, check=a.check,
+                   mean=_floats(a.mean, "--mean"), std=_floats(a.std, "--std"), head=a.head,
+                   check=a.check,
                    gp_infer=a.gp_infer, tol=a.tol, check_items=a.check_items,
                    check_backend=a.check_backend)
         if a.print_spec:
@@ -1988,6 +2018,9 @@ def main(argv=None):
         return 1
     except ExportError as exc:
         print(f"gpupipe_export: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the output's directory, a file that cannot be read or written
+        print(f"gpupipe_export: not exported: {exc}", file=sys.stderr)
         return 2
 
 

@@ -445,6 +445,30 @@ def cli(gp_infer, work):
                        capture_output=True, text=True)
     record(p.returncode == 2 and "gpupipe_export: cannot export module '1' (nn.LSTM)" in
            p.stderr, f"CLI unsupported op: exit {p.returncode}, named")
+    # A user's mistakes: "not exported" (exit 2) with a message, never a traceback (MODELS.md).
+    sd = os.path.join(work, "linear_sd.pt")
+    torch.save(nn.Linear(3, 3).state_dict(), sd)
+    mistakes = [
+        ("a wrong --input-shape", [f"{mod}:build", out, "--input-shape", "5,12,12"],
+         "failed on one item of shape [5, 12, 12]"),
+        ("a --mean that is not numbers", [f"{mod}:build", out, "--input-shape", "3,12,12",
+                                          "--mean", "a,b,c"], "--mean 'a,b,c'"),
+        ("a module that does not import", ["nosuchpkg.mod:foo", out, "--input-shape", "3"],
+         "importing 'nosuchpkg.mod' failed"),
+        ("--weights of another model", [f"{mod}:build", out, "--input-shape", "3,12,12",
+                                        "--weights", sd], "does not fit"),
+        ("--weights that do not exist", [f"{mod}:build", out, "--input-shape", "3,12,12",
+                                         "--weights", sd + ".missing"], "no such file"),
+        ("an output in a missing directory", [f"{mod}:build",
+                                              os.path.join(work, "no", "dir", "x.safetensors"),
+                                              "--input-shape", "3,12,12", "--no-check"],
+         "not exported"),
+    ]
+    for what, args, needle in mistakes:
+        p = subprocess.run([sys.executable, tool] + args, capture_output=True, text=True)
+        record(p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr,
+               f"CLI {what}: exit {p.returncode}, "
+               f"{(p.stderr.strip().splitlines() or ['no output'])[0][:120]}")
     p = subprocess.run([sys.executable, tool, "torchvision.models:resnet18", out,
                         "--input-shape", "3,32,32", "--gp-infer", gp_infer, "--head", "topk=5"],
                        capture_output=True, text=True)

@@ -164,6 +164,12 @@ def main():
            and repw.get("items") == n and (n + 1) // 2 <= repw.get("batches", 0) <= n
            and f"gp-infer: {n} items in " in errw,
            "--warmup 5N: same outputs; items and batches of the timed window only", str(repw))
+    # No items at all, with --warmup: nothing to warm up with; 0 items, exit 0 (it divided by 0).
+    np.save(w("x0.npy"), np.zeros((0,) + x.shape[1:], dtype=x.dtype))
+    rc0, _, err0 = run(gp, "--model", w("lin.safetensors"), "--input", w("x0.npy"), "--output",
+                       w("y0.npy"), "--backend", "host", "--warmup", "3")
+    record(rc0 == 0 and np.load(w("y0.npy")).shape[0] == 0,
+           "--warmup with an input of no items: exit 0, no outputs", f"exit {rc0}: {err0[-200:]}")
     expect(gp, "--capacity not a power of two",
            ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output", w("y.npy"),
             "--backend", "host", "--batch", "4", "--capacity", "12"], 1,
