@@ -404,9 +404,8 @@ int gb_write_json(const gb_run *r, const char *path) {
                 "\"tokens\":%llu,\"tokens_per_s\":%.6g,\"how\":",
                 fin(r->naive.items_per_s), fin(r->naive.items_per_s_min),
                 fin(r->naive.items_per_s_max), r->naive.repeats, fin(r->naive.p50_us),
-                fin(r->naive.p99_us),
-                (unsigned long long)r->naive.items, (unsigned long long)r->naive.tokens,
-                fin(naive_tokens_per_s(r)));
+                fin(r->naive.p99_us), (unsigned long long)r->naive.items,
+                (unsigned long long)r->naive.tokens, fin(naive_tokens_per_s(r)));
         gb_json_str(f, r->naive.how);
         fputc('}', f);
     } else {

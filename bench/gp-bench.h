@@ -129,7 +129,7 @@ typedef struct gb_naive {
     char how[160];
     uint64_t items, tokens; /* tokens: variable-size items */
     double items_per_s, p50_us, p99_us;
-    int repeats;                           /* runs behind the median (--repeat) */
+    int repeats;                             /* runs behind the median (--repeat) */
     double items_per_s_min, items_per_s_max; /* over those runs */
 } gb_naive;
 
