@@ -678,7 +678,11 @@ HOT int item_sizes(gp_pipeline *p, size_t in, size_t out, uint32_t *in_len, uint
    input goes. */
 HOT int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char **at,
               uint64_t *arena_pos) {
-    if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return GP_EDEVICE;
+    /* A failed pipeline refuses with GP_EDEVICE until it is shut down; from then on the ring's
+       claim says GP_ESHUTDOWN, as for any pipeline (gpupipe.h, gp_pipeline_shutdown). */
+    if (atomic_load_explicit(&p->failed, memory_order_relaxed) &&
+        !(atomic_load_explicit(&p->ring.tail, memory_order_relaxed) & GP__RING_CLOSED))
+        return GP_EDEVICE;
     uint64_t blocked = 0, pos = 0;
     int block = p->cfg.full_policy == GP_FULL_BLOCK, rc;
     if (p->var_in) {

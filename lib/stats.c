@@ -217,6 +217,8 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
 #define GP__CONFIG_ECHO_LATENCY(type, name)
 #define GP__CONFIG_ECHO(kind, type, name, dim, unit, prom, help) GP__CONFIG_ECHO_##kind(type, name)
     GP_STATS_FIELDS(GP__CONFIG_ECHO)
+    /* What runs, not what was asked: the host backend (AUTO's fallback too) captures nothing. */
+    if (src->backend != GP_BACKEND_CUDA) s->cuda_graphs = 0;
 }
 
 /* ---- marks and windows ------------------------------------------------------------------ */

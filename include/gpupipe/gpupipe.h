@@ -401,7 +401,7 @@ GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
  * max_item_out_bytes (gp_pipeline_submit_ex gives it per item). Blocks while the ring is full
  * (GP_FULL_BLOCK) or returns GP_EAGAIN (GP_FULL_FAIL).
  * @return GP_OK, GP_EINVAL (NULL argument, wrong byte count), GP_EAGAIN, GP_ESHUTDOWN,
- *         GP_EDEVICE (the pipeline failed).
+ *         GP_EDEVICE (the pipeline failed; once shut down, GP_ESHUTDOWN as for any pipeline).
  */
 GP_API int gp_pipeline_submit(gp_pipeline *p, const void *input, size_t bytes, gp_done_fn done,
                               void *user);
@@ -644,7 +644,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(CONFIG, int, inflight, , "slots", "", "in-flight batch slots")                               \
     X(CONFIG, int, prep_workers, , "threads", "", "prep workers")                                  \
     X(CONFIG, int, completion_workers, , "threads", "", "callback threads")                        \
-    X(CONFIG, int, cuda_graphs, , "", "", "1 when the compute is captured in CUDA graphs")         \
+    X(CONFIG, int, cuda_graphs, , "", "",                                                          \
+      "1 when the compute is captured in CUDA graphs (config.cuda_graphs on the CUDA backend)")    \
     X(NS, uint64_t, delay_wait_ns, , "ns", "batcher_delay_seconds_total",                          \
       "time the batcher held a partial batch for max_delay_us with a slot free")                   \
     X(LATENCY, uint64_t, queue_wait_hist, [GP_LATENCY_BUCKETS], "items", "queue_wait_seconds",     \

@@ -265,6 +265,20 @@ static void stale_mark(void) {
     printf("ok  a destroyed pipeline's mark is refused (address reused %d of 4 times)\n", reused);
 }
 
+/* stats.cuda_graphs says what runs: the host backend captures nothing, whatever the config. */
+static void graphs_echo(void) {
+    gp_config c;
+    base(&c);
+    c.cuda_graphs = 1;
+    gp_pipeline *p = make(&c);
+    gp_stats st = {.struct_size = sizeof st};
+    GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
+    GPT_EQ(st.backend, GP_BACKEND_HOST);
+    GPT_EQ(st.cuda_graphs, 0);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("ok  stats.cuda_graphs is 0 on the host backend\n");
+}
+
 int main(void) {
     drain_forever();
     cancel_done();
@@ -272,5 +286,6 @@ int main(void) {
     setup_teardown();
     destroy_waits();
     stale_mark();
+    graphs_echo();
     return 0;
 }

@@ -126,8 +126,13 @@ static int sticky(gp_config *c) {
     GPT_EQ(s.failed, dev);
     GPT_EQ(s.completed, ok + dev);
     check_error_text(p, "cudaError", "sticky");
+    /* Shut down, it says the device failed; submits from then on are GP_ESHUTDOWN, as for any
+       pipeline (gpupipe.h). */
+    GPT_RC(gp_pipeline_shutdown(p, GP_DESTROY_DRAIN), GP_EDEVICE);
+    GPT_RC(gpu_submit(p, items, N, WORDS), GP_ESHUTDOWN);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_EDEVICE);
-    printf("process survived the fault; destroy returned GP_EDEVICE\n");
+    printf("process survived the fault; shutdown and destroy returned GP_EDEVICE, later submits "
+           "GP_ESHUTDOWN\n");
     return 0;
 }
 
