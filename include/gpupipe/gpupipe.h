@@ -340,9 +340,10 @@ typedef struct gp_config {
     size_t max_item_out_bytes; /* > 0: each item's output size is given at submit, 1..max */
     size_t arena_bytes;        /* input arena, a power of two >= 2 * max_item_in_bytes and
                                   <= 2 GiB; default 0: 4 * inflight * max_batch_bytes, rounded */
-    size_t max_batch_bytes;    /* input bytes a batch may carry (a token budget); a batch closes
-                                  when the next item would not fit; default 0:
-                                  max_batch * max_item_in_bytes */
+    size_t max_batch_bytes;    /* input bytes a batch may carry (a token budget), from
+                                  max_item_in_bytes to 1 GiB; a batch closes when the next item
+                                  would not fit; default 0: max_batch * max_item_in_bytes (which
+                                  must then be at most 1 GiB) */
 } gp_config;
 
 /* Fill `cfg` with defaults (and struct_size). Any thread. */
