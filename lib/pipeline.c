@@ -674,15 +674,19 @@ HOT int item_sizes(gp_pipeline *p, size_t in, size_t out, uint32_t *in_len, uint
     return item_sizes_slow(p, in, out, in_len, out_len);
 }
 
+/* Shutdown began (the ring is closed): the submit family answers GP_ESHUTDOWN before it looks
+   at its arguments' sizes (gpupipe.h: "from the call on"). */
+static inline int shut(gp_pipeline *p) {
+    return (atomic_load_explicit(&p->ring.tail, memory_order_relaxed) & GP__RING_CLOSED) != 0;
+}
+
 /* Claim the next index (and, variable-size, `in_len` arena bytes): *at is where the item's
    input goes. */
 HOT int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char **at,
               uint64_t *arena_pos) {
     /* A failed pipeline refuses with GP_EDEVICE until it is shut down; from then on the ring's
        claim says GP_ESHUTDOWN, as for any pipeline (gpupipe.h, gp_pipeline_shutdown). */
-    if (atomic_load_explicit(&p->failed, memory_order_relaxed) &&
-        !(atomic_load_explicit(&p->ring.tail, memory_order_relaxed) & GP__RING_CLOSED))
-        return GP_EDEVICE;
+    if (atomic_load_explicit(&p->failed, memory_order_relaxed) && !shut(p)) return GP_EDEVICE;
     uint64_t blocked = 0, pos = 0;
     int block = p->cfg.full_policy == GP_FULL_BLOCK, rc;
     if (p->var_in) {
@@ -740,6 +744,7 @@ HOT int submit_copy(gp_pipeline *p, const void *input, size_t in_bytes, size_t o
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     /* In progress from here (destroy waits), before anything reads the pipeline. */
     unsigned call = call_enter(p);
+    if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN);
     int rc = item_sizes(p, in_bytes, out_bytes, &in_len, &out_len);
     if (rc != GP_OK) return call_leave(p, call, rc);
     if ((rc = claim(p, in_len, &idx, &at, NULL)) != GP_OK) return call_leave(p, call, rc);
@@ -759,6 +764,7 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
     unsigned call = call_enter(p); /* as submit_copy */
     if (!a->done || (!a->prep_src && a->prep_src_bytes) || a->input || p->cfg.prep_workers == 0)
         return call_leave(p, call, GP_EINVAL);
+    if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN);
     if (a->prep_src_bytes > UINT32_MAX)
         return call_leave(p, call,
                           GP__ERR(&p->err, GP_EINVAL, "prep_src_bytes: %zu is over 4 GiB - 1",
@@ -825,6 +831,7 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     if (!p || !r) return GP_EINVAL;
     unsigned call = call_enter(p); /* as submit_copy */
+    if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN);
     int rc = item_sizes(p, input_bytes, output_bytes, &in_len, &out_len);
     if (rc != GP_OK) return call_leave(p, call, rc);
     rc = claim(p, in_len, &idx, &at, NULL);

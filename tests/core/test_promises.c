@@ -279,6 +279,23 @@ static void graphs_echo(void) {
     printf("ok  stats.cuda_graphs is 0 on the host backend\n");
 }
 
+/* After shutdown the submit family answers GP_ESHUTDOWN, a wrong size included. */
+static void after_shutdown(void) {
+    gp_config c;
+    base(&c);
+    gp_pipeline *p = make(&c);
+    GPT_RC(gp_pipeline_shutdown(p, GP_DESTROY_DRAIN), GP_OK);
+    unsigned char in[ITEM + 1] = {0};
+    done_log d = {0};
+    GPT_RC(gp_pipeline_submit(p, in, ITEM, on_done, &d), GP_ESHUTDOWN);
+    GPT_RC(gp_pipeline_submit(p, in, ITEM + 1, on_done, &d), GP_ESHUTDOWN);
+    gp_reservation r;
+    GPT_RC(gp_pipeline_reserve(p, &r), GP_ESHUTDOWN);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    GPT_EQ(atomic_load(&d.calls), 0);
+    printf("ok  after shutdown: GP_ESHUTDOWN, also for a wrong size\n");
+}
+
 int main(void) {
     drain_forever();
     cancel_done();
@@ -287,5 +304,6 @@ int main(void) {
     destroy_waits();
     stale_mark();
     graphs_echo();
+    after_shutdown();
     return 0;
 }
