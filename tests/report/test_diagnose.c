@@ -125,6 +125,17 @@ int main(void) {
     GPT_EQ(verdict(&s, "2000 us max_delay_us timer"), GP_VERDICT_SMALL_BATCHES);
     s.batch_items = 50000; /* batches near full: the delay does its job */
     GPT_EQ(verdict(&s, "producers submit"), GP_VERDICT_PRODUCERS);
+    /* Half the batches full, half left on the timer with 1 item each: the mean of all (32.5)
+       is over half of max_batch, the timer's batches (1 item) are not: still small-batches
+       ("the batches short of max_batch carrying at most half of it"). */
+    s = base();
+    s.max_delay_us = 2000;
+    s.close_reasons[GP_CLOSE_SLOT_FREE] = 0;
+    s.close_reasons[GP_CLOSE_FULL] = 500;
+    s.close_reasons[GP_CLOSE_DELAY] = 500;
+    s.batch_items = 500 * 64 + 500;
+    s.starved_ns = 600 * MS;
+    GPT_EQ(verdict(&s, "a mean of 1.0 items"), GP_VERDICT_SMALL_BATCHES);
     s = base(); /* full-ish batches on a delay at low load: the producers are the limit */
     s.max_delay_us = 1000;
     s.close_reasons[GP_CLOSE_SLOT_FREE] = 100;

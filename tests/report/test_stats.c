@@ -106,7 +106,9 @@ static void check_json(gp_pipeline *p) {
     check_json_text(t, len);
     const char *keys[] = {
         "\"batch_hist\":[", "\"close_reasons\":{", "\"latency_hist\":[", "\"config\":{",
-        "\"derived\":{",    "\"verdict\":",        "\"knob\":",          "\"latency_bounds_s\":["};
+        "\"derived\":{", "\"verdict\":", "\"knob\":", "\"latency_bounds_s\":[",
+        /* the diagnosis entire (gpupipe.h: "the derived fractions and the diagnosis") */
+        "\"wall_s\":", "\"device_items_per_s\":", "\"padding\":"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strstr(t, keys[i])) {
             fprintf(stderr, "JSON lacks %s\n", keys[i]);
