@@ -704,11 +704,6 @@ HOT int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char **at
     return rc;
 }
 
-/* The item's lap tag (ring.h): which reuse of the descriptor this is. */
-static inline uint64_t lap_of(gp_pipeline *p, uint64_t idx) {
-    return idx >> p->ring.cap_log2; /* capacity is a power of two */
-}
-
 /* Fill the descriptor before publish; `done` NULL marks an abandoned reservation. The state
    is a plain store: nothing but a cancel of this very index can race with it, and that one
    sees the previous lap's tag and backs off (gp_pipeline_cancel). */
@@ -720,9 +715,9 @@ HOT void fill(gp_pipeline *p, uint64_t idx, gp_done_fn done, void *user, uint64_
     it->deadline_ns = deadline_ns;
     it->t_submit_ns = gp__now_ns();
     if (p->var_out) it->out_len = out_len;
-    atomic_store_explicit(&it->state,
-                          gp__st_make(lap_of(p, idx), done ? GP__ST_ACCEPTED : 0, GP_OK),
-                          memory_order_relaxed);
+    atomic_store_explicit(
+        &it->state, gp__st_make(gp__ring_lap(&p->ring, idx), done ? GP__ST_ACCEPTED : 0, GP_OK),
+        memory_order_relaxed);
 }
 
 HOT void publish(gp_pipeline *p, uint64_t idx) {
@@ -899,14 +894,14 @@ int gp_pipeline_cancel(gp_pipeline *p, uint64_t seq) {
     uint64_t rel = atomic_load_explicit(&p->ring.released, memory_order_acquire);
     if (seq >= claimed) {
         rc = GP_EINVAL; /* never accepted (yet) */
-    } else if (seq < rel && lap_of(p, claimed - seq) >= 0x8000) {
+    } else if (seq < rel && gp__ring_lap(&p->ring, claimed - seq) >= 0x8000) {
         rc = GP_EBUSY; /* done, long ago */
     } else {
         gp__item *it = gp__ring_item(&p->ring, seq);
         uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);
         for (;;) {
             /* The lap tag tells this item from the descriptor's previous and next use. */
-            int16_t lap = (int16_t)((st >> 16) - (uint32_t)(lap_of(p, seq) & 0xffff));
+            int16_t lap = (int16_t)((st >> 16) - (uint32_t)(gp__ring_lap(&p->ring, seq) & 0xffff));
             if (lap > 0) {
                 rc = GP_EBUSY; /* done, and the descriptor reused */
             } else if (lap < 0 || !(st & GP__ST_ACCEPTED)) {

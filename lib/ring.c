@@ -205,10 +205,9 @@ uint64_t gp__ring_claimed(gp__ring *r) {
     return rebuild(rel, (w >> 32) & IDX_MASK, IDX_MASK);
 }
 
-void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *unpublished,
-                      uint64_t *published_end) {
+void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *open, uint64_t *accepted_end) {
     uint64_t rel = atomic_load_explicit(&r->released, memory_order_acquire);
-    uint64_t end = gp__ring_claimed(r), open = 0, last = rel;
+    uint64_t end = gp__ring_claimed(r), n_open = 0, last = rel;
     /* Published (released meanwhile: its word moved past 2i + 1 to 2(i + capacity), still not
        "2i"), or filled as accepted with this lap's tag: a prep item its worker has not
        published yet, whose submit has returned. */
@@ -216,12 +215,12 @@ void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *unpublished,
         const gp__item *it = gp__ring_item(r, i);
         uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);
         if (atomic_load_explicit(&it->seq, memory_order_acquire) != 2 * i ||
-            ((st >> 16) == ((i >> r->cap_log2) & 0xffffu) && (st & GP__ST_ACCEPTED)))
+            ((st >> 16) == (gp__ring_lap(r, i) & 0xffffu) && (st & GP__ST_ACCEPTED)))
             last = i + 1;
         else
-            open++;
+            n_open++;
     }
     *claimed = end;
-    *unpublished = open;
-    *published_end = last;
+    *open = n_open;
+    *accepted_end = last;
 }

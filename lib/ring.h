@@ -97,6 +97,12 @@ typedef struct gp__ring {
     gp__item *items;    /* capacity entries */
 } gp__ring;
 
+/* Item idx's lap: how many times its descriptor was used before (the state word keeps its low
+   16 bits as the tag). */
+static inline uint64_t gp__ring_lap(const gp__ring *r, uint64_t idx) {
+    return idx >> r->cap_log2;
+}
+
 /* `in`/`out` are allocated by the caller (backend host memory); items here. in_bytes == 0 with
    arena > 0 (a power of two <= 2^31) makes the input a packed arena of `arena` bytes. */
 int gp__ring_init(gp__ring *r, uint64_t capacity, size_t in_bytes, size_t out_bytes,
@@ -156,12 +162,11 @@ uint64_t gp__ring_close(gp__ring *r);
 uint64_t gp__ring_claimed(gp__ring *r);
 
 /* The claimed indices not yet released, read once each (a snapshot, as the counters are):
-   *claimed as gp__ring_claimed; *unpublished how many of them are not accepted yet (a submit
-   still copying, an open reservation; a prep item is accepted once filled, before its worker
-   publishes it); *published_end one past the last accepted or published one (`released` when
-   none). Any thread; O(capacity) at most. */
-void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *unpublished,
-                      uint64_t *published_end);
+   *claimed as gp__ring_claimed; *open how many of them are not accepted yet (a submit still
+   copying, an open reservation; a prep item is accepted once filled, before its worker
+   publishes it); *accepted_end one past the last accepted (or published) one, `released` when
+   none. Any thread; O(capacity) at most. */
+void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *open, uint64_t *accepted_end);
 
 /* Largest contiguous run of ring slots starting at idx, at most n long (a span wraps at the
    ring's end, so a batch moves in one or two copies). */

@@ -164,9 +164,9 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
     s->timed_out = GP__READ(t->timed_out);
     s->canceled = GP__READ(t->canceled);
     s->failed = GP__READ(t->failed);
-    uint64_t abandoned = GP__READ(t->abandoned), claimed, open, published_end;
+    uint64_t abandoned = GP__READ(t->abandoned), claimed, open, accepted_end;
     /* Accepted items only: not an open reservation or a submit still copying (gpupipe.h). */
-    gp__ring_pending(src->ring, &claimed, &open, &published_end);
+    gp__ring_pending(src->ring, &claimed, &open, &accepted_end);
     s->submitted = claimed > abandoned + open ? claimed - abandoned - open : 0;
     s->rejected_full = GP__READ(t->rejected_full);
     s->batches = GP__READ(t->batches);

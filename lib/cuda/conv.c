@@ -13,10 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gpupipe/cuda.h"
 
+#include "../clock.h"
 #include "layers.h"
 
 /* The most a convolution may ask for as workspace; algorithms wanting more are skipped. */
@@ -125,15 +125,9 @@ static int conv_desc(cudnnConvolutionDescriptor_t *d, const gp__op *op, ck *c) {
 }
 
 /* The bucket's graph-API plans (conv_graph.c) into bk->g, all of them (only < 0) or the one at
-   position `only` (a memo's): how many. None is no error (the legacy candidates stand); the
-   precision's rule is the legacy one's: fp32 without tensor cores or FFT, no precision with
-   inputs converted down or reduced-precision sums. */
-static double conv_now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
+   position `only` (a memo's), within cap_ms of finalizing: how many. None is no error (the
+   legacy candidates stand); the precision's rule is the legacy one's: fp32 without tensor
+   cores or FFT, no precision with inputs converted down or reduced-precision sums. */
 static int conv_graph(const slot_state *st, const gp__op *op, conv_bucket *bk, cudnnHandle_t h,
                       size_t n, int only, double cap_ms) {
     const gp__cgraph_geom g = {(int64_t)n,   op->in.c,  op->in.h,  op->in.w,  op->out.c,
@@ -260,9 +254,10 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
     if (defer) { /* the earlier op times them; conv_bind plans its choice if it is a plan */
         bk->deferred = 1;
     } else if (st->graph_ms < CONV_GRAPH_SLOT_MS) {
-        double t0 = conv_now_ms(), left = CONV_GRAPH_SLOT_MS - st->graph_ms;
+        uint64_t t0 = gp__now_ns();
+        double left = CONV_GRAPH_SLOT_MS - st->graph_ms;
         ng = conv_graph(st, op, bk, h, n, -1, left < CONV_GRAPH_CAP_MS ? left : CONV_GRAPH_CAP_MS);
-        st->graph_ms += conv_now_ms() - t0;
+        st->graph_ms += (double)(gp__now_ns() - t0) / 1e6;
     }
     for (int i = 0; i < ng; i++)
         if (gp__cgraph_ws(bk->g, i) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, i);

@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "../clock.h"
 
 #define CG_JSON_MAX 65536 /* a plan's JSON, for telling plans apart */
 enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
@@ -66,12 +67,6 @@ static void cg_fail(char *why, size_t why_len, const char *call, cudnnStatus_t s
 static void cg_destroy(cudnnBackendDescriptor_t *d) {
     if (*d) (void)cudnnBackendDestroyDescriptor(*d); /* not actionable in teardown */
     *d = NULL;
-}
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
 unsigned gp__cgraph_forbidden(int ieee_fp32) {
@@ -241,7 +236,7 @@ static int cg_plan(cudnnHandle_t h, cudnnBackendDescriptor_t ec, cudnnBackendDes
 
 int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *g,
                     const gp__cgraph_want *w, gp__cgraph **out, char *why, size_t why_len) {
-    const double t0 = now_ms();
+    const uint64_t t0 = gp__now_ns();
     if (why_len) why[0] = '\0';
     const int max_plans = w->max_plans < 1                    ? 1
                           : w->max_plans > GP__CGRAPH_OFFERED ? GP__CGRAPH_OFFERED
@@ -272,7 +267,7 @@ int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *
             offered++;
             if (cg->n == max_plans || (w->only >= 0 && pos > w->only)) {
                 sn.why = "kept enough";
-            } else if (w->only < 0 && now_ms() - t0 > w->cap_ms) {
+            } else if (w->only < 0 && (double)(gp__now_ns() - t0) / 1e6 > w->cap_ms) {
                 sn.why = "not reached in time";
             } else if (cg_engine(ecs[i], &sn.engine, &sn.notes, &sn.runtime_built, w2, sizeof w2) !=
                        0) {
