@@ -682,17 +682,22 @@ static void test_shutdown(gp_destroy_mode mode) {
             canceled++;
         }
     }
-    size_t in_flight = 0;
-    for (size_t b = 0; b < tr->n; b++)
+    /* The shutdown must have met unfinished work: items accepted but not yet out of a batch
+       that ended before t_stop. A batch caught mid-run at t_stop is only informative: on a
+       loaded machine the one slot can sit between batches at that instant. */
+    size_t in_flight = 0, done_before = 0;
+    for (size_t b = 0; b < tr->n; b++) {
         if (tr->t[b].t_start <= t_stop && tr->t[b].t_d2h_done > t_stop) in_flight++;
-    printf("shutdown %s: %zu accepted, %zu callbacks (%zu ok, %zu canceled), %zu batches in "
-           "flight at shutdown\n",
+        if (tr->t[b].t_d2h_done <= t_stop) done_before += tr->t[b].n;
+    }
+    printf("shutdown %s: %zu accepted, %zu callbacks (%zu ok, %zu canceled), %zu items done "
+           "before shutdown, %zu batches in flight at it\n",
            mode == GP_DESTROY_CANCEL ? "cancel" : "drain", accepted, called, ok, canceled,
-           in_flight);
+           done_before, in_flight);
     GPT_EQ(called, accepted);
     GPT_EQ(s.submitted, accepted);
     GPT_EQ(s.completed, accepted);
-    GPT_CHECK(in_flight > 0);
+    GPT_CHECK(done_before > 0 && done_before < accepted);
     if (mode == GP_DESTROY_DRAIN) GPT_EQ(ok, accepted);
     run_free(&r);
     traces_free(tr);
