@@ -362,7 +362,7 @@ static int conv_plan_op(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                       "conv2d %s: the slot's %.0f ms of graph-API planning is spent (%.0f ms): "
                       "from here, buckets and convolutions time the legacy algorithms only",
                       sp->op->name, CONV_GRAPH_SLOT_MS, st->graph_ms);
-    if (rc == GP_ENOMEM) return CK_FAIL(c, rc, "out of memory planning conv2d");
+    if (rc == GP_ENOMEM) return CK_FAIL(c, rc, "out of memory planning conv2d: %s", why);
     if (rc != GP_OK) { /* the model's setup passes the note on to stats */
         snprintf(st->note, sizeof st->note, "conv2d runs on the direct kernel (slow): %s", why);
         conv_release(sp, st->n_buckets);
