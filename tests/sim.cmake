@@ -53,6 +53,16 @@ if(GP_HAVE_CUDNN) # cuDNN present but unloadable: gp_cuda_cudnn() NULL, the note
 endif()
 gp_sim_case(gpu_multi_device gpu_multi_device ENV "GPSIM_DEVICES=2")
 
+# Out of memory at every create call in turn (gpsim's fault hooks: sim/test_fault_sweep.c):
+# GP_ENOMEM naming the call, or a fallback with right items; nothing leaked either way.
+add_executable(test_fault_sweep sim/test_fault_sweep.c)
+target_link_libraries(test_fault_sweep PRIVATE gpupipe_static gp_test_support ${CMAKE_DL_LIBS})
+target_include_directories(test_fault_sweep PRIVATE ${PROJECT_SOURCE_DIR}/lib
+                                                    ${CMAKE_CURRENT_SOURCE_DIR}/gpu)
+target_compile_definitions(test_fault_sweep PRIVATE _GNU_SOURCE)
+gp_warnings(test_fault_sweep)
+gp_sim_case(fault_sweep test_fault_sweep TIMEOUT 600)
+
 # The model runtime's CUDA layers against the host reference, every precision: every op kind,
 # the demo models eager and with CUDA graphs, on cuBLASLt and cuDNN (a convolution left on the
 # direct kernel fails: GPT_REQUIRE_CUDNN); the demo models with no fused epilogue anywhere

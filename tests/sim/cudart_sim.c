@@ -176,6 +176,60 @@ static void lose(cudaError_t e) {
     atomic_compare_exchange_strong(&sticky, &expected, (int)e);
 }
 
+/* ---- the resource ledger and fault injection (sim.h) ---------------------------------------- */
+
+static _Atomic long fault_at;          /* the armed call's number since gpsim_fault_arm; 0: none */
+static _Atomic long fault_seen;        /* create calls since gpsim_fault_arm */
+static const char *_Atomic fault_call; /* the call that failed, NULL until one did */
+static _Atomic long live[RES_N];
+
+int sim_fault(const char *call) {
+    long k = atomic_fetch_add(&fault_seen, 1) + 1;
+    if (k != atomic_load(&fault_at)) return 0;
+    atomic_store(&fault_call, call);
+    return 1;
+}
+
+void sim_res(int kind, int delta) {
+    atomic_fetch_add(&live[kind], delta);
+}
+
+/* Arm: the n-th create call from now fails (n >= 1); n = 0 disarms. Either way the count of
+   create calls and the failed call's name start again. */
+SIM_API void gpsim_fault_arm(long n) {
+    atomic_store(&fault_at, 0);
+    atomic_store(&fault_call, NULL);
+    atomic_store(&fault_seen, 0);
+    atomic_store(&fault_at, n > 0 ? n : 0);
+}
+
+/* The create call that failed since the last arm (its CUDA / library name), or NULL; with
+   `seen`, the number of create calls made since then. */
+SIM_API const char *gpsim_fault_fired(long *seen) {
+    if (seen) *seen = atomic_load(&fault_seen);
+    return atomic_load(&fault_call);
+}
+
+/* What the program holds: the sum over the ledger, each nonzero entry written into buf as
+   "name=count" (space separated). */
+SIM_API long gpsim_live(char *buf, size_t cap) {
+    static const char *names[RES_N] = {"device_mem", "pinned_mem",  "streams",   "events",
+                                       "graphs",     "graph_execs", "cublas",    "cublaslt",
+                                       "lt_descs",   "cudnn",       "dnn_descs", "dnn_backend"};
+    long total = 0;
+    size_t at = 0;
+    if (buf && cap) buf[0] = '\0';
+    for (int k = 0; k < RES_N; k++) {
+        long v = atomic_load(&live[k]);
+        total += v;
+        if (v && buf && at < cap) {
+            int w = snprintf(buf + at, cap - at, "%s%s=%ld", at ? " " : "", names[k], v);
+            if (w > 0) at += (size_t)w;
+        }
+    }
+    return total;
+}
+
 #define ENTER()                                                                                    \
     do {                                                                                           \
         if (lost()) return ret(lost());                                                            \
@@ -950,12 +1004,14 @@ SIM_API cudaError_t cudaMalloc(void **p, size_t bytes) {
     ENTER();
     UNSAFE_CHECK();
     if (!ndev()) return ret(cudaErrorNoDevice);
+    if (sim_fault("cudaMalloc")) return ret(cudaErrorMemoryAllocation);
     void *m = malloc(bytes ? bytes : 1);
     if (!m || !track(m, bytes, MEM_DEVICE, t_dev)) {
         free(m);
         return ret(cudaErrorMemoryAllocation);
     }
     memset(m, 0xa5, bytes); /* device memory is not zeroed: neither is this */
+    sim_res(RES_DEV_MEM, 1);
     *p = m;
     return cudaSuccess;
 }
@@ -965,22 +1021,28 @@ SIM_API cudaError_t cudaFree(void *p) {
     UNSAFE_CHECK();
     if (!untrack(p, 1 << MEM_DEVICE)) return ret(cudaErrorInvalidValue);
     free(p);
+    sim_res(RES_DEV_MEM, -1);
     return cudaSuccess;
 }
-SIM_API cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
+static cudaError_t host_alloc(void **p, size_t bytes, unsigned flags, const char *call) {
     *p = NULL;
     ENTER();
     UNSAFE_CHECK();
+    if (sim_fault(call)) return ret(cudaErrorMemoryAllocation);
     void *m = malloc(bytes ? bytes : 1);
     if (!m || !track(m, bytes, (flags & cudaHostAllocMapped) ? MEM_MAPPED : MEM_PINNED, t_dev)) {
         free(m);
         return ret(cudaErrorMemoryAllocation);
     }
+    sim_res(RES_HOST_MEM, 1);
     *p = m;
     return cudaSuccess;
 }
+SIM_API cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
+    return host_alloc(p, bytes, flags, "cudaHostAlloc");
+}
 SIM_API cudaError_t cudaMallocHost(void **p, size_t bytes) {
-    return cudaHostAlloc(p, bytes, cudaHostAllocDefault);
+    return host_alloc(p, bytes, cudaHostAllocDefault, "cudaMallocHost");
 }
 SIM_API cudaError_t cudaFreeHost(void *p) {
     ENTER();
@@ -988,6 +1050,7 @@ SIM_API cudaError_t cudaFreeHost(void *p) {
     UNSAFE_CHECK();
     if (!untrack(p, (1 << MEM_PINNED) | (1 << MEM_MAPPED))) return ret(cudaErrorInvalidValue);
     free(p);
+    sim_res(RES_HOST_MEM, -1);
     return cudaSuccess;
 }
 SIM_API cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned flags) {
@@ -1059,17 +1122,22 @@ SIM_API cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *u
 }
 
 /* streams */
-SIM_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags) {
+static cudaError_t stream_create(cudaStream_t *st, unsigned flags, const char *call) {
     *st = NULL;
     ENTER();
     if (!ndev()) return ret(cudaErrorNoDevice);
+    if (sim_fault(call)) return ret(cudaErrorMemoryAllocation);
     sim_stream *s = stream_new(t_dev, flags);
     if (!s) return ret(cudaErrorMemoryAllocation);
+    sim_res(RES_STREAM, 1);
     *st = s;
     return cudaSuccess;
 }
+SIM_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags) {
+    return stream_create(st, flags, "cudaStreamCreateWithFlags");
+}
 SIM_API cudaError_t cudaStreamCreate(cudaStream_t *st) {
-    return cudaStreamCreateWithFlags(st, cudaStreamDefault);
+    return stream_create(st, cudaStreamDefault, "cudaStreamCreate");
 }
 SIM_API cudaError_t cudaStreamDestroy(cudaStream_t st) {
     if (!st) return ret(cudaErrorInvalidResourceHandle);
@@ -1090,6 +1158,7 @@ SIM_API cudaError_t cudaStreamDestroy(cudaStream_t st) {
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
     free(s);
+    sim_res(RES_STREAM, -1);
     return ret(lost());
 }
 SIM_API cudaError_t cudaStreamSynchronize(cudaStream_t st) {
@@ -1175,12 +1244,13 @@ SIM_API cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g) {
         free_ops(ops);
         return ret(cudaErrorStreamCaptureInvalidated);
     }
-    struct CUgraph_st *graph = calloc(1, sizeof *graph);
+    struct CUgraph_st *graph = sim_fault("cudaStreamEndCapture") ? NULL : calloc(1, sizeof *graph);
     if (!graph) {
         free_ops(ops);
         return ret(cudaErrorMemoryAllocation);
     }
     graph->g.ops = ops;
+    sim_res(RES_GRAPH, 1);
     *g = graph;
     return ret(lost());
 }
@@ -1202,6 +1272,7 @@ SIM_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g,
     *exec = NULL;
     ENTER();
     if (!g) return ret(cudaErrorInvalidValue);
+    if (sim_fault("cudaGraphInstantiate")) return ret(cudaErrorMemoryAllocation);
     struct CUgraphExec_st *x = calloc(1, sizeof *x);
     if (!x) return ret(cudaErrorMemoryAllocation);
     sim_op **tail = &x->g.ops;
@@ -1217,6 +1288,7 @@ SIM_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g,
         *tail = c;
         tail = &c->next;
     }
+    sim_res(RES_GRAPH_EXEC, 1);
     *exec = x;
     return cudaSuccess;
 }
@@ -1235,30 +1307,38 @@ SIM_API cudaError_t cudaGraphDestroy(cudaGraph_t g) {
     if (!g) return ret(cudaErrorInvalidValue);
     free_ops(g->g.ops);
     free(g);
+    sim_res(RES_GRAPH, -1);
     return cudaSuccess;
 }
 SIM_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
     if (!x) return ret(cudaErrorInvalidValue);
     free_ops(x->g.ops);
     free(x);
+    sim_res(RES_GRAPH_EXEC, -1);
     return cudaSuccess;
 }
 
 /* events */
-SIM_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags) {
+/* `call`: the API the program called, as the fault names it. */
+static cudaError_t event_create(cudaEvent_t *ev, unsigned flags, const char *call) {
     *ev = NULL;
     ENTER();
+    if (sim_fault(call)) return ret(cudaErrorMemoryAllocation);
     struct CUevent_st *e = calloc(1, sizeof *e);
     if (!e) return ret(cudaErrorMemoryAllocation);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->dev = t_dev;
     e->flags = flags;
+    sim_res(RES_EVENT, 1);
     *ev = e;
     return cudaSuccess;
 }
+SIM_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags) {
+    return event_create(ev, flags, "cudaEventCreateWithFlags");
+}
 SIM_API cudaError_t cudaEventCreate(cudaEvent_t *ev) {
-    return cudaEventCreateWithFlags(ev, cudaEventDefault);
+    return event_create(ev, cudaEventDefault, "cudaEventCreate");
 }
 SIM_API cudaError_t cudaEventDestroy(cudaEvent_t ev) {
     if (!ev) return ret(cudaErrorInvalidResourceHandle);
@@ -1270,6 +1350,7 @@ SIM_API cudaError_t cudaEventDestroy(cudaEvent_t ev) {
     pthread_mutex_destroy(&ev->mu);
     pthread_cond_destroy(&ev->cv);
     free(ev);
+    sim_res(RES_EVENT, -1);
     return ret(lost());
 }
 SIM_API cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {

@@ -59,13 +59,17 @@ struct cublasContext {
 };
 
 SIM_API cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+    *h = NULL;
     if (lost()) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (sim_fault("cublasCreate")) return CUBLAS_STATUS_ALLOC_FAILED;
     *h = calloc(1, sizeof **h);
+    if (*h) sim_res(RES_BLAS, 1);
     return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 SIM_API cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     free(h);
+    sim_res(RES_BLAS, -1);
     return CUBLAS_STATUS_SUCCESS;
 }
 SIM_API cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t st) {
@@ -120,13 +124,17 @@ struct cublasLtContext {
     int unused;
 };
 SIM_API cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
+    *h = NULL;
     if (lost()) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (sim_fault("cublasLtCreate")) return CUBLAS_STATUS_ALLOC_FAILED;
     *h = calloc(1, sizeof(struct cublasLtContext));
+    if (*h) sim_res(RES_LT, 1);
     return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 SIM_API cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     free(h);
+    sim_res(RES_LT, -1);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -183,8 +191,10 @@ SIM_API cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cud
     if (!l) return CUBLAS_STATUS_INVALID_VALUE;
     if (!lt_type(type, &t)) return CUBLAS_STATUS_NOT_SUPPORTED; /* not simulated */
     if (ld < (int64_t)rows || ld < 1) return CUBLAS_STATUS_INVALID_VALUE;
+    if (sim_fault("cublasLtMatrixLayoutCreate")) return CUBLAS_STATUS_ALLOC_FAILED;
     lt_layout *x = malloc(sizeof *x);
     if (!x) return CUBLAS_STATUS_ALLOC_FAILED;
+    sim_res(RES_LT_DESC, 1);
     *x = (lt_layout){type, rows, cols, ld};
     *l = (cublasLtMatrixLayout_t)(void *)x;
     return CUBLAS_STATUS_SUCCESS;
@@ -212,6 +222,7 @@ SIM_API cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l
     return CUBLAS_STATUS_SUCCESS;
 }
 SIM_API cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+    if (l) sim_res(RES_LT_DESC, -1);
     free(l);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -222,8 +233,10 @@ SIM_API cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
     if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32)
         return CUBLAS_STATUS_NOT_SUPPORTED; /* not simulated */
     if (scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (sim_fault("cublasLtMatmulDescCreate")) return CUBLAS_STATUS_ALLOC_FAILED;
     lt_desc *x = malloc(sizeof *x);
     if (!x) return CUBLAS_STATUS_ALLOC_FAILED;
+    sim_res(RES_LT_DESC, 1);
     *x = (lt_desc){.compute = compute,
                    .scale = scale,
                    .ta = CUBLAS_OP_N,
@@ -234,6 +247,7 @@ SIM_API cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
     return CUBLAS_STATUS_SUCCESS;
 }
 SIM_API cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+    if (d) sim_res(RES_LT_DESC, -1);
     free(d);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -280,14 +294,17 @@ SIM_API cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
 
 SIM_API cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
     if (!p) return CUBLAS_STATUS_INVALID_VALUE;
+    if (sim_fault("cublasLtMatmulPreferenceCreate")) return CUBLAS_STATUS_ALLOC_FAILED;
     lt_pref *x = malloc(sizeof *x);
     if (!x) return CUBLAS_STATUS_ALLOC_FAILED;
+    sim_res(RES_LT_DESC, 1);
     /* cublasLt.h: no workspace, and pointers 256-byte aligned, unless told otherwise */
     *x = (lt_pref){0, {256, 256, 256, 256}};
     *p = (cublasLtMatmulPreference_t)(void *)x;
     return CUBLAS_STATUS_SUCCESS;
 }
 SIM_API cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+    if (p) sim_res(RES_LT_DESC, -1);
     free(p);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -545,11 +562,14 @@ SIM_API cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
     *h = NULL;
     if (env_off("GPSIM_CUDNN")) return CUDNN_STATUS_NOT_INITIALIZED; /* as with no sub-library */
     if (lost()) return CUDNN_STATUS_EXECUTION_FAILED;
+    if (sim_fault("cudnnCreate")) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     *h = calloc(1, sizeof **h);
+    if (*h) sim_res(RES_DNN, 1);
     return *h ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
 }
 SIM_API cudnnStatus_t cudnnDestroy(cudnnHandle_t h) {
     if (!h) return CUDNN_STATUS_BAD_PARAM;
+    sim_res(RES_DNN, -1);
     free(h);
     return CUDNN_STATUS_SUCCESS;
 }
@@ -565,37 +585,42 @@ SIM_API cudnnStatus_t cudnnGetStream(cudnnHandle_t h, cudaStream_t *st) {
 }
 
 /* Descriptors: created zeroed, unusable until set. */
-#define DNN_NEW(T, out)                                                                            \
+#define DNN_NEW(T, out, call)                                                                      \
     do {                                                                                           \
         if (!(out)) return CUDNN_STATUS_BAD_PARAM;                                                 \
-        *(out) = calloc(1, sizeof(T));                                                             \
+        *(out) = sim_fault(call) ? NULL : calloc(1, sizeof(T));                                    \
+        if (*(out)) sim_res(RES_DNN_DESC, 1);                                                      \
         return *(out) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED; \
     } while (0)
 SIM_API cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d) {
-    DNN_NEW(struct cudnnTensorStruct, d);
+    DNN_NEW(struct cudnnTensorStruct, d, "cudnnCreateTensorDescriptor");
 }
 SIM_API cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *d) {
-    DNN_NEW(struct cudnnFilterStruct, d);
+    DNN_NEW(struct cudnnFilterStruct, d, "cudnnCreateFilterDescriptor");
 }
 SIM_API cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *d) {
-    DNN_NEW(struct cudnnConvolutionStruct, d);
+    DNN_NEW(struct cudnnConvolutionStruct, d, "cudnnCreateConvolutionDescriptor");
 }
 SIM_API cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t *d) {
-    DNN_NEW(struct cudnnActivationStruct, d);
+    DNN_NEW(struct cudnnActivationStruct, d, "cudnnCreateActivationDescriptor");
 }
 SIM_API cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) {
+    if (d) sim_res(RES_DNN_DESC, -1);
     free(d);
     return CUDNN_STATUS_SUCCESS;
 }
 SIM_API cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) {
+    if (d) sim_res(RES_DNN_DESC, -1);
     free(d);
     return CUDNN_STATUS_SUCCESS;
 }
 SIM_API cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) {
+    if (d) sim_res(RES_DNN_DESC, -1);
     free(d);
     return CUDNN_STATUS_SUCCESS;
 }
 SIM_API cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t d) {
+    if (d) sim_res(RES_DNN_DESC, -1);
     free(d);
     return CUDNN_STATUS_SUCCESS;
 }
@@ -995,13 +1020,17 @@ static sb_desc *sb_ptr(const sb_desc *d, cudnnBackendAttributeName_t name, int64
 SIM_API cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t kind,
                                                    cudnnBackendDescriptor_t *out) {
     if (!out) return CUDNN_STATUS_BAD_PARAM;
+    if (sim_fault("cudnnBackendCreateDescriptor"))
+        return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     sb_desc *d = calloc(1, sizeof *d);
     if (!d) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    sim_res(RES_DNN_BACKEND, 1);
     d->kind = kind;
     *out = d;
     return CUDNN_STATUS_SUCCESS;
 }
 SIM_API cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t d) {
+    if (d) sim_res(RES_DNN_BACKEND, -1);
     free(d);
     return CUDNN_STATUS_SUCCESS;
 }

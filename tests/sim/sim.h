@@ -138,4 +138,31 @@ SIM_HIDDEN int kind_of(const void *p, size_t bytes); /* MEM_* of [p, p + bytes),
 SIM_HIDDEN int dev_ok(const void *p, size_t bytes);  /* a range a kernel may touch */
 SIM_HIDDEN cudaError_t enqueue(cudaStream_t st, const sim_op *tmpl); /* or into its capture */
 
+/* The resource ledger and fault injection (cudart_sim.c; the tests reach them through the
+   exported gpsim_fault_arm / gpsim_fault_fired / gpsim_live, found with dlsym). Every call
+   that creates something the program must release asks sim_fault(name) first: 1 means this
+   is the armed call, which then fails as an allocation failure would, creating nothing. A
+   successful create counts +1 in the ledger, its destroy -1. */
+enum {
+    RES_DEV_MEM,
+    RES_HOST_MEM,
+    RES_STREAM,
+    RES_EVENT,
+    RES_GRAPH,
+    RES_GRAPH_EXEC,
+    RES_BLAS,
+    RES_LT,
+    RES_LT_DESC, /* matmul descriptors, matrix layouts, preferences */
+    RES_DNN,
+    RES_DNN_DESC, /* tensor, filter, convolution, activation descriptors */
+    RES_DNN_BACKEND,
+    RES_N
+};
+SIM_HIDDEN int sim_fault(const char *call);
+SIM_HIDDEN void sim_res(int kind, int delta);
+/* The exported test hooks (cudart_sim.c says what each does). */
+SIM_API void gpsim_fault_arm(long n);
+SIM_API const char *gpsim_fault_fired(long *seen);
+SIM_API long gpsim_live(char *buf, size_t cap);
+
 #endif
