@@ -59,9 +59,10 @@ int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total) 
     if (!s || useful > total) return GP_EINVAL;
     if (s->in_ready) return GP_OK; /* a call at create (CUDA graphs), not a batch */
     gp_pipeline *p = s->pipeline;
-    /* Computes of several slots run concurrently (host backend): shared counters. */
-    GP__BUMP(p->stats.pad_useful, useful);
-    GP__BUMP(p->stats.pad_total, total);
+    /* Computes of several slots run concurrently (host backend): shared counters. Total
+       first: a snapshot reads useful first (stats.c), so it never sees useful > total. */
+    atomic_fetch_add_explicit(&p->stats.pad_total, total, memory_order_release);
+    atomic_fetch_add_explicit(&p->stats.pad_useful, useful, memory_order_release);
     return GP_OK;
 }
 

@@ -558,7 +558,6 @@ int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_
         invalid(err, err_len, "pthread_mutex_init failed");
         return GP_ESYS;
     }
-    p->stats.t_create_ns = gp__now_ns();
     const gp_config *c = &p->cfg;
 
     if ((rc = open_backend(p)) != GP_OK) goto fail;
@@ -596,6 +595,9 @@ int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_
     for (int i = 0; i < p->nslots; i++)
         if ((rc = slot_init(p, &p->slots[i], i)) != GP_OK) goto fail;
     if ((rc = sync_init(p)) != GP_OK) goto fail;
+    /* The stats' clock starts here, not before the backend's open and the computes' setup
+       (a CUDA context, weights, algorithm searches: seconds that are not the run's). */
+    p->stats.t_create_ns = gp__now_ns();
     if ((rc = start_threads(p)) != GP_OK) goto fail;
     *out = p;
     return GP_OK;
@@ -610,6 +612,7 @@ int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode) {
     if (!p) return GP_EINVAL;
     if (!p->shut) {
         stop_threads(p, mode == GP_DESTROY_CANCEL, 1, 1);
+        atomic_store_explicit(&p->stats.t_end_ns, gp__now_ns(), memory_order_release);
         p->shut = 1;
     }
     return atomic_load_explicit(&p->failed, memory_order_relaxed) ? GP_EDEVICE : GP_OK;

@@ -155,7 +155,11 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
     s->fell_back = src->fell_back;
     snprintf(s->fallback_reason, sizeof s->fallback_reason, "%s",
              src->fallback_reason ? src->fallback_reason : "");
-    s->wall_ns = gp__now_ns() - t->t_create_ns;
+    /* A shut pipeline's clock stops where its threads ended: its stats keep describing the
+       run, not the idle time after it. */
+    uint64_t end = atomic_load_explicit(&t->t_end_ns, memory_order_acquire);
+    uint64_t now = end ? end : gp__now_ns();
+    s->wall_ns = now - t->t_create_ns;
 
     /* `completed` first (acquire): the per-status counts added before it are visible; the
        ring's claim count after it, so submitted >= completed. */
@@ -177,8 +181,10 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
         s->close_reasons[i] = GP__READ(t->close_reasons[i]);
     s->close_bytes = GP__READ(t->close_reasons[GP_CLOSE_BYTES]);
     s->cancels = GP__READ(t->cancels);
-    s->pad_useful = GP__READ(t->pad_useful);
-    s->pad_total = GP__READ(t->pad_total);
+    /* useful before total (acquire), as gp_batch_report_padding adds total first (release):
+       a snapshot never has more useful elements than elements. */
+    s->pad_useful = atomic_load_explicit(&t->pad_useful, memory_order_acquire);
+    s->pad_total = atomic_load_explicit(&t->pad_total, memory_order_acquire);
 
     s->h2d_busy_ns = GP__READ(t->h2d.ns);
     s->compute_busy_ns = GP__READ(t->compute.ns);
@@ -187,7 +193,6 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
     s->prep_busy_ns = GP__READ(t->prep_busy_ns);
     s->h2d_bytes = GP__READ(t->h2d_bytes);
     s->d2h_bytes = GP__READ(t->d2h_bytes);
-    uint64_t now = gp__now_ns();
     s->starved_ns = gp__wait_read(&t->starved_since, &t->starved_ns, now);
     s->backpressure_ns = GP__READ(t->backpressure_ns);
     s->saturated_ns = gp__wait_read(&t->saturated_since, &t->saturated_ns, now);

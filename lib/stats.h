@@ -94,7 +94,8 @@ static inline void gp__busy_add(gp__busy *b, uint64_t start, uint64_t end) {
 }
 
 typedef struct gp__stats {
-    uint64_t t_create_ns; /* read-only */
+    uint64_t t_create_ns; /* read-only: set when create has done its setup, before the threads */
+    _Atomic uint64_t t_end_ns; /* when shutdown ended the threads; 0 before: the clock stops */
 
     /* producers (rare paths only) */
     _Alignas(64) _Atomic uint64_t rejected_full;

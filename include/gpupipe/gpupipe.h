@@ -258,9 +258,10 @@ typedef struct gp_batch_trace {
     uint64_t t_dispatch;
 } gp_batch_trace;
 
-/* Called once per device batch, in dispatch order, on the completion poller thread, before
-   the batch's callbacks; `t` is valid only during the call. Keep it short: it delays the
-   next batch's completion. */
+/* Called once per device batch whose stage times are known (not for a batch whose enqueue or
+   event wait failed: GP_EDEVICE, its items fail and it has no times), in dispatch order, on
+   the completion poller thread, before the batch's callbacks; `t` is valid only during the
+   call. Keep it short: it delays the next batch's completion. */
 typedef void (*gp_trace_fn)(void *user, const gp_batch_trace *t);
 
 typedef enum gp_log_level { GP_LOG_ERROR = 0, GP_LOG_WARN = 1, GP_LOG_INFO = 2 } gp_log_level;
@@ -578,7 +579,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(FLAG, int, fell_back, , "", "", "1 when AUTO chose host because no device was usable")       \
     X(TEXT, char, fallback_reason, [160], "", "", "why, when fell_back")                           \
     X(WALL, uint64_t, wall_ns, , "ns", "uptime_seconds",                                           \
-      "time since the pipeline was created (a window: its length)")                                \
+      "time since create finished its setup and started the threads, up to the end of "            \
+      "gp_pipeline_shutdown once called (a window: its length)")                                   \
     X(COUNT, uint64_t, submitted, , "items", "items_submitted_total",                              \
       "items accepted by submit or commit (not an open reservation)")                              \
     X(COUNT, uint64_t, completed, , "items", "", "callbacks run, any status")                      \
@@ -652,7 +654,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(LATENCY, uint64_t, queue_wait_hist, [GP_LATENCY_BUCKETS], "items", "queue_wait_seconds",     \
       "time from submit to the batch's dispatch, per item")                                        \
     X(LATENCY, uint64_t, latency_hist, [GP_LATENCY_BUCKETS], "items", "latency_seconds",           \
-      "time from submit to the callback, per item")                                                \
+      "time from submit to the call of the item's callback (its own run not included), per "       \
+      "item")                                                                                      \
     X(COUNT, uint64_t, close_bytes, , "batches", "",                                               \
       "batches closed by the byte budget, max_batch_bytes (GP_CLOSE_BYTES; rendered with the "     \
       "close reasons)")                                                                            \
@@ -770,7 +773,9 @@ typedef struct gp_diagnosis {
     double starved, saturated; /* batcher: no item to send; every slot busy */
     double delay_wait;         /* batcher: holding a partial batch for max_delay_us */
     double backpressure;       /* producer-seconds blocked on a full ring per second */
-    double batch_compute_us;   /* compute per batch */
+    double batch_compute_us;   /* compute busy time (a union over slots) per batch: where
+                                  slots compute at once (host backend), less than one batch's
+                                  compute */
     double batch_enqueue_us;   /* host enqueue per batch */
     double device_items_per_s; /* mean_batch / compute time per batch */
     double h2d_gbps, d2h_gbps; /* bytes moved per wall second, 1e9 */

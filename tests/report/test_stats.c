@@ -707,6 +707,112 @@ static void test_waits_in_progress(void) {
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
 }
 
+/* ---- the clock and the order of counters (docs/DESIGN.md §7) ------------------------------- */
+
+static int slow_setup(void *user, const gp_batch *b) {
+    (void)user, (void)b;
+    load_sleep_us(300e3);
+    return GP_OK;
+}
+
+typedef struct one_item {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+} one_item;
+
+static void slow_done(void *user, int status, const void *out, size_t n) {
+    (void)status, (void)out, (void)n;
+    one_item *o = user;
+    load_sleep_us(40e3); /* the callback's own run: not latency */
+    pthread_mutex_lock(&o->mu);
+    o->done = 1;
+    pthread_cond_signal(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+/* wall_ns starts when create has done its setup (300 ms per slot here) and stops when shutdown
+   ends the threads; latency ends as the callback is called, not when it returns. */
+static void test_clock(void) {
+    gp_config c;
+    gp_config_init(&c);
+    c.backend = GP_BACKEND_HOST;
+    c.item_in_bytes = c.item_out_bytes = 64;
+    c.inflight = 2;
+    c.compute = noop;
+    c.compute_setup = slow_setup;
+    gp_pipeline *p = gpt_create(&c);
+    gp_stats s = {.struct_size = sizeof s};
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    printf("wall_ns right after a create with 2 x 300 ms of setup: %.1f ms\n", s.wall_ns / 1e6);
+    GPT_CHECK(s.wall_ns < 250000000u); /* the setup's 600 ms are not the run's */
+
+    unsigned char item[64] = {0};
+    one_item o = {.done = 0};
+    GPT_CHECK(pthread_mutex_init(&o.mu, NULL) == 0 && pthread_cond_init(&o.cv, NULL) == 0);
+    for (int i = 0; i < 9; i++) { /* one at a time, each callback 40 ms */
+        o.done = 0;
+        GPT_RC(gp_pipeline_submit(p, item, sizeof item, slow_done, &o), GP_OK);
+        pthread_mutex_lock(&o.mu);
+        while (!o.done)
+            pthread_cond_wait(&o.cv, &o.mu);
+        pthread_mutex_unlock(&o.mu);
+    }
+    GPT_RC(gp_pipeline_drain(p, 30 * 1000 * 1000), GP_OK);
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    printf("9 items one at a time, each callback sleeping 40 ms: latency p50 %.2f ms\n",
+           s.latency_p50 / 1e6);
+    GPT_EQ(s.completed, 9);
+    GPT_CHECK(s.latency_p50 < 20000000u);
+
+    GPT_RC(gp_pipeline_shutdown(p, GP_DESTROY_DRAIN), GP_OK);
+    gp_stats a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+    GPT_RC(gp_pipeline_stats(p, &a), GP_OK);
+    load_sleep_us(50e3);
+    GPT_RC(gp_pipeline_stats(p, &b), GP_OK);
+    GPT_EQ(a.wall_ns, b.wall_ns); /* stopped with the threads */
+    GPT_EQ(a.starved_ns, b.starved_ns);
+    GPT_CHECK(a.wall_ns >= 9 * 40000000ull);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    pthread_mutex_destroy(&o.mu);
+    pthread_cond_destroy(&o.cv);
+}
+
+/* Padding is reported from computes of several slots at once: no snapshot may see more useful
+   elements than elements (a negative padding share). */
+static int pad_compute(void *user, const gp_batch *b) {
+    (void)user;
+    for (int i = 0; i < 2000; i++)
+        GPT_RC(gp_batch_report_padding(b, 1000000000, 1000000001), GP_OK);
+    return GP_OK;
+}
+
+static void test_padding_order(void) {
+    gp_config c;
+    gp_config_init(&c);
+    c.backend = GP_BACKEND_HOST;
+    c.item_in_bytes = c.item_out_bytes = 8;
+    c.max_batch = 1;
+    c.inflight = 2;
+    c.compute = pad_compute;
+    gp_pipeline *p = gpt_create(&c);
+    static load l;
+    memset(&l, 0, sizeof l);
+    load_start(&l, p, 8, 2);
+    uint64_t snaps = 0;
+    gp_stats s = {.struct_size = sizeof s};
+    double t_end = gpt_now() + 1.5;
+    do {
+        GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+        GPT_CHECK(s.pad_useful <= s.pad_total);
+        snaps++;
+    } while (snaps < 200000 && gpt_now() < t_end);
+    load_stop(&l);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("padding: %llu snapshots while two slots reported, useful <= total in each\n",
+           (unsigned long long)snaps);
+}
+
 /* AUTO without a usable GPU: the fallback reason (free text) goes through every rendering. */
 static void test_fallback_renderings(void) {
     gp_config c;
@@ -739,6 +845,8 @@ int main(void) {
     test_counters();
     test_pressure();
     test_waits_in_progress();
+    test_clock();
+    test_padding_order();
     test_fallback_renderings();
     printf("stats: ok\n");
     return 0;
