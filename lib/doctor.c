@@ -63,6 +63,12 @@ static double short_mean(const gp_stats *s, const gp_diagnosis *d) {
     return (double)(s->batch_items - full * s->max_batch) / (double)rest;
 }
 
+/* Bytes one item moved: the copies' bytes over the items batched (variable-size items have no
+   item_in_bytes / item_out_bytes; for fixed-size ones this is those). */
+static double per_item_bytes(const gp_stats *s, uint64_t bytes, uint64_t item_bytes) {
+    return s->batch_items ? (double)bytes / (double)s->batch_items : (double)item_bytes;
+}
+
 static void explain(const gp_stats *s, gp_diagnosis *d) {
     char mix[64];
     stage_mix(d, mix, sizeof mix);
@@ -108,7 +114,8 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         say(d->why, sizeof d->why,
             "H2D copies busy %.0f%% of the time moving %.2f GB/s (%s per item, %s) while "
             "compute is busy %.0f%%",
-            gp__pct(d->h2d), d->h2d_gbps, gp__fmt_bytes((double)s->item_in_bytes).s, mix,
+            gp__pct(d->h2d), d->h2d_gbps,
+            gp__fmt_bytes(per_item_bytes(s, s->h2d_bytes, s->item_in_bytes)).s, mix,
             gp__pct(d->compute));
         say(d->knob, sizeof d->knob,
             "send fewer bytes: u8 or fp16 inputs normalized on the device, crop or resize "
@@ -119,7 +126,8 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         say(d->why, sizeof d->why,
             "D2H copies busy %.0f%% of the time moving %.2f GB/s (%s per item, %s) while "
             "compute is busy %.0f%%",
-            gp__pct(d->d2h), d->d2h_gbps, gp__fmt_bytes((double)s->item_out_bytes).s, mix,
+            gp__pct(d->d2h), d->d2h_gbps,
+            gp__fmt_bytes(per_item_bytes(s, s->d2h_bytes, s->item_out_bytes)).s, mix,
             gp__pct(d->compute));
         say(d->knob, sizeof d->knob,
             "return less: argmax, top-k or softmax on the device (post-processing kernels), "
@@ -131,19 +139,27 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             "%" PRIu64 "), %s items/s, p99 latency %s",
             gp__pct(d->compute), mix, gp__fmt_ns(d->batch_compute_us * 1e3).s, d->mean_batch,
             s->max_batch, gp__fmt_count(d->items_per_s).s, gp__fmt_ns((double)s->latency_p99).s);
+        /* Small batches: closed by the byte budget (variable-size items), only a larger budget
+           helps; closed early otherwise, a delay or preferred sizes do. */
+        int by_bytes = s->batches && s->close_bytes * 2 >= s->batches;
         int small = d->mean_batch * 4 < (double)s->max_batch;
         /* One slot: the copies of the next batch wait for this compute; slots would help. */
         int serial = s->inflight == 1 && d->h2d + d->d2h > 0.05 && d->compute < 0.95;
+        /* Graphs: the CUDA backend's, for fixed-size items only (gp_config.cuda_graphs). */
+        int graphs = s->backend == GP_BACKEND_CUDA && !s->cuda_graphs && s->item_in_bytes &&
+                     s->item_out_bytes;
         say(d->knob, sizeof d->knob,
             "%s%sto go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
             "layers%s; raise max_batch if latency allows.%s",
             serial ? "inflight=1 runs the copies in series with the compute: raise inflight to "
                      "hide them; "
                    : "",
-            small ? "batches average far below max_batch: a max_delay_us or preferred sizes "
-                    "let each batch carry more items; "
-                  : "",
-            s->cuda_graphs ? "" : ", CUDA graphs for small models (cuda_graphs=1)",
+            small && by_bytes ? "batches close on the byte budget (close reason bytes): a larger "
+                                "max_batch_bytes lets each carry more items; "
+            : small ? "batches average far below max_batch: a max_delay_us or preferred sizes "
+                      "let each batch carry more items; "
+                    : "",
+            graphs ? ", CUDA graphs for small models (cuda_graphs=1)" : "",
             serial ? "" : " More producers or slots will not help");
         break;
     }

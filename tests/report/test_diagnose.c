@@ -72,8 +72,35 @@ int main(void) {
     s.cuda_graphs = 1; /* on already: not advised again */
     GPT_CHECK(!says(&s, "cuda_graphs=1") && !says(&s, "CUDA graphs"));
     s.cuda_graphs = 0;
+    s.backend = GP_BACKEND_HOST; /* no graphs to advise on the host backend */
+    GPT_CHECK(!says(&s, "cuda_graphs=1"));
+    s.backend = GP_BACKEND_CUDA;
+    s.item_in_bytes = 0; /* variable-size items: create refuses graphs, so no advice of them */
+    GPT_CHECK(!says(&s, "cuda_graphs=1"));
+    s.item_in_bytes = 4096;
+    /* Batches closed by the byte budget: only a larger budget lets them carry more. */
+    s.batch_items = s.submitted = s.completed = s.completed_ok = 8000;
+    s.close_reasons[GP_CLOSE_SLOT_FREE] = 100;
+    s.close_bytes = 900;
+    GPT_EQ(verdict(&s, "a larger max_batch_bytes"), GP_VERDICT_COMPUTE);
+    GPT_CHECK(!says(&s, "max_delay_us"));
+    s.close_reasons[GP_CLOSE_SLOT_FREE] = 1000;
+    s.close_bytes = 0;
+    GPT_EQ(verdict(&s, "a max_delay_us or preferred sizes"), GP_VERDICT_COMPUTE);
+    s.batch_items = s.submitted = s.completed = s.completed_ok = 64000;
     s.h2d_busy_ns = 970 * MS;
     GPT_EQ(verdict(&s, "H2D copies busy 97%"), GP_VERDICT_H2D);
+    GPT_CHECK(says(&s, "4.0 KiB per item"));
+    /* Variable-size items (no item_in_bytes / item_out_bytes): bytes per item from the copies. */
+    s.item_in_bytes = s.item_out_bytes = 0;
+    s.h2d_bytes = 64000ull * 2560;
+    GPT_EQ(verdict(&s, "2.5 KiB per item"), GP_VERDICT_H2D);
+    s.h2d_busy_ns = 200 * MS;
+    s.d2h_busy_ns = 970 * MS;
+    s.d2h_bytes = 64000ull * 100;
+    GPT_EQ(verdict(&s, "100 B per item"), GP_VERDICT_D2H);
+    s = base();
+    s.h2d_busy_ns = 970 * MS;
     s = base();
     s.d2h_busy_ns = 900 * MS;
     GPT_EQ(verdict(&s, "argmax"), GP_VERDICT_D2H);
