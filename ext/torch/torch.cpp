@@ -151,6 +151,18 @@ std::string torch_message(const std::exception &e) {
     return msg.substr(nl + 1, end - nl) + "\n" + msg.substr(0, end + 1);
 }
 
+/* Out of memory, however LibTorch reports it: std::bad_alloc itself, c10's OutOfMemoryError
+   (a CUDA allocation), the CPU allocator's error ("DefaultCPUAllocator: can't allocate
+   memory"), or an error the TorchScript interpreter re-raised with the bad_alloc's text in it.
+   Such failures are GP_ENOMEM, not a bad model or a failed forward. */
+bool is_oom(const std::exception &e) {
+    if (dynamic_cast<const std::bad_alloc *>(&e) || dynamic_cast<const c10::OutOfMemoryError *>(&e))
+        return true;
+    auto *c = dynamic_cast<const c10::Error *>(&e);
+    const char *w = c ? c->what_without_backtrace() : e.what();
+    return w && (std::strstr(w, "std::bad_alloc") || std::strstr(w, "can't allocate memory"));
+}
+
 int validate_item(const gp_torch_item &it, const char *what, bool required, std::string *msg) {
     if (it.rank == 0 && !required) return GP_OK;
     std::ostringstream s;
@@ -398,13 +410,26 @@ int setup_impl(gp_torch_model &m, const gp_batch *b) {
             }
 #endif
         } catch (const std::exception &e) {
-            throw Failure(GP_EMODEL, "warm-up forward on zero inputs " + item_str(m.in) +
-                                         " failed on " + s->device.str() + ": " + torch_message(e));
+            throw Failure(is_oom(e) ? GP_ENOMEM : GP_EMODEL,
+                          std::string(is_oom(e) ? "out of memory: " : "") +
+                              "warm-up forward on zero inputs " + item_str(m.in) + " failed on " +
+                              s->device.str() + ": " + torch_message(e));
         }
     }
     m.slots[b->slot] = s.release();
     m.live.fetch_add(1, std::memory_order_relaxed);
     return GP_OK;
+}
+
+/* The model's last error, also given to the pipeline (gp_batch_set_error): create's error, or
+   the pipeline's for a failed batch, then says why, not only that the compute failed. */
+int tell(gp_torch_model &m, const gp_batch *b, int code) noexcept {
+    try {
+        std::lock_guard<std::mutex> g(m.err_mu);
+        gp_batch_set_error(b, "%s", m.last_err.c_str());
+    } catch (...) { /* the lock failing: the model still has the message */
+    }
+    return code;
 }
 
 int torch_setup(void *user, const gp_batch *b) noexcept {
@@ -413,13 +438,15 @@ int torch_setup(void *user, const gp_batch *b) noexcept {
     try {
         return setup_impl(*m, b);
     } catch (const Failure &f) {
-        return record(*m, f.code, [&] { return where() + f.what(); });
+        return tell(*m, b, record(*m, f.code, [&] { return where() + f.what(); }));
     } catch (const std::bad_alloc &) {
-        return record(*m, GP_ENOMEM, [&] { return where() + "out of memory"; });
+        return tell(*m, b, record(*m, GP_ENOMEM, [&] { return where() + "out of memory"; }));
     } catch (const std::exception &e) {
-        return record(*m, GP_EMODEL, [&] { return where() + torch_message(e); });
+        return tell(*m, b, record(*m, is_oom(e) ? GP_ENOMEM : GP_EMODEL, [&] {
+            return where() + (is_oom(e) ? "out of memory: " : "") + torch_message(e);
+        }));
     } catch (...) {
-        return record(*m, GP_EMODEL, [&] { return where() + "unknown exception"; });
+        return tell(*m, b, record(*m, GP_EMODEL, [&] { return where() + "unknown exception"; }));
     }
 }
 
@@ -474,15 +501,18 @@ int torch_compute(void *user, const gp_batch *b) noexcept {
         run(*m, s->dm->module, x, b->out, n, s->device);
         return GP_OK;
     } catch (const Failure &f) {
-        return record(*m, f.code, [&] { return where() + f.what(); });
+        return tell(*m, b, record(*m, f.code, [&] { return where() + f.what(); }));
     } catch (const std::bad_alloc &) {
-        return record(*m, GP_ENOMEM, [&] { return where() + "out of memory"; });
+        return tell(*m, b, record(*m, GP_ENOMEM, [&] { return where() + "out of memory"; }));
     } catch (const std::exception &e) {
-        return record(*m, GP_ECOMPUTE,
-                      [&] { return where() + "forward failed: " + torch_message(e); });
+        return tell(*m, b, record(*m, is_oom(e) ? GP_ENOMEM : GP_ECOMPUTE, [&] {
+            return where() + (is_oom(e) ? "forward ran out of memory: " : "forward failed: ") +
+                   torch_message(e);
+        }));
     } catch (...) {
-        return record(*m, GP_ECOMPUTE,
-                      [&] { return where() + "forward threw an unknown exception"; });
+        return tell(*m, b, record(*m, GP_ECOMPUTE, [&] {
+            return where() + "forward threw an unknown exception";
+        }));
     }
 }
 
@@ -533,6 +563,9 @@ int load_impl(const char *path, const gp_torch_options &o, std::unique_ptr<gp_to
     try {
         m->module = torch::jit::load(path, c10::Device(c10::kCPU));
     } catch (const std::exception &e) {
+        if (is_oom(e))
+            throw Failure(GP_ENOMEM,
+                          std::string("out of memory loading '") + path + "': " + torch_message(e));
         throw Failure(GP_EMODEL, std::string("'") + path +
                                      "' is not a TorchScript file torch::jit::load can read "
                                      "(save one with torch.jit.script(model).save(path) or "
@@ -559,6 +592,10 @@ int load_impl(const char *path, const gp_torch_options &o, std::unique_ptr<gp_to
         } catch (const Failure &) {
             throw;
         } catch (const std::exception &e) {
+            if (is_oom(e))
+                throw Failure(GP_ENOMEM, "out of memory finding the output item (forward on 2 "
+                                         "zero items " +
+                                             item_str(m->in) + "): " + torch_message(e));
             throw Failure(GP_EMODEL, "finding the output item: forward on 2 zero items " +
                                          item_str(m->in) + " failed: " + torch_message(e) +
                                          " (check options.input, or set options.output to "
@@ -637,8 +674,10 @@ int gp_torch_model_load(const char *path, const gp_torch_options *opt, gp_torch_
     } catch (const std::bad_alloc &) {
         return put_err(err, err_len, GP_ENOMEM, [] { return "out of memory"; });
     } catch (const std::exception &e) {
-        return put_err(err, err_len, GP_EMODEL,
-                       [&] { return std::string("loading '") + path + "': " + torch_message(e); });
+        return put_err(err, err_len, is_oom(e) ? GP_ENOMEM : GP_EMODEL, [&] {
+            return std::string(is_oom(e) ? "out of memory " : "") + "loading '" + path +
+                   "': " + torch_message(e);
+        });
     } catch (...) {
         return put_err(err, err_len, GP_EMODEL, [] { return "loading: unknown exception"; });
     }

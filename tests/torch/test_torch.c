@@ -512,6 +512,7 @@ static void test_thrower(void) {
     GPT_RC(gp_torch_last_error(m, terr, sizeof terr), GP_ECOMPUTE);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     CHECK_MSG(perr, "compute returned");
+    CHECK_MSG(perr, "poisoned item: a negative first value"); /* the compute's reason too */
     CHECK_MSG(terr, "poisoned item: a negative first value");
     CHECK_MSG(terr, "forward failed");
     printf("thrower: pipeline: %s\n  torch: %.300s\n", perr, terr);
@@ -597,6 +598,32 @@ static void test_mismatch(void) {
     mismatch("tuple.pt", item1(GP_DTYPE_F32, 4), item1(GP_DTYPE_F32, 4), "not one tensor");
     /* Input dtype: u8 into a float Linear, PyTorch's words. */
     mismatch("mlp.pt", item1(GP_DTYPE_U8, 16), item1(GP_DTYPE_F32, 10), "dtype");
+}
+
+/* A forward that runs out of memory: its batch fails (GP_ECOMPUTE for the items), the model's
+   last error is GP_ENOMEM and says so, the pipeline's names the allocator's message, and the
+   pipeline goes on with the next batch. */
+static void test_oom_forward(void) {
+    gp_torch_options o;
+    options(&o, item1(GP_DTYPE_F32, 4));
+    gp_torch_model *m = load_ok("thrower.pt", &o);
+    gp_config cfg;
+    config(&cfg, m);
+    cfg.max_batch = 1;
+    gp_pipeline *p = create(&cfg);
+    float x[4] = {-2, 0, 0, 0}, y[4], ok[4] = {3, 1, 1, 1};
+    GPT_RC(gp_pipeline_infer(p, x, sizeof x, y, sizeof y), GP_ECOMPUTE);
+    char perr[512] = "", terr[2048] = "";
+    GPT_RC(gp_torch_last_error(m, terr, sizeof terr), GP_ENOMEM);
+    GPT_RC(gp_pipeline_last_error(p, perr, sizeof perr), GP_ECOMPUTE);
+    CHECK_MSG(terr, "forward ran out of memory");
+    CHECK_MSG(perr, "forward ran out of memory"); /* CPU or CUDA allocator: each says it its way */
+    printf("out of memory in forward: pipeline: %.200s\n  torch: %.200s\n", perr, terr);
+    x[0] = 1;
+    GPT_RC(gp_pipeline_infer(p, x, sizeof x, y, sizeof y), GP_OK);
+    GPT_CHECK(memcmp(y, ok, sizeof y) == 0);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gp_torch_model_free(m);
 }
 
 /* One live pipeline per model, detected at configure and at create. */
@@ -741,6 +768,7 @@ int main(int argc, char **argv) {
     test_bf16();
     test_sum();
     test_thrower();
+    test_oom_forward();
     test_mismatch();
     test_one_pipeline();
     test_shutdown(GP_DESTROY_CANCEL);
