@@ -28,6 +28,7 @@ __global__ void token_mean_kernel(const T *in, const int64_t *tok, T *out, int C
 template <typename T>
 cudaError_t token_mean_t(cudaStream_t s, const void *in, const int64_t *tok, void *out, size_t n,
                          int C) {
+    if (n > 0x7fffffffu) return cudaErrorInvalidConfiguration; /* one block per item */
     token_mean_kernel<T><<<(unsigned)n, 128, 0, s>>>((const T *)in, tok, (T *)out, C);
     return gpk::launched();
 }

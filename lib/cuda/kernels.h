@@ -96,7 +96,8 @@ cudaError_t gp__k_embedding(cudaStream_t s, gp__kt t, const void *ids, int ids_i
                             void *out, int C);
 
 /* LAYERNORM over C features per row: (x - mean) / sqrt(var + eps) * gamma + beta, var the
-   biased variance, fp32 (two passes). gamma, beta: C floats. out == in allowed. */
+   biased variance, accumulated in double (two passes). gamma, beta: C floats. out == in
+   allowed. */
 cudaError_t gp__k_layernorm(cudaStream_t s, gp__kt t, const void *in, void *out, size_t rows, int C,
                             const float *gamma, const float *beta, float eps);
 

@@ -233,8 +233,16 @@ static inline size_t gp__rows(const slot_state *st, gp__shape s, const gp_batch 
     return s.tokens ? st->tokens : b->n;
 }
 
+/* The batch's first input byte: packed items start at in_offsets[0] (gpupipe.h), which the
+   token offsets (gp__k_tok_offsets) are relative to; the batcher writes 0 there, a caller's
+   batch may not. */
+static inline void *gp__batch_in(const gp_batch *b) {
+    const char *in = (const char *)b->in;
+    return (void *)(uintptr_t)(b->in_offsets_host ? in + b->in_offsets_host[0] : in);
+}
+
 static inline void *gp__resolve(ref r, const gp_batch *b) {
-    return r.kind == REF_IN ? (void *)(uintptr_t)b->in : r.kind == REF_OUT ? b->out : r.p;
+    return r.kind == REF_IN ? gp__batch_in(b) : r.kind == REF_OUT ? b->out : r.p;
 }
 
 #ifdef __cplusplus

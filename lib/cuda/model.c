@@ -631,7 +631,8 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
         CK(&c, gp__k_tok_offsets(s, b->n, b->in_offsets, m->token_bytes, st->d_tok));
     }
     if (st->instage)
-        CK(&c, gp__k_convert(s, b->in, GP__KT_F32, st->instage, st->kt, in_rows * st->in_elems));
+        CK(&c, gp__k_convert(s, gp__batch_in(b), GP__KT_F32, st->instage, st->kt,
+                             in_rows * st->in_elems));
     for (int i = 0; i < st->n_steps && rc == GP_OK; i++) {
         c.op = st->steps[i].op;
         rc = layer_of(c.op)->run(st, &st->steps[i], b, bi, &c);
