@@ -478,6 +478,33 @@ static void stop_threads(gp_pipeline *p, int cancel, int batcher_started, int po
     }
     for (int i = 0; i < p->nworkers; i++)
         pthread_join(p->workers[i], NULL);
+    atomic_store_explicit(&p->threads_live, 0, memory_order_relaxed);
+}
+
+/* Whether the calling thread is one of the pipeline's own: the batcher (it runs a CUDA
+   compute's launch), the poller (the trace callback; completion callbacks with one worker),
+   the completion workers, the prep workers. A wait on the pipeline from one of them waits for
+   itself (gpupipe.h, gp_done_fn). Read after create published the thread ids; once they are
+   joined, no thread is (a new thread may reuse a joined one's id). */
+static int own_thread(gp_pipeline *p) {
+    if (!atomic_load_explicit(&p->threads_live, memory_order_relaxed)) return 0;
+    pthread_t self = pthread_self();
+    if (pthread_equal(self, p->batcher) || pthread_equal(self, p->poller)) return 1;
+    for (int i = 0; i < p->nworkers; i++)
+        if (pthread_equal(self, p->workers[i])) return 1;
+    for (int i = 0; i < p->npreps; i++)
+        if (pthread_equal(self, p->preps[i])) return 1;
+    return 0;
+}
+
+/* Refuse a waiting call from the pipeline's own thread: GP_EINVAL, with the reason. */
+static int from_own_thread(gp_pipeline *p, const char *call) {
+    if (!own_thread(p)) return 0;
+    GP__ERR(&p->err, GP_EINVAL,
+            "%s called from one of the pipeline's own threads (a completion, trace or prep "
+            "callback, or a CUDA compute): it would wait for itself; call it from another thread",
+            call);
+    return 1;
 }
 
 static void free_all(gp_pipeline *p) {
@@ -529,6 +556,7 @@ static int start_threads(gp_pipeline *p) {
     for (; p->npreps < np; p->npreps++)
         if ((rc = pthread_create(&p->preps[p->npreps], NULL, prep_main, p)) != 0) goto fail_create;
     if ((rc = pthread_create(&p->batcher, NULL, gp__batcher_main, p)) != 0) goto fail_create;
+    atomic_store_explicit(&p->threads_live, 1, memory_order_relaxed);
     return GP_OK;
 fail_create:
     rc = GP__ERR(&p->err, GP_ESYS, "pthread_create failed: errno %d", rc);
@@ -609,7 +637,7 @@ fail:
 }
 
 int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode) {
-    if (!p) return GP_EINVAL;
+    if (!p || from_own_thread(p, "gp_pipeline_shutdown")) return GP_EINVAL;
     if (!p->shut) {
         stop_threads(p, mode == GP_DESTROY_CANCEL, 1, 1);
         atomic_store_explicit(&p->stats.t_end_ns, gp__now_ns(), memory_order_release);
@@ -620,6 +648,7 @@ int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode) {
 
 int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode) {
     if (!p) return GP_OK;
+    if (from_own_thread(p, "gp_pipeline_destroy")) return GP_EINVAL; /* nothing is freed */
     int rc = gp_pipeline_shutdown(p, mode);
     wait_calls(p); /* a submit that overlapped a destroy without a prior shutdown */
     free_all(p);
@@ -691,13 +720,19 @@ HOT int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char **at
        claim says GP_ESHUTDOWN, as for any pipeline (gpupipe.h, gp_pipeline_shutdown). */
     if (atomic_load_explicit(&p->failed, memory_order_relaxed) && !shut(p)) return GP_EDEVICE;
     uint64_t blocked = 0, pos = 0;
-    int block = p->cfg.full_policy == GP_FULL_BLOCK, rc;
-    if (p->var_in) {
-        rc = gp__ring_claim_bytes(&p->ring, block, in_len, idx, &pos, &blocked);
-        if (rc == GP_OK) *at = gp__ring_at(&p->ring, pos);
-    } else {
-        rc = gp__ring_claim(&p->ring, block, idx, &blocked);
-        if (rc == GP_OK) *at = gp__ring_in(&p->ring, *idx);
+    int rc;
+    /* Try first; block only on a full ring (GP_FULL_BLOCK), and not on one of the pipeline's
+       own threads: a callback waiting for space its own completion frees would wait forever
+       (gp_done_fn): it gets GP_EAGAIN. */
+    for (int block = 0;; block = 1) {
+        if (p->var_in) {
+            rc = gp__ring_claim_bytes(&p->ring, block, in_len, idx, &pos, &blocked);
+            if (rc == GP_OK) *at = gp__ring_at(&p->ring, pos);
+        } else {
+            rc = gp__ring_claim(&p->ring, block, idx, &blocked);
+            if (rc == GP_OK) *at = gp__ring_in(&p->ring, *idx);
+        }
+        if (rc != GP_EAGAIN || block || p->cfg.full_policy != GP_FULL_BLOCK || own_thread(p)) break;
     }
     if (arena_pos) *arena_pos = pos;
     if (blocked) GP__BUMP(p->stats.backpressure_ns, blocked);
@@ -952,6 +987,7 @@ int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *
         (p->var_out ? out_bytes == 0 || out_bytes > p->cfg.max_item_out_bytes
                     : out_bytes != p->cfg.item_out_bytes))
         return GP_EINVAL;
+    if (from_own_thread(p, "gp_pipeline_infer")) return GP_EINVAL;
     infer_wait w = {.out = output};
     if (pthread_mutex_init(&w.mu, NULL) != 0) return GP_ESYS;
     if (pthread_cond_init(&w.cv, NULL) != 0) {
@@ -992,7 +1028,7 @@ int gp_pipeline_flush(gp_pipeline *p) {
 }
 
 int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us) {
-    if (!p) return GP_EINVAL;
+    if (!p || from_own_thread(p, "gp_pipeline_drain")) return GP_EINVAL;
     /* Up to the last item accepted before this call: an open reservation (or a submit still
        copying) is not submitted yet, unless an item after it is, which waits for it anyway. */
     uint64_t claimed, open, target;

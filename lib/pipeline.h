@@ -131,10 +131,11 @@ struct gp_pipeline {
     _Atomic uint64_t flush_upto;
     /* 0 running; 1 draining (destroy); read by every thread. */
     _Atomic int stopping;
-    _Atomic int canceling; /* destroy with GP_DESTROY_CANCEL */
-    _Atomic int failed;    /* GP_EDEVICE after a sticky device fault, else 0 */
-    uint64_t final_tail;   /* claimed count at close; written before stopping is set */
-    int shut;              /* threads stopped; only the shutdown/destroy caller's thread */
+    _Atomic int canceling;    /* destroy with GP_DESTROY_CANCEL */
+    _Atomic int failed;       /* GP_EDEVICE after a sticky device fault, else 0 */
+    _Atomic int threads_live; /* 1 from start_threads until stop_threads joined them all */
+    uint64_t final_tail;      /* claimed count at close; written before stopping is set */
+    int shut;                 /* threads stopped; only the shutdown/destroy caller's thread */
 
     gp__recqueue recs;
     gp__prepq prepq;

@@ -227,8 +227,12 @@ typedef int (*gp_compute_fn)(void *user, const gp_batch *b);
  * status is GP_OK); `output_bytes` is the configured item_out_bytes, or the item's own
  * output size with variable-size outputs (0 with NULL output).
  * Runs on a completion worker. With completion_workers == 1, callbacks run in submit order.
- * It may call gp_pipeline_submit* (with GP_FULL_FAIL, or knowing the ring has room), but
- * never gp_pipeline_drain/destroy on its own pipeline.
+ * It may call gp_pipeline_submit*: on a full ring these return GP_EAGAIN there even under
+ * GP_FULL_BLOCK (the space it would wait for is freed after callbacks like it). On its own
+ * pipeline, gp_pipeline_drain, _infer, _shutdown and _destroy would wait for the callback
+ * itself: from the pipeline's own threads (completion callbacks, the trace callback, prep
+ * functions, a CUDA compute's launch) they return GP_EINVAL at once, the reason in
+ * gp_pipeline_last_error.
  */
 typedef void (*gp_done_fn)(void *user, int status, const void *output, size_t output_bytes);
 
@@ -374,9 +378,10 @@ GP_API int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err
  * report and last error still work, and submits keep returning GP_ESHUTDOWN, so producer
  * threads can be stopped and joined before gp_pipeline_destroy.
  * Reservations (gp_pipeline_reserve) must be committed or abandoned, or this waits for them.
- * Call from a thread that is not a library callback, not concurrently with itself or destroy;
- * calling it again does nothing. @return GP_OK, GP_EINVAL (NULL), or GP_EDEVICE if the device
- * had failed.
+ * Call from a thread that is not a library callback (from the pipeline's own threads,
+ * gp_done_fn: GP_EINVAL, nothing stopped), not concurrently with itself or destroy; calling it
+ * again does nothing. @return GP_OK, GP_EINVAL (NULL, or the pipeline's own thread), or
+ * GP_EDEVICE if the device had failed.
  */
 GP_API int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode);
 
@@ -385,8 +390,10 @@ GP_API int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode);
  * everything. NULL is accepted. No other call on `p` may start once destroy may have
  * returned: stop producers first (shutdown, join them, destroy) if they may still call.
  * Submit-family calls already in progress when destroy is called return GP_ESHUTDOWN and
- * destroy waits for them. Afterwards `p` is invalid.
- * @return GP_OK, or GP_EDEVICE if the device had failed (all is still freed).
+ * destroy waits for them. Afterwards `p` is invalid. From the pipeline's own threads
+ * (gp_done_fn) it returns GP_EINVAL and frees nothing.
+ * @return GP_OK, GP_EINVAL (the pipeline's own thread), or GP_EDEVICE if the device had failed
+ * (all is still freed).
  */
 GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
 
@@ -401,7 +408,8 @@ GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
  * the ring and queue it. `input` may be reused as soon as this returns. `done` (required) is
  * called exactly once if this returns GP_OK. With variable-size outputs the item's output is
  * max_item_out_bytes (gp_pipeline_submit_ex gives it per item). Blocks while the ring is full
- * (GP_FULL_BLOCK) or returns GP_EAGAIN (GP_FULL_FAIL).
+ * (GP_FULL_BLOCK; GP_EAGAIN instead on one of the pipeline's own threads, see gp_done_fn) or
+ * returns GP_EAGAIN (GP_FULL_FAIL).
  * @return GP_OK, GP_EINVAL (NULL argument, wrong byte count), GP_EAGAIN, GP_ESHUTDOWN,
  *         GP_EDEVICE (the pipeline failed; once shut down, GP_ESHUTDOWN as for any pipeline).
  */
@@ -503,8 +511,9 @@ GP_API int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r);
 /*
  * Blocking convenience: submit `input` (in_bytes as gp_pipeline_submit), wait for the result
  * and copy it into `output`. out_bytes must equal item_out_bytes, or, with variable-size
- * outputs, is the item's output size (1..max_item_out_bytes). Must not be called from a
- * callback. @return the item's status, or a submit error.
+ * outputs, is the item's output size (1..max_item_out_bytes). From the pipeline's own threads
+ * (gp_done_fn) GP_EINVAL: it would wait for itself. @return the item's status, or a submit
+ * error.
  */
 GP_API int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *output,
                              size_t out_bytes);
@@ -517,8 +526,8 @@ GP_API int gp_pipeline_flush(gp_pipeline *p);
  * Flush, then wait until every item submitted (or committed) before this call has had its
  * callback, or `timeout_us` passed (< 0, or too long for the clock: wait forever). A
  * reservation still open is not waited for, unless an item accepted after it must wait for its
- * commit or abandon. Must not be called from a callback.
- * @return GP_OK, GP_ETIMEDOUT, GP_EINVAL.
+ * commit or abandon. From the pipeline's own threads (gp_done_fn) GP_EINVAL at once: it would
+ * wait for itself. @return GP_OK, GP_ETIMEDOUT, GP_EINVAL.
  */
 GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
 

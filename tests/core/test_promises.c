@@ -3,7 +3,8 @@
  * here on the host backend: drain with a timeout too long for the clock, cancel's answers for a
  * done item, open reservations in `submitted` and drain, a compute_setup's GP_EBUSY, teardown
  * without setup and its bucket 0, destroy waiting for a submit inside its own log callback, and
- * a mark of a destroyed pipeline.
+ * a mark of a destroyed pipeline. And calls that would wait for themselves, made from the
+ * pipeline's own threads (callbacks, trace, prep): refused, not a hang.
  */
 #include <stdatomic.h>
 #include <time.h>
@@ -296,7 +297,93 @@ static void after_shutdown(void) {
     printf("ok  after shutdown: GP_ESHUTDOWN, also for a wrong size\n");
 }
 
+/* ---- calls that would wait for themselves, from the pipeline's own threads ------------------ */
+
+typedef struct reentry {
+    gp_pipeline *p;
+    _Atomic int drain_rc, infer_rc, shutdown_rc, destroy_rc, trace_drain_rc, prep_drain_rc;
+    _Atomic int submitted, eagain, others, ran;
+    done_log inner;
+} reentry;
+
+static void reentrant_done(void *user, int status, const void *out, size_t bytes) {
+    (void)status, (void)out, (void)bytes;
+    reentry *r = user;
+    if (atomic_fetch_add(&r->ran, 1) != 0) return; /* the first callback tries everything */
+    unsigned char in[ITEM] = {0}, o[ITEM];
+    atomic_store(&r->drain_rc, gp_pipeline_drain(r->p, -1));
+    atomic_store(&r->infer_rc, gp_pipeline_infer(r->p, in, ITEM, o, ITEM));
+    atomic_store(&r->shutdown_rc, gp_pipeline_shutdown(r->p, GP_DESTROY_DRAIN));
+    atomic_store(&r->destroy_rc, gp_pipeline_destroy(r->p, GP_DESTROY_DRAIN));
+    /* A blocking submit from here: GP_EAGAIN once the ring is full, not a wait forever. */
+    for (int i = 0; i < 64; i++) {
+        int rc = gp_pipeline_submit(r->p, in, ITEM, on_done, &r->inner);
+        if (rc == GP_OK)
+            atomic_fetch_add(&r->submitted, 1);
+        else if (rc == GP_EAGAIN)
+            atomic_fetch_add(&r->eagain, 1);
+        else
+            atomic_fetch_add(&r->others, 1);
+    }
+}
+
+static void reentrant_trace(void *user, const gp_batch_trace *t) {
+    (void)t;
+    reentry *r = user;
+    atomic_store(&r->trace_drain_rc, gp_pipeline_drain(r->p, 1000 * 1000));
+}
+
+static int reentrant_prep(void *user, const void *src, size_t n, void *slot, size_t slot_bytes) {
+    reentry *r = user;
+    atomic_store(&r->prep_drain_rc, gp_pipeline_drain(r->p, 1000 * 1000));
+    memcpy(slot, src, n < slot_bytes ? n : slot_bytes);
+    return GP_OK;
+}
+
+static void own_threads(void) {
+    static reentry r;
+    memset(&r, 0, sizeof r);
+    gp_config c;
+    base(&c);
+    c.capacity = 8;
+    c.on_batch = reentrant_trace;
+    c.on_batch_user = &r;
+    c.prep = reentrant_prep;
+    c.prep_user = &r;
+    c.prep_workers = 1;
+    r.p = make(&c);
+    unsigned char in[ITEM] = {1};
+    done_log d = {0};
+    GPT_RC(gp_pipeline_submit_prep(r.p, in, ITEM, 0, on_done, &d), GP_OK);
+    GPT_RC(gp_pipeline_submit(r.p, in, ITEM, reentrant_done, &r), GP_OK);
+    GPT_RC(gp_pipeline_drain(r.p, 30 * 1000 * 1000), GP_OK);
+    GPT_RC(atomic_load(&r.drain_rc), GP_EINVAL);
+    GPT_RC(atomic_load(&r.infer_rc), GP_EINVAL);
+    GPT_RC(atomic_load(&r.shutdown_rc), GP_EINVAL);
+    GPT_RC(atomic_load(&r.destroy_rc), GP_EINVAL);
+    GPT_RC(atomic_load(&r.trace_drain_rc), GP_EINVAL);
+    GPT_RC(atomic_load(&r.prep_drain_rc), GP_EINVAL);
+    GPT_EQ(atomic_load(&r.others), 0);
+    GPT_CHECK(atomic_load(&r.eagain) > 0); /* 64 items into a ring of 8 */
+    GPT_EQ(atomic_load(&r.submitted) + atomic_load(&r.eagain), 64);
+    char err[512] = "";
+    gp_pipeline_last_error(r.p, err, sizeof err);
+    printf("from the pipeline's own threads: drain, infer, shutdown, destroy -> GP_EINVAL; "
+           "%d of 64 blocking submits from a callback -> GP_EAGAIN on the full ring (%s)\n",
+           atomic_load(&r.eagain), err);
+    GPT_CHECK(strstr(err, "would wait for itself") != NULL);
+    GPT_RC(gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN), GP_OK); /* still whole */
+    GPT_EQ(atomic_load(&r.inner.calls), atomic_load(&r.submitted));
+    /* From another thread after shutdown, drain is not refused (a new thread may reuse a
+       joined worker's id). */
+    gp_pipeline *p = make(&c);
+    GPT_RC(gp_pipeline_shutdown(p, GP_DESTROY_DRAIN), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, 0), GP_OK);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+}
+
 int main(void) {
+    own_threads();
     drain_forever();
     cancel_done();
     open_reservation();
