@@ -61,7 +61,7 @@ target_include_directories(test_fault_sweep PRIVATE ${PROJECT_SOURCE_DIR}/lib
                                                     ${CMAKE_CURRENT_SOURCE_DIR}/gpu)
 target_compile_definitions(test_fault_sweep PRIVATE _GNU_SOURCE)
 gp_warnings(test_fault_sweep)
-gp_sim_case(fault_sweep test_fault_sweep TIMEOUT 600)
+gp_sim_case(fault_sweep test_fault_sweep TIMEOUT 1500) # ~4 minutes on 2 cores
 
 # The model runtime's CUDA layers against the host reference, every precision: every op kind,
 # the demo models eager and with CUDA graphs, on cuBLASLt and cuDNN (a convolution left on the

@@ -59,6 +59,15 @@ static void model_done(void *user, int status, const void *out, size_t bytes) {
     if (status == GP_OK && out && bytes == it->floats * sizeof(float)) memcpy(it->out, out, bytes);
 }
 
+/* Item i's bytes: the model's item, or for a variable-length model 1 + i % 12 tokens. */
+static size_t item_bytes(const gp_model *m, size_t i) {
+    gp_tensor_info ii;
+    GPT_RC(gp_model_input_info(m, &ii), GP_OK);
+    size_t ib = gp_model_input_bytes(m);
+    return ib == ii.bytes ? ib : (1 + i % 12) * ii.bytes; /* ii: one token */
+}
+
+/* N_ITEMS items of the largest size each: f32 in [-1, 1), u8 pixels, token ids below 1000. */
 static unsigned char *model_inputs(const gp_model *m) {
     size_t ib = gp_model_input_bytes(m);
     unsigned char *in = malloc(N_ITEMS * ib);
@@ -71,6 +80,10 @@ static unsigned char *model_inputs(const gp_model *m) {
         float *f = (float *)(void *)in;
         for (size_t i = 0; i < N_ITEMS * ib / 4; i++)
             f[i] = (float)((i * 7919u) % 200) / 100.0f - 1.0f;
+    } else if (ii.dtype == GP_DTYPE_I32) {
+        int32_t *t = (int32_t *)(void *)in;
+        for (size_t i = 0; i < N_ITEMS * ib / 4; i++)
+            t[i] = (int32_t)((i * 37) % 1000);
     }
     return in;
 }
@@ -118,7 +131,7 @@ static void try_once(const scenario *sc, outcome *o, float **out, size_t *out_fl
         model_item it[N_ITEMS];
         for (size_t i = 0; i < N_ITEMS; i++) {
             it[i] = (model_item){*out + i * *out_floats, *out_floats, 0, -1};
-            GPT_RC(gp_pipeline_submit(p, in + i * ib, ib, model_done, &it[i]), GP_OK);
+            GPT_RC(gp_pipeline_submit(p, in + i * ib, item_bytes(m, i), model_done, &it[i]), GP_OK);
         }
         gpu_drain(p);
         for (size_t i = 0; i < N_ITEMS; i++)
@@ -265,6 +278,16 @@ static gp_model *demo_mlp(void) {
     return m;
 }
 
+static gp_model *demo_encoder(void) {
+    void *img = NULL;
+    size_t len = 0;
+    char err[256] = "";
+    GPT_RC(gp_model_demo_safetensors("encoder", NULL, &img, &len, err, sizeof err), GP_OK);
+    gp_model *m = load_model(img, len, NULL, GP_PRECISION_FP16);
+    free(img);
+    return m;
+}
+
 /* A small image model: u8 HWC in, cuDNN convolution, pooling, linear, softmax out. */
 static gp_model *small_cnn(void) {
     static float cw[6 * 3 * 3 * 3], cb[6], fw[9 * 6], fb[9];
@@ -308,6 +331,7 @@ int main(void) {
         {"transform kernel, cuda graphs", NULL, 1},
         {"demo mlp fp16, cuda graphs", demo_mlp, 1},
         {"u8 conv model fp32, cuda graphs", small_cnn, 1},
+        {"demo encoder fp16, packed token batches", demo_encoder, 0},
     };
     for (size_t i = 0; i < sizeof sc / sizeof *sc; i++)
         sweep(&sc[i]);
