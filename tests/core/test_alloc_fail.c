@@ -313,28 +313,31 @@ int main(void) {
         fprintf(stderr, "test_alloc_fail needs failalloc preloaded (LD_PRELOAD)\n");
         return 1;
     }
-    static scenario sc[3];
+    static scenario sc[4];
     sc[0].name = "host pipeline (submit, prep, submit_ex; 2 completion workers)";
     unsigned char *in0 = bytes_inputs(&sc[0]);
     sc[0].in = in0;
-    static const char *const demos[] = {"mlp", "encoder"};
-    unsigned char *in[2];
-    void *img[2];
-    for (int d = 0; d < 2; d++) {
+    static const char *const demos[] = {"mlp", "encoder", "cnn"};
+    static const char *const names[] = {
+        "demo mlp: load + host layers",
+        "demo encoder: load + packed token batches on the host layers",
+        "demo cnn: load + u8 images through convolutions, top-5 on the host layers"};
+    unsigned char *in[3];
+    void *img[3];
+    for (int d = 0; d < 3; d++) {
         char err[256] = "";
         GPT_RC(
             gp_model_demo_safetensors(demos[d], NULL, &img[d], &sc[1 + d].img_len, err, sizeof err),
             GP_OK);
         sc[1 + d].img = img[d];
-        sc[1 + d].name = d ? "demo encoder: load + packed token batches on the host layers"
-                           : "demo mlp: load + host layers";
+        sc[1 + d].name = names[d];
         in[d] = model_inputs(&sc[1 + d]);
         sc[1 + d].in = in[d];
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         sweep(&sc[i]);
     free(in0);
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < 3; d++) {
         free(in[d]);
         free(img[d]);
     }
