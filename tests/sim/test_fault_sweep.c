@@ -268,24 +268,21 @@ static gp_model *load_model(const void *img, size_t len, const char *spec, gp_pr
     return m;
 }
 
-static gp_model *demo_mlp(void) {
+/* A demo model in fp16 (gp_model_demo_safetensors). */
+static gp_model *demo_fp16(const char *name) {
     void *img = NULL;
     size_t len = 0;
     char err[256] = "";
-    GPT_RC(gp_model_demo_safetensors("mlp", NULL, &img, &len, err, sizeof err), GP_OK);
+    GPT_RC(gp_model_demo_safetensors(name, NULL, &img, &len, err, sizeof err), GP_OK);
     gp_model *m = load_model(img, len, NULL, GP_PRECISION_FP16);
     free(img);
     return m;
 }
-
+static gp_model *demo_mlp(void) {
+    return demo_fp16("mlp");
+}
 static gp_model *demo_encoder(void) {
-    void *img = NULL;
-    size_t len = 0;
-    char err[256] = "";
-    GPT_RC(gp_model_demo_safetensors("encoder", NULL, &img, &len, err, sizeof err), GP_OK);
-    gp_model *m = load_model(img, len, NULL, GP_PRECISION_FP16);
-    free(img);
-    return m;
+    return demo_fp16("encoder");
 }
 
 /* A small image model: u8 HWC in, cuDNN convolution, pooling, linear, softmax out. */
