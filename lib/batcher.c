@@ -361,6 +361,7 @@ void *gp__batcher_main(void *arg) {
     gp_pipeline *p = b.p;
     const gp_config *c = &p->cfg;
     gp__stats *st = &p->stats;
+    gp__own_thread_mark(p);
     if (p->ops->thread_start) p->ops->thread_start(p->dev);
 
     for (;;) {

@@ -81,6 +81,7 @@ static void release_done(gp_pipeline *p);
 void *gp__poller_main(void *arg) {
     gp_pipeline *p = arg;
     gp__recqueue *q = &p->recs;
+    gp__own_thread_mark(p);
     if (p->ops->thread_start) p->ops->thread_start(p->dev);
     for (;;) {
         pthread_mutex_lock(&q->mu);
@@ -184,6 +185,7 @@ void *gp__worker_main(void *arg) {
     gp_pipeline *p = arg;
     gp__recqueue *q = &p->recs;
     uint64_t cap = p->ring.capacity;
+    gp__own_thread_mark(p);
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (q->taken == q->polled && !q->poller_done)

@@ -380,6 +380,7 @@ static void prep_status(gp__item *it, int code) {
 
 static void *prep_main(void *arg) {
     gp_pipeline *p = arg;
+    gp__own_thread_mark(p);
     gp__prepq *q = &p->prepq;
     const gp_config *c = &p->cfg;
     pthread_mutex_lock(&q->mu);
@@ -478,23 +479,20 @@ static void stop_threads(gp_pipeline *p, int cancel, int batcher_started, int po
     }
     for (int i = 0; i < p->nworkers; i++)
         pthread_join(p->workers[i], NULL);
-    atomic_store_explicit(&p->threads_live, 0, memory_order_relaxed);
 }
 
-/* Whether the calling thread is one of the pipeline's own: the batcher (it runs a CUDA
-   compute's launch), the poller (the trace callback; completion callbacks with one worker),
-   the completion workers, the prep workers. A wait on the pipeline from one of them waits for
-   itself (gpupipe.h, gp_done_fn). Read after create published the thread ids; once they are
-   joined, no thread is (a new thread may reuse a joined one's id). */
-static int own_thread(gp_pipeline *p) {
-    if (!atomic_load_explicit(&p->threads_live, memory_order_relaxed)) return 0;
-    pthread_t self = pthread_self();
-    if (pthread_equal(self, p->batcher) || pthread_equal(self, p->poller)) return 1;
-    for (int i = 0; i < p->nworkers; i++)
-        if (pthread_equal(self, p->workers[i])) return 1;
-    for (int i = 0; i < p->npreps; i++)
-        if (pthread_equal(self, p->preps[i])) return 1;
-    return 0;
+/* The pipeline whose thread this is: the batcher (it runs a CUDA compute's launch), the
+   poller (the trace callback; completion callbacks with one worker), the completion workers,
+   the prep workers. Per thread, set once as it starts: not shared state. */
+static _Thread_local const gp_pipeline *own_pipeline;
+
+void gp__own_thread_mark(const gp_pipeline *p) {
+    own_pipeline = p;
+}
+
+/* A wait on `p` from one of its own threads waits for itself (gpupipe.h, gp_done_fn). */
+static int own_thread(const gp_pipeline *p) {
+    return own_pipeline == p;
 }
 
 /* Refuse a waiting call from the pipeline's own thread: GP_EINVAL, with the reason. */
@@ -556,7 +554,6 @@ static int start_threads(gp_pipeline *p) {
     for (; p->npreps < np; p->npreps++)
         if ((rc = pthread_create(&p->preps[p->npreps], NULL, prep_main, p)) != 0) goto fail_create;
     if ((rc = pthread_create(&p->batcher, NULL, gp__batcher_main, p)) != 0) goto fail_create;
-    atomic_store_explicit(&p->threads_live, 1, memory_order_relaxed);
     return GP_OK;
 fail_create:
     rc = GP__ERR(&p->err, GP_ESYS, "pthread_create failed: errno %d", rc);
@@ -987,7 +984,8 @@ int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *
         (p->var_out ? out_bytes == 0 || out_bytes > p->cfg.max_item_out_bytes
                     : out_bytes != p->cfg.item_out_bytes))
         return GP_EINVAL;
-    if (from_own_thread(p, "gp_pipeline_infer")) return GP_EINVAL;
+    /* After shutdown began the submit below says GP_ESHUTDOWN without waiting. */
+    if (!shut(p) && from_own_thread(p, "gp_pipeline_infer")) return GP_EINVAL;
     infer_wait w = {.out = output};
     if (pthread_mutex_init(&w.mu, NULL) != 0) return GP_ESYS;
     if (pthread_cond_init(&w.cv, NULL) != 0) {

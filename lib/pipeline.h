@@ -131,11 +131,10 @@ struct gp_pipeline {
     _Atomic uint64_t flush_upto;
     /* 0 running; 1 draining (destroy); read by every thread. */
     _Atomic int stopping;
-    _Atomic int canceling;    /* destroy with GP_DESTROY_CANCEL */
-    _Atomic int failed;       /* GP_EDEVICE after a sticky device fault, else 0 */
-    _Atomic int threads_live; /* 1 from start_threads until stop_threads joined them all */
-    uint64_t final_tail;      /* claimed count at close; written before stopping is set */
-    int shut;                 /* threads stopped; only the shutdown/destroy caller's thread */
+    _Atomic int canceling; /* destroy with GP_DESTROY_CANCEL */
+    _Atomic int failed;    /* GP_EDEVICE after a sticky device fault, else 0 */
+    uint64_t final_tail;   /* claimed count at close; written before stopping is set */
+    int shut;              /* threads stopped; only the shutdown/destroy caller's thread */
 
     gp__recqueue recs;
     gp__prepq prepq;
@@ -160,6 +159,11 @@ struct gp_pipeline {
 
 /* Thread bodies (batcher.c, completion.c). */
 void *gp__batcher_main(void *arg);
+
+/* Mark the calling thread as one of `p`'s own (the batcher, poller, completion and prep
+   workers call it first): a call that would wait on `p` from there is refused (gpupipe.h,
+   gp_done_fn). A thread-local mark, so a new thread that reuses a joined one's id is not. */
+void gp__own_thread_mark(const gp_pipeline *p);
 void *gp__poller_main(void *arg);
 void *gp__worker_main(void *arg);
 

@@ -214,7 +214,9 @@ GP_API int gp_batch_set_slot_user(const gp_batch *b, void *slot_user);
  * Compute: enqueue the work for one batch and return. On CUDA it runs on the batcher thread
  * and must only enqueue on b->stream (no synchronization). On the host backend it runs on
  * the slot's stream thread and does the work itself. Calls for different slots may run
- * concurrently; calls for one slot never do.
+ * concurrently; calls for one slot never do. A CUDA compute is one of the pipeline's own
+ * threads (gp_done_fn: drain and the like refused there); a host compute's stream thread is
+ * the backend's and is not: a wait on the pipeline from there waits for itself.
  * Return GP_OK, or any nonzero value: that batch's items complete with GP_ECOMPUTE and
  * later batches run as usual.
  */
@@ -561,7 +563,7 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
  *         BACKEND   a gp_backend                       window: the later snapshot's
  *         FLAG      0 or 1                             window: the later snapshot's
  *         TEXT      a NUL-terminated string            window: the later snapshot's
- *         WALL      nanoseconds since create           window: the interval
+ *         WALL      nanoseconds (see wall_ns)          window: the interval
  *         COUNT     events since create                window: the difference
  *         NS        nanoseconds, accumulated           window: the difference
  *         BYTES     bytes moved                        window: the difference

@@ -6,6 +6,7 @@
  * a mark of a destroyed pipeline. And calls that would wait for themselves, made from the
  * pipeline's own threads (callbacks, trace, prep): refused, not a hang.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -340,6 +341,79 @@ static int reentrant_prep(void *user, const void *src, size_t n, void *slot, siz
     return GP_OK;
 }
 
+/* A thread a callback starts while shutdown joins the pipeline's threads may get a joined
+   thread's id: it is not the pipeline's own and must not be refused. */
+typedef struct reuse {
+    gp_pipeline *p;
+    pthread_mutex_t mu; /* prep_id: written by the prep worker, read by the helper */
+    pthread_t prep_id;
+    _Atomic int shutting, first, helper_rc, same_id;
+} reuse;
+
+static int reuse_prep(void *user, const void *src, size_t n, void *slot, size_t slot_bytes) {
+    reuse *u = user;
+    pthread_mutex_lock(&u->mu); /* one prep worker */
+    u->prep_id = pthread_self();
+    pthread_mutex_unlock(&u->mu);
+    memcpy(slot, src, n < slot_bytes ? n : slot_bytes);
+    return GP_OK;
+}
+
+static void *reuse_helper(void *arg) {
+    reuse *u = arg;
+    pthread_mutex_lock(&u->mu);
+    atomic_store(&u->same_id, pthread_equal(pthread_self(), u->prep_id));
+    pthread_mutex_unlock(&u->mu);
+    atomic_store(&u->helper_rc, gp_pipeline_drain(u->p, 0));
+    return NULL;
+}
+
+static void reuse_done(void *user, int status, const void *out, size_t bytes) {
+    (void)status, (void)out, (void)bytes;
+    reuse *u = user;
+    if (atomic_exchange(&u->first, 1)) return;
+    while (!atomic_load(&u->shutting))
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    nanosleep(&(struct timespec){0, 100000000}, NULL); /* the batcher and prep worker join */
+    pthread_t t;
+    GPT_CHECK(pthread_create(&t, NULL, reuse_helper, u) == 0);
+    GPT_CHECK(pthread_join(t, NULL) == 0);
+}
+
+static void *reuse_shutdown(void *arg) {
+    reuse *u = arg;
+    atomic_store(&u->shutting, 1);
+    GPT_RC(gp_pipeline_shutdown(u->p, GP_DESTROY_DRAIN), GP_OK);
+    return NULL;
+}
+
+static void reused_ids(void) {
+    static reuse u;
+    memset(&u, 0, sizeof u);
+    GPT_CHECK(pthread_mutex_init(&u.mu, NULL) == 0);
+    atomic_store(&u.helper_rc, 1);
+    gp_config c;
+    base(&c);
+    c.max_batch = 1;
+    c.prep = reuse_prep;
+    c.prep_user = &u;
+    c.prep_workers = 1;
+    u.p = make(&c);
+    unsigned char in[ITEM] = {0};
+    for (int i = 0; i < 4; i++)
+        GPT_RC(gp_pipeline_submit_prep(u.p, in, ITEM, 0, reuse_done, &u), GP_OK);
+    pthread_t t;
+    GPT_CHECK(pthread_create(&t, NULL, reuse_shutdown, &u) == 0);
+    GPT_CHECK(pthread_join(t, NULL) == 0);
+    int rc = atomic_load(&u.helper_rc);
+    printf("a thread started by a callback during shutdown (%s the joined prep worker's id): "
+           "drain -> %s\n",
+           atomic_load(&u.same_id) ? "with" : "without", gp_err_name(rc));
+    GPT_CHECK(rc == GP_OK || rc == GP_ETIMEDOUT);
+    GPT_RC(gp_pipeline_destroy(u.p, GP_DESTROY_DRAIN), GP_OK);
+    pthread_mutex_destroy(&u.mu);
+}
+
 static void own_threads(void) {
     static reentry r;
     memset(&r, 0, sizeof r);
@@ -384,6 +458,7 @@ static void own_threads(void) {
 
 int main(void) {
     own_threads();
+    reused_ids();
     drain_forever();
     cancel_done();
     open_reservation();
