@@ -299,7 +299,10 @@ void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {
         d->batch_compute_us > 0 ? d->mean_batch / (d->batch_compute_us * 1e-6) : 0;
     d->h2d_gbps = (double)s->h2d_bytes / wall;
     d->d2h_gbps = (double)s->d2h_bytes / wall;
-    d->padding = s->pad_total ? 1.0 - (double)s->pad_useful / (double)s->pad_total : 0.0;
+    /* A window can split one report's two counters (its mark between them): never below 0. */
+    d->padding = s->pad_total && s->pad_useful < s->pad_total
+                     ? 1.0 - (double)s->pad_useful / (double)s->pad_total
+                     : 0.0;
 
     gp_verdict v = GP_VERDICT_MIXED;
     if (s->batches == 0) {
