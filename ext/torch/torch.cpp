@@ -152,15 +152,27 @@ std::string torch_message(const std::exception &e) {
 }
 
 /* Out of memory, however LibTorch reports it: std::bad_alloc itself, c10's OutOfMemoryError
-   (a CUDA allocation), the CPU allocator's error ("DefaultCPUAllocator: can't allocate
-   memory"), or an error the TorchScript interpreter re-raised with the bad_alloc's text in it.
-   Such failures are GP_ENOMEM, not a bad model or a failed forward. */
+   (a CUDA allocation), or its text (the CPU allocator's "can't allocate memory", and errors
+   the TorchScript interpreter re-raised). Such failures are GP_ENOMEM, not a bad model or a
+   failed forward. */
 bool is_oom(const std::exception &e) {
     if (dynamic_cast<const std::bad_alloc *>(&e) || dynamic_cast<const c10::OutOfMemoryError *>(&e))
         return true;
     auto *c = dynamic_cast<const c10::Error *>(&e);
     const char *w = c ? c->what_without_backtrace() : e.what();
-    return w && (std::strstr(w, "std::bad_alloc") || std::strstr(w, "can't allocate memory"));
+    if (!w) return false;
+    /* The TorchScript interpreter re-raises an op's error as a plain runtime_error, its type
+       lost: the CUDA caching allocator's "CUDA out of memory", a failed cudaMalloc's "CUDA
+       error: out of memory", cuBLAS / cuDNN workspace allocations. */
+    static const char *const oom[] = {"std::bad_alloc",
+                                      "can't allocate memory",
+                                      "CUDA out of memory",
+                                      "CUDA error: out of memory",
+                                      "CUBLAS_STATUS_ALLOC_FAILED",
+                                      "CUDNN_STATUS_ALLOC_FAILED"};
+    for (const char *t : oom)
+        if (std::strstr(w, t)) return true;
+    return false;
 }
 
 int validate_item(const gp_torch_item &it, const char *what, bool required, std::string *msg) {
@@ -421,13 +433,21 @@ int setup_impl(gp_torch_model &m, const gp_batch *b) {
     return GP_OK;
 }
 
-/* The model's last error, also given to the pipeline (gp_batch_set_error): create's error, or
-   the pipeline's for a failed batch, then says why, not only that the compute failed. */
-int tell(gp_torch_model &m, const gp_batch *b, int code) noexcept {
+/* As record, and the same message to the pipeline (gp_batch_set_error): create's error, or the
+   pipeline's for a failed batch, then says why, not only that the compute failed. The message
+   is built once: another slot's failure recorded meanwhile cannot take its place. */
+template <class F> int record_b(gp_torch_model &m, const gp_batch *b, int code, F &&msg) noexcept {
+    const char *lost = "(the message was lost: out of memory)";
     try {
-        std::lock_guard<std::mutex> g(m.err_mu);
-        gp_batch_set_error(b, "%s", m.last_err.c_str());
-    } catch (...) { /* the lock failing: the model still has the message */
+        std::string text = msg();
+        try {
+            m.fail(code, text);
+        } catch (...) { /* the lock or the copy failing: the pipeline still gets the text */
+        }
+        gp_batch_set_error(b, "%s", text.c_str());
+    } catch (...) {
+        record(m, code, [&] { return std::string(lost); });
+        gp_batch_set_error(b, "%s", lost);
     }
     return code;
 }
@@ -438,15 +458,15 @@ int torch_setup(void *user, const gp_batch *b) noexcept {
     try {
         return setup_impl(*m, b);
     } catch (const Failure &f) {
-        return tell(*m, b, record(*m, f.code, [&] { return where() + f.what(); }));
+        return record_b(*m, b, f.code, [&] { return where() + f.what(); });
     } catch (const std::bad_alloc &) {
-        return tell(*m, b, record(*m, GP_ENOMEM, [&] { return where() + "out of memory"; }));
+        return record_b(*m, b, GP_ENOMEM, [&] { return where() + "out of memory"; });
     } catch (const std::exception &e) {
-        return tell(*m, b, record(*m, is_oom(e) ? GP_ENOMEM : GP_EMODEL, [&] {
+        return record_b(*m, b, is_oom(e) ? GP_ENOMEM : GP_EMODEL, [&] {
             return where() + (is_oom(e) ? "out of memory: " : "") + torch_message(e);
-        }));
+        });
     } catch (...) {
-        return tell(*m, b, record(*m, GP_EMODEL, [&] { return where() + "unknown exception"; }));
+        return record_b(*m, b, GP_EMODEL, [&] { return where() + "unknown exception"; });
     }
 }
 
@@ -467,7 +487,7 @@ int torch_compute(void *user, const gp_batch *b) noexcept {
     auto *m = static_cast<gp_torch_model *>(user);
     Slot *s = b->slot >= 0 && b->slot < kMaxSlots ? m->slots[b->slot] : nullptr;
     if (!s)
-        return record(*m, GP_EINVAL, [&] {
+        return record_b(*m, b, GP_EINVAL, [&] {
             return "compute for slot " + std::to_string(b->slot) +
                    " that was not set up: keep the compute_setup gp_torch_configure put in the "
                    "config";
@@ -484,7 +504,7 @@ int torch_compute(void *user, const gp_batch *b) noexcept {
             cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
             if (cudaStreamIsCapturing(s->stream->stream(), &cap) == cudaSuccess &&
                 cap != cudaStreamCaptureStatusNone)
-                return record(*m, GP_ENOTSUP, [&] {
+                return record_b(*m, b, GP_ENOTSUP, [&] {
                     return where() + "CUDA graph capture is not supported by the LibTorch "
                                      "compute (PyTorch's allocator would give the graph memory "
                                      "it reuses): set cuda_graphs = 0";
@@ -501,18 +521,17 @@ int torch_compute(void *user, const gp_batch *b) noexcept {
         run(*m, s->dm->module, x, b->out, n, s->device);
         return GP_OK;
     } catch (const Failure &f) {
-        return tell(*m, b, record(*m, f.code, [&] { return where() + f.what(); }));
+        return record_b(*m, b, f.code, [&] { return where() + f.what(); });
     } catch (const std::bad_alloc &) {
-        return tell(*m, b, record(*m, GP_ENOMEM, [&] { return where() + "out of memory"; }));
+        return record_b(*m, b, GP_ENOMEM, [&] { return where() + "out of memory"; });
     } catch (const std::exception &e) {
-        return tell(*m, b, record(*m, is_oom(e) ? GP_ENOMEM : GP_ECOMPUTE, [&] {
+        return record_b(*m, b, is_oom(e) ? GP_ENOMEM : GP_ECOMPUTE, [&] {
             return where() + (is_oom(e) ? "forward ran out of memory: " : "forward failed: ") +
                    torch_message(e);
-        }));
+        });
     } catch (...) {
-        return tell(*m, b, record(*m, GP_ECOMPUTE, [&] {
-            return where() + "forward threw an unknown exception";
-        }));
+        return record_b(*m, b, GP_ECOMPUTE,
+                        [&] { return where() + "forward threw an unknown exception"; });
     }
 }
 

@@ -45,11 +45,13 @@
  * first batch does not pay for lazy initialization.
  *
  * Errors never escape as C++ exceptions: every entry catches them. A batch whose forward
- * throws (the model raised, or rejects the input's shape or dtype) or whose result does not
- * match the output item fails alone: its items complete with GP_ECOMPUTE, the pipeline's last
- * error says "compute returned -7 for the batch of N items at seq S", and
- * gp_torch_last_error() gives the full message (PyTorch's, with the TorchScript traceback, or
- * the shape found and expected). Later batches run as usual.
+ * throws (the model raised, or rejects the input's shape or dtype; or PyTorch ran out of
+ * memory: GP_ENOMEM) or whose result does not match the output item fails alone: its items
+ * complete with GP_ECOMPUTE, the pipeline's last error says "compute returned N for the batch
+ * of M items at seq S: " and the start of the reason (255 bytes), and gp_torch_last_error()
+ * gives the full message (PyTorch's, with the TorchScript traceback, or the shape found and
+ * expected). Later batches run as usual. Out of memory, however LibTorch reports it, is
+ * GP_ENOMEM in load, setup and compute.
  *
  * One pipeline at a time: a gp_torch_model keeps its per-slot state by slot index, so it may
  * serve one live pipeline. gp_torch_configure fails while a pipeline configured with the
@@ -186,9 +188,9 @@ GP_API size_t gp_torch_output_bytes(const gp_torch_model *m);
  * runs eager and the pipeline's graph_eager_reason says why). Creating the pipeline runs the
  * per-slot setup and warm-up; a setup failure fails gp_pipeline_create with its code
  * (GP_EMODEL: warm-up forward failed or its result does not match the output item;
- * GP_ENOTSUP: CUDA backend with a LibTorch built without CUDA; GP_ENODEV: LibTorch sees no
- * CUDA device; GP_EINVAL: the model already serves a pipeline) and the detail is in
- * gp_torch_last_error().
+ * GP_ENOMEM: out of memory; GP_ENOTSUP: CUDA backend with a LibTorch built without CUDA;
+ * GP_ENODEV: LibTorch sees no CUDA device; GP_EINVAL: the model already serves a pipeline),
+ * the detail in create's `err` and in gp_torch_last_error().
  * @return GP_OK; GP_EINVAL (NULL argument, cfg->struct_size too small, or a pipeline
  *         configured with `m` is alive: the detail is in gp_torch_last_error). Not
  *         concurrently with gp_pipeline_create/destroy of a pipeline using `m`.
