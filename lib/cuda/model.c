@@ -607,7 +607,7 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     if (b->n > st->capacity)
         return CK_FAIL(&c, GP_EDEVICE, "batch of %zu items exceeds the %zu the slot was set up for",
                        b->n, st->capacity);
-    if (gp__align_of(b->in) < st->in_align || gp__align_of(b->out) < st->out_align)
+    if (gp__align_of(gp__batch_in(b)) < st->in_align || gp__align_of(b->out) < st->out_align)
         return CK_FAIL(&c, GP_EDEVICE, "the slot's buffers are less aligned than at setup");
     int bi = gp__bucket_index(st->buckets, st->n_buckets, b->bucket ? b->bucket : b->n);
     cudaStream_t s = gp_cuda_stream(b);
