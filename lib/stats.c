@@ -157,12 +157,8 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
              src->fallback_reason ? src->fallback_reason : "");
     /* A shut pipeline's clock stops where its threads ended: its stats keep describing the
        run, not the idle time after it. */
-    uint64_t end = atomic_load_explicit(&t->t_end_ns, memory_order_acquire);
-    uint64_t now = end ? end : gp__now_ns();
-    if (!end) { /* a shutdown that stopped the clock meanwhile: not past its end */
-        end = atomic_load_explicit(&t->t_end_ns, memory_order_acquire);
-        if (end && end < now) now = end;
-    }
+    uint64_t now = gp__now_ns(), end = atomic_load_explicit(&t->t_end_ns, memory_order_acquire);
+    if (end && end < now) now = end;
     s->wall_ns = now - t->t_create_ns;
 
     /* `completed` first (acquire): the per-status counts added before it are visible; the

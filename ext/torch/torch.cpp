@@ -459,11 +459,10 @@ int torch_setup(void *user, const gp_batch *b) noexcept {
         return setup_impl(*m, b);
     } catch (const Failure &f) {
         return record_b(*m, b, f.code, [&] { return where() + f.what(); });
-    } catch (const std::bad_alloc &) {
-        return record_b(*m, b, GP_ENOMEM, [&] { return where() + "out of memory"; });
-    } catch (const std::exception &e) {
-        return record_b(*m, b, is_oom(e) ? GP_ENOMEM : GP_EMODEL, [&] {
-            return where() + (is_oom(e) ? "out of memory: " : "") + torch_message(e);
+    } catch (const std::exception &e) { /* std::bad_alloc too: is_oom */
+        bool oom = is_oom(e);
+        return record_b(*m, b, oom ? GP_ENOMEM : GP_EMODEL, [&] {
+            return where() + (oom ? "out of memory: " : "") + torch_message(e);
         });
     } catch (...) {
         return record_b(*m, b, GP_EMODEL, [&] { return where() + "unknown exception"; });
@@ -522,11 +521,10 @@ int torch_compute(void *user, const gp_batch *b) noexcept {
         return GP_OK;
     } catch (const Failure &f) {
         return record_b(*m, b, f.code, [&] { return where() + f.what(); });
-    } catch (const std::bad_alloc &) {
-        return record_b(*m, b, GP_ENOMEM, [&] { return where() + "out of memory"; });
-    } catch (const std::exception &e) {
-        return record_b(*m, b, is_oom(e) ? GP_ENOMEM : GP_ECOMPUTE, [&] {
-            return where() + (is_oom(e) ? "forward ran out of memory: " : "forward failed: ") +
+    } catch (const std::exception &e) { /* std::bad_alloc too: is_oom */
+        bool oom = is_oom(e);
+        return record_b(*m, b, oom ? GP_ENOMEM : GP_ECOMPUTE, [&] {
+            return where() + (oom ? "forward ran out of memory: " : "forward failed: ") +
                    torch_message(e);
         });
     } catch (...) {
