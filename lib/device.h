@@ -26,13 +26,21 @@ typedef struct gp__event gp__event;   /* backend-defined */
 
 /* A compute launch. Lives in the slot, so it outlives the asynchronous run on the host
    backend. The backend writes `status` (the compute's return) before the next event recorded
-   on the stream completes. */
+   on the stream completes. A backend that runs the compute on a thread of its own (host: the
+   stream thread) marks that thread as `owner`'s with gp__own_thread_mark first. */
 typedef struct gp__launch {
     gp_compute_fn fn;
     void *user;
     gp_batch batch;
     int status;
+    const gp_pipeline *owner;
 } gp__launch;
+
+/* Mark the calling thread as one of `p`'s own (the batcher, poller, completion and prep
+   workers call it first; the host backend's stream thread before a compute): a call that
+   would wait on `p` from there is refused (gpupipe.h, gp_done_fn). A thread-local mark, so a
+   new thread that reuses a joined one's id is not (pipeline.c). */
+void gp__own_thread_mark(const gp_pipeline *p);
 
 typedef struct gp__device_ops {
     /* Open the backend for `cfg`. Fails with GP_ENODEV (and the reason in the sink) when the

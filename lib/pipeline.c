@@ -313,6 +313,7 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
     o->stream_bind(p->dev, s->stream, b);
     s->launch.fn = c->compute;
     s->launch.user = c->compute_user;
+    s->launch.owner = p;
     if (o->bind_device && (rc = o->bind_device(p->dev, s->device)) != GP_OK) return rc;
     if (c->compute_setup) {
         s->in_setup = 1;
@@ -483,7 +484,8 @@ static void stop_threads(gp_pipeline *p, int cancel, int batcher_started, int po
 
 /* The pipeline whose thread this is: the batcher (it runs a CUDA compute's launch), the
    poller (the trace callback; completion callbacks with one worker), the completion workers,
-   the prep workers. Per thread, set once as it starts: not shared state. */
+   the prep workers, and the host backend's stream threads (a host compute: marked before
+   each compute). Per thread: not shared state. */
 static _Thread_local const gp_pipeline *own_pipeline;
 
 void gp__own_thread_mark(const gp_pipeline *p) {
@@ -500,7 +502,7 @@ static int from_own_thread(gp_pipeline *p, const char *call) {
     if (!own_thread(p)) return 0;
     GP__ERR(&p->err, GP_EINVAL,
             "%s called from one of the pipeline's own threads (a completion, trace or prep "
-            "callback, or a CUDA compute): it would wait for itself; call it from another thread",
+            "callback, or the compute): it would wait for itself; call it from another thread",
             call);
     return 1;
 }

@@ -162,11 +162,6 @@ void *gp__batcher_main(void *arg);
 void *gp__poller_main(void *arg);
 void *gp__worker_main(void *arg);
 
-/* Mark the calling thread as one of `p`'s own (the batcher, poller, completion and prep
-   workers call it first): a call that would wait on `p` from there is refused (gpupipe.h,
-   gp_done_fn). A thread-local mark, so a new thread that reuses a joined one's id is not. */
-void gp__own_thread_mark(const gp_pipeline *p);
-
 /* Append a record; wakes the poller. Called by the batcher only. */
 void gp__recs_push(gp_pipeline *p, const gp__batchrec *r);
 

@@ -214,9 +214,9 @@ GP_API int gp_batch_set_slot_user(const gp_batch *b, void *slot_user);
  * Compute: enqueue the work for one batch and return. On CUDA it runs on the batcher thread
  * and must only enqueue on b->stream (no synchronization). On the host backend it runs on
  * the slot's stream thread and does the work itself. Calls for different slots may run
- * concurrently; calls for one slot never do. A CUDA compute is one of the pipeline's own
- * threads (gp_done_fn: drain and the like refused there); a host compute's stream thread is
- * the backend's and is not: a wait on the pipeline from there waits for itself.
+ * concurrently; calls for one slot never do. Either way the compute runs on one of the
+ * pipeline's own threads (gp_done_fn: drain and the like refused there, a blocking submit on
+ * a full ring GP_EAGAIN).
  * Return GP_OK, or any nonzero value: that batch's items complete with GP_ECOMPUTE and
  * later batches run as usual.
  */
@@ -233,7 +233,7 @@ typedef int (*gp_compute_fn)(void *user, const gp_batch *b);
  * GP_FULL_BLOCK (the space it would wait for is freed after callbacks like it). On its own
  * pipeline, gp_pipeline_drain, _infer, _shutdown and _destroy would wait for the callback
  * itself: from the pipeline's own threads (completion callbacks, the trace callback, prep
- * functions, a CUDA compute's launch) they return GP_EINVAL at once, the reason in
+ * functions, the compute) they return GP_EINVAL at once, the reason in
  * gp_pipeline_last_error.
  */
 typedef void (*gp_done_fn)(void *user, int status, const void *output, size_t output_bytes);

@@ -107,6 +107,7 @@ static void run_op(host_ctx *c, stream_op *op) {
         break;
     case OP_LAUNCH: {
         gp__launch *l = op->launch;
+        gp__own_thread_mark(l->owner); /* the compute runs here: a wait on l->owner refused */
         l->status = l->fn(l->user, &l->batch);
         engine_busy(c, ENGINE_COMPUTE, op->ticket,
                     c->compute_us + c->compute_us_per_item * (double)l->batch.n);

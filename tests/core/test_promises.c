@@ -4,7 +4,7 @@
  * done item, open reservations in `submitted` and drain, a compute_setup's GP_EBUSY, teardown
  * without setup and its bucket 0, destroy waiting for a submit inside its own log callback, and
  * a mark of a destroyed pipeline. And calls that would wait for themselves, made from the
- * pipeline's own threads (callbacks, trace, prep): refused, not a hang.
+ * pipeline's own threads (callbacks, trace, prep, a host compute): refused, not a hang.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -303,6 +303,7 @@ static void after_shutdown(void) {
 typedef struct reentry {
     gp_pipeline *p;
     _Atomic int drain_rc, infer_rc, shutdown_rc, destroy_rc, trace_drain_rc, prep_drain_rc;
+    _Atomic int compute_drain_rc;
     _Atomic int submitted, eagain, others, ran;
     done_log inner;
 } reentry;
@@ -332,6 +333,14 @@ static void reentrant_trace(void *user, const gp_batch_trace *t) {
     (void)t;
     reentry *r = user;
     atomic_store(&r->trace_drain_rc, gp_pipeline_drain(r->p, 1000 * 1000));
+}
+
+/* A host compute runs on the backend's stream thread, which is the pipeline's own too. */
+static int reentrant_compute(void *user, const gp_batch *b) {
+    reentry *r = user;
+    atomic_store(&r->compute_drain_rc, gp_pipeline_drain(r->p, 1000 * 1000));
+    memcpy(b->out, b->in, b->n * ITEM);
+    return 0;
 }
 
 static int reentrant_prep(void *user, const void *src, size_t n, void *slot, size_t slot_bytes) {
@@ -425,6 +434,8 @@ static void own_threads(void) {
     c.prep = reentrant_prep;
     c.prep_user = &r;
     c.prep_workers = 1;
+    c.compute = reentrant_compute;
+    c.compute_user = &r;
     r.p = make(&c);
     unsigned char in[ITEM] = {1};
     done_log d = {0};
@@ -437,12 +448,14 @@ static void own_threads(void) {
     GPT_RC(atomic_load(&r.destroy_rc), GP_EINVAL);
     GPT_RC(atomic_load(&r.trace_drain_rc), GP_EINVAL);
     GPT_RC(atomic_load(&r.prep_drain_rc), GP_EINVAL);
+    GPT_RC(atomic_load(&r.compute_drain_rc), GP_EINVAL);
     GPT_EQ(atomic_load(&r.others), 0);
     GPT_CHECK(atomic_load(&r.eagain) > 0); /* 64 items into a ring of 8 */
     GPT_EQ(atomic_load(&r.submitted) + atomic_load(&r.eagain), 64);
     char err[512] = "";
     gp_pipeline_last_error(r.p, err, sizeof err);
-    printf("from the pipeline's own threads: drain, infer, shutdown, destroy -> GP_EINVAL; "
+    printf("from the pipeline's own threads (callback, trace, prep, host compute): drain, infer, "
+           "shutdown, destroy -> GP_EINVAL; "
            "%d of 64 blocking submits from a callback -> GP_EAGAIN on the full ring (%s)\n",
            atomic_load(&r.eagain), err);
     GPT_CHECK(strstr(err, "would wait for itself") != NULL);
