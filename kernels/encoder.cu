@@ -130,7 +130,7 @@ __global__ void l2norm_kernel(const T *in, T *out, size_t rows, int C, float eps
             sq += v * v;
         }
         const double n = sqrt(warp_sum(sq));
-        const float den = (float)(n > (double)eps ? n : (double)eps);
+        const float den = (float)(n < (double)eps ? (double)eps : n); // NaN stays NaN (host.c)
         T *y = out + r * (size_t)C;
         for (int c = lane; c < C; c += 32)
             gpk::st(y + c, gpk::ld(x + c) / den);

@@ -449,7 +449,8 @@ static void pool_cls(const gp__op *op, const gp__run *r, const float *in, float 
         memcpy(out + k * C, in + (size_t)r->tok[k] * C, C * sizeof *out);
 }
 
-/* x / max(||x||, eps), as torch.nn.functional.normalize; the norm in double. */
+/* x / max(||x||, eps), as torch.nn.functional.normalize (clamp_min: a NaN norm stays NaN, so
+   does the row); the norm in double. */
 static void l2norm(const gp__op *op, size_t rows, const float *in, float *out) {
     size_t C = (size_t)op->in.c;
     for (size_t rr = 0; rr < rows; rr++) {
@@ -459,7 +460,7 @@ static void l2norm(const gp__op *op, size_t rows, const float *in, float *out) {
         for (size_t c = 0; c < C; c++)
             ss += (double)x[c] * x[c];
         double n = sqrt(ss);
-        float den = (float)(n > (double)op->eps ? n : (double)op->eps);
+        float den = (float)(n < (double)op->eps ? (double)op->eps : n);
         for (size_t c = 0; c < C; c++)
             y[c] = x[c] / den;
     }

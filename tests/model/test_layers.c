@@ -363,6 +363,24 @@ static void index_cases(void) {
     printf("ok  topk (ties in index order, NaN first), argmax\n");
 }
 
+/* l2norm as F.normalize, x / clamp_min(||x||, eps): a zero row stays zero, and a NaN anywhere
+   makes the whole row NaN (the clamp keeps a NaN norm), not x / eps beside the NaN. */
+static void l2norm_cases(void) {
+    mt t = {.rng = 450};
+    gp_model *m = load(&t, "input f32 4\nl2norm\n");
+    float x[3][4] = {{3, 4, 0, 0}, {0, 0, 0, 0}, {1, NAN, 2, 3}};
+    float *y = run(m, 3, x);
+    GPT_CHECK(y[0] == 0.6f && y[1] == 0.8f && y[2] == 0.0f && y[3] == 0.0f);
+    for (int k = 4; k < 8; k++)
+        GPT_CHECK(y[k] == 0.0f);
+    for (int k = 8; k < 12; k++)
+        GPT_CHECK(isnan(y[k]));
+    free(y);
+    gp_model_free(m);
+    mt_free(&t);
+    printf("ok  l2norm (a zero row, a NaN makes its row NaN)\n");
+}
+
 static void input_cases(void) {
     mt t = {.rng = 500};
     int C = 3, H = 4, W = 5;
@@ -595,6 +613,7 @@ int main(void) {
     pool_cases();
     elementwise_cases();
     index_cases();
+    l2norm_cases();
     input_cases();
     dtype_cases();
     batch_independence();

@@ -535,7 +535,7 @@ static int emu_l2norm(const sim_op *o) {
             sq += v * v;
         }
         const double nrm = sqrt(sq);
-        const float den = (float)(nrm > (double)a.eps ? nrm : (double)a.eps);
+        const float den = (float)(nrm < (double)a.eps ? (double)a.eps : nrm);
         for (size_t c = 0; c < C; c++)
             sim_st(t, a.out, r * C + c, sim_ld(t, a.in, r * C + c) / den);
     }
