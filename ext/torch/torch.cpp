@@ -30,13 +30,15 @@
  *    the stream once, after warm-up. Graph capture is refused: PyTorch's allocator would hand
  *    out memory the graph then keeps using.
  *  - Threads: at::set_num_threads is process-wide, so it is called only when the caller asks
- *    (options.intra_op_threads); PyTorch's parallel_for propagates it lazily to the slots'
- *    threads.
+ *    (options.intra_op_threads): at load, and again on each thread that runs a forward, before
+ *    its first (a thread starts at OpenMP's default, and oneDNN's parallel regions read that
+ *    before PyTorch's parallel_for would pass the setting on lazily).
  */
 #include "gpupipe/torch.h"
 
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <torch/csrc/jit/runtime/jit_exception.h>
 #include <torch/script.h>
 #include <torch/version.h>
 
@@ -62,7 +64,8 @@
 
 namespace {
 
-constexpr int kMaxSlots = 64; /* gp_config.inflight is 1..64 */
+constexpr int kMaxSlots = 64;     /* gp_config.inflight is 1..64 */
+constexpr int kMaxThreads = 1024; /* options.intra_op_threads (torch.h) */
 
 /* A failure with its gp code, thrown inside the library and caught at the C boundary. */
 struct Failure : std::runtime_error {
@@ -158,6 +161,9 @@ std::string torch_message(const std::exception &e) {
 bool is_oom(const std::exception &e) {
     if (dynamic_cast<const std::bad_alloc *>(&e) || dynamic_cast<const c10::OutOfMemoryError *>(&e))
         return true;
+    /* A `raise` in the model's own code, whatever its words: the interpreter re-raises an op's
+       failure as a runtime_error, and only the model's raise as a JITException. */
+    if (dynamic_cast<const torch::jit::JITException *>(&e)) return false;
     auto *c = dynamic_cast<const c10::Error *>(&e);
     const char *w = c ? c->what_without_backtrace() : e.what();
     if (!w) return false;
@@ -242,6 +248,7 @@ struct gp_torch_model {
     at::ScalarType in_type = at::kFloat, out_type = at::kFloat;
     at::ScalarType compute_type = at::kFloat; /* the precision */
     int warmup = 2;
+    int threads = 0; /* options.intra_op_threads */
 
     /* Written by compute_setup / compute_teardown (the create / destroy thread), read by
        compute after the pipeline's threads start: see the top of this file. */
@@ -309,10 +316,21 @@ void check_result(const gp_torch_model &m, const at::Tensor &y, int64_t n, const
     throw Failure(GP_ECOMPUTE, s.str());
 }
 
+/* options.intra_op_threads on the calling thread before its first forward (see the top of this
+   file); at::set_num_threads also drops oneDNN's caches, so once per thread and value. */
+void apply_threads(const gp_torch_model &m) {
+    static thread_local int applied = 0;
+    if (m.threads > 0 && applied != m.threads) {
+        at::set_num_threads(m.threads);
+        applied = m.threads;
+    }
+}
+
 /* forward on x ([n, *input] on the slot's device), checked, written into `out` (n output
    items on the slot's device; may be null when only the result is wanted). */
 at::Tensor run(const gp_torch_model &m, torch::jit::Module &mod, at::Tensor x, void *out, int64_t n,
                const c10::Device &dev) {
+    apply_threads(m);
     /* FP16/BF16: a floating input follows the converted parameters (FP32 passes it as is). */
     if (m.compute_type != at::kFloat && m.compute_type != x.scalar_type() &&
         at::isFloatingType(x.scalar_type()))
@@ -559,6 +577,11 @@ int load_impl(const char *path, const gp_torch_options &o, std::unique_ptr<gp_to
     }
     if (o.warmup < 0) throw Failure(GP_EINVAL, "options.warmup is negative");
     if (o.intra_op_threads < 0) throw Failure(GP_EINVAL, "options.intra_op_threads is negative");
+    if (o.intra_op_threads > kMaxThreads)
+        throw Failure(GP_EINVAL, "options.intra_op_threads is " +
+                                     std::to_string(o.intra_op_threads) + ", more than " +
+                                     std::to_string(kMaxThreads));
+    m->threads = o.intra_op_threads;
     m->in = o.input;
     m->warmup = o.warmup;
     scalar_of(m->in.dtype, &m->in_type);

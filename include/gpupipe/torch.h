@@ -51,7 +51,8 @@
  * of M items at seq S: " and the start of the reason (255 bytes), and gp_torch_last_error()
  * gives the full message (PyTorch's, with the TorchScript traceback, or the shape found and
  * expected). Later batches run as usual. Out of memory, however LibTorch reports it, is
- * GP_ENOMEM in load, setup and compute.
+ * GP_ENOMEM in load, setup and compute; an exception the model's own code raises is never
+ * taken for it, whatever its words.
  *
  * One pipeline at a time: a gp_torch_model keeps its per-slot state by slot index, so it may
  * serve one live pipeline. gp_torch_configure fails while a pipeline configured with the
@@ -131,10 +132,12 @@ typedef struct gp_torch_options {
                                thread, so each slot thread's OpenMP / oneDNN state still
                                starts cold: the first batch there is faster with warm-up, not
                                yet at its steady cost (bench/RESULTS.md). Default 2; 0 = none. */
-    int intra_op_threads;   /* 0 (default): leave PyTorch's thread count alone. > 0:
+    int intra_op_threads;   /* 0 (default): leave PyTorch's thread count alone. 1..1024:
                                at::set_num_threads(n) at load: PROCESS-WIDE, it changes every
-                               PyTorch user in the process. On the host backend each slot runs
-                               forward with this many threads: inflight x threads ~ cores. */
+                               PyTorch user in the process; and on each thread that runs a
+                               forward, before its first. On the host backend each slot runs
+                               forward with this many threads, its first batch included:
+                               inflight x threads ~ cores. */
 } gp_torch_options;
 
 /* Fill `o` with defaults (and struct_size): input and output unset (rank 0), FP32, warmup 2,
@@ -149,13 +152,17 @@ GP_API void gp_torch_options_init(gp_torch_options *o);
  * Load the TorchScript file `path` on the CPU (torch::jit::load), in eval mode; find the
  * output item when opt->output.rank is 0. `opt` is required (the input item).
  * @return GP_OK; GP_EINVAL (NULL argument, struct_size too small, unset or bad input item, bad
- *         output item, precision TF32 or unknown, negative warmup or threads); GP_EIO (cannot
+ *         output item, precision TF32 or unknown, negative warmup, intra_op_threads outside
+ *         0..1024); GP_EIO (cannot
  *         open the file); GP_EMODEL (not a TorchScript file, no forward method, or the output
  *         forward failed or returned something other than one tensor [2, ...] whose item has
  *         no dimension of 0 and fits size_t bytes: the message says which, with PyTorch's
  *         words); GP_EIO also for a path that opens but cannot be read (a directory);
  *         GP_ENOMEM. On error *out is NULL.
  * `err`/`err_len` (optional): receives a NUL-terminated detail on error. Any thread.
+ * Load files you trust: LibTorch's own parser (1.13: torch::jit::load, as torch.jit.load in
+ * Python) crashes the process on some corrupted files, before this library can report it; to
+ * vet a file from elsewhere, load it once in a child process.
  */
 GP_API int gp_torch_model_load(const char *path, const gp_torch_options *opt, gp_torch_model **out,
                                char *err, size_t err_len);

@@ -13,7 +13,8 @@ listed below and in test_torch.c), random weights from a fixed seed, no download
                 (torch.jit.trace); resnet_in.f32 [24, 3, 40, 40], resnet_ref.f32 [24, 10]
   thrower.pt    f32[4] -> 2x+1, raises RuntimeError("poisoned item ...") when an item's first
                 value is negative; allocates 2^57 bytes (and fails: out of memory) when it is
-                -2                                                    (torch.jit.script)
+                -2; raises a RuntimeError that only reads like one when it is -3
+                                                                      (torch.jit.script)
   tuple.pt      f32[4] -> (x, x): not one tensor                      (torch.jit.script)
   sum.pt        f32[4] -> x.sum(1): shape [N], one value per item     (torch.jit.script)
   slow.pt       f32[64] -> 2x+1 after ~30 256x256 matmuls per item whose result is multiplied
@@ -64,6 +65,8 @@ class Thrower(nn.Module):
     def forward(self, x):
         if bool((x[:, 0] == -2).any()):  # out of memory: 2^57 bytes and more, no machine has it
             return torch.empty(x.shape[0], 36028797018963968)[:, :4]  # 2^55 floats
+        if bool((x[:, 0] == -3).any()):  # the model's own error, in an allocator's words
+            raise RuntimeError("rejected: std::bad_alloc, can't allocate memory, CUDA out of memory")
         if bool((x[:, 0] < 0).any()):
             raise RuntimeError("poisoned item: a negative first value")
         return x * 2 + 1

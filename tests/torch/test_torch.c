@@ -626,6 +626,102 @@ static void test_oom_forward(void) {
     gp_torch_model_free(m);
 }
 
+/* The model's own raise in an allocator's words is a failed forward, not out of memory. */
+static void test_oom_words(void) {
+    gp_torch_options o;
+    options(&o, item1(GP_DTYPE_F32, 4));
+    gp_torch_model *m = load_ok("thrower.pt", &o);
+    gp_config cfg;
+    config(&cfg, m);
+    cfg.max_batch = 1;
+    gp_pipeline *p = create(&cfg);
+    float x[4] = {-3, 0, 0, 0}, y[4];
+    GPT_RC(gp_pipeline_infer(p, x, sizeof x, y, sizeof y), GP_ECOMPUTE);
+    char terr[2048] = "";
+    GPT_RC(gp_torch_last_error(m, terr, sizeof terr), GP_ECOMPUTE);
+    CHECK_MSG(terr, "forward failed");
+    CHECK_MSG(terr, "rejected: std::bad_alloc");
+    printf("a raise in an allocator's words: %.200s\n", terr);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gp_torch_model_free(m);
+}
+
+/* The threads in this process (Linux: /proc/self/task); -1 elsewhere. */
+static int process_threads(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1) break;
+    if (f) fclose(f);
+    return n;
+}
+
+/* The torch compute, wrapped: setup and teardown passed through (they get compute_user). */
+typedef struct counted {
+    gp_compute_fn fn;
+    int (*setup)(void *user, const gp_batch *b);
+    void (*teardown)(void *user, const gp_batch *b);
+    void *user;
+    _Atomic int calls, before, after;
+} counted;
+
+static int counted_setup(void *user, const gp_batch *b) {
+    counted *c = user;
+    return c->setup(c->user, b);
+}
+
+static void counted_teardown(void *user, const gp_batch *b) {
+    counted *c = user;
+    c->teardown(c->user, b);
+}
+
+static int count_threads(void *user, const gp_batch *b) {
+    counted *c = user;
+    int first = atomic_fetch_add(&c->calls, 1) == 0;
+    if (first) atomic_store(&c->before, process_threads());
+    int rc = c->fn(c->user, b);
+    if (first) atomic_store(&c->after, process_threads());
+    return rc;
+}
+
+/* intra_op_threads = 1 holds for a slot thread's first forward too: the ResNet's convolutions
+   (oneDNN, OpenMP) start no worker thread there. Before, that forward ran at OpenMP's default
+   (the machine's cores) and started cores - 1 workers. Last: the setting is process-wide. */
+static void test_intra_op_threads(void) {
+    if (g_backend != GP_BACKEND_HOST) return;
+    enum { N = 24, C = 3, H = 40, W = 40, OUT = 10 };
+    float *x = read_fixture("resnet_in.f32", (size_t)N * C * H * W * sizeof(float));
+    gp_torch_options o;
+    gp_torch_options_init(&o);
+    o.input = (gp_torch_item){GP_DTYPE_F32, 3, {C, H, W}};
+    o.intra_op_threads = 1025;
+    load_fails(fixture("resnet.pt"), &o, GP_EINVAL, "intra_op_threads is 1025");
+    o.intra_op_threads = 1;
+    gp_torch_model *m = load_ok("resnet.pt", &o);
+    gp_config cfg;
+    config(&cfg, m);
+    cfg.inflight = 1;
+    cfg.max_batch = 1;
+    counted c = {.fn = cfg.compute,
+                 .setup = cfg.compute_setup,
+                 .teardown = cfg.compute_teardown,
+                 .user = cfg.compute_user};
+    cfg.compute = count_threads;
+    cfg.compute_setup = counted_setup;
+    cfg.compute_teardown = counted_teardown;
+    cfg.compute_user = &c;
+    gp_pipeline *p = create(&cfg);
+    float y[OUT];
+    GPT_RC(gp_pipeline_infer(p, x, (size_t)C * H * W * sizeof(float), y, sizeof y), GP_OK);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("intra_op_threads 1: the slot thread's first forward: process threads %d -> %d\n",
+           atomic_load(&c.before), atomic_load(&c.after));
+    GPT_EQ(atomic_load(&c.after), atomic_load(&c.before));
+    gp_torch_model_free(m);
+    free(x);
+}
+
 /* One live pipeline per model, detected at configure and at create. */
 static void test_one_pipeline(void) {
     gp_torch_options o;
@@ -769,10 +865,12 @@ int main(int argc, char **argv) {
     test_sum();
     test_thrower();
     test_oom_forward();
+    test_oom_words();
     test_mismatch();
     test_one_pipeline();
     test_shutdown(GP_DESTROY_CANCEL);
     test_shutdown(GP_DESTROY_DRAIN);
+    test_intra_op_threads();
     printf("ok\n");
     return 0;
 }
