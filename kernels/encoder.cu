@@ -29,12 +29,13 @@ constexpr int kEmbedRows = 16; // tokens per block, of one item
 // in fp32 and rounded once. A token whose id is outside 0..vocab-1, or whose position has no
 // row in `pos`, gets a row of NaN: nothing is read out of bounds, and the bad item's result
 // is visibly not a number (attention spreads it over that item only; every other op is per
-// row or per item), where a clamped or zeroed id would give a plausible wrong answer.
+// row or per item), where a clamped or zeroed id would give a plausible wrong answer. And it
+// is recorded in `bad` (when not NULL) by the one thread that claims it, so the batch fails.
 template <typename T, typename I>
 __global__ void embed_kernel(const I *__restrict__ ids, const int64_t *__restrict__ tok,
                              const T *__restrict__ word, int vocab, const T *__restrict__ pos,
                              int positions, const float *__restrict__ type0, T *__restrict__ out,
-                             int chunks, int C) {
+                             int chunks, int C, gp__k_bad_token *bad, int tag) {
     const int item = (int)(blockIdx.x / (unsigned)chunks);
     const int p0 = (int)(blockIdx.x % (unsigned)chunks) * kEmbedRows;
     const int64_t t0 = tok[item];
@@ -42,13 +43,19 @@ __global__ void embed_kernel(const I *__restrict__ ids, const int64_t *__restric
     for (int p = p0; p < p0 + kEmbedRows && p < len; p++) {
         const int64_t t = t0 + p;
         const long long id = (long long)ids[t];
-        const bool bad = id < 0 || id >= vocab || (pos && p >= positions);
-        const T *w = word + (bad ? 0 : (size_t)id * (size_t)C);
-        const T *pp = pos && !bad ? pos + (size_t)p * (size_t)C : nullptr;
+        const bool outside = id < 0 || id >= vocab || (pos && p >= positions);
+        if (outside && bad && threadIdx.x == 0 && atomicCAS(&bad->found, 0, 1) == 0) {
+            bad->item = item;
+            bad->token = p;
+            bad->tag = tag;
+            bad->id = id;
+        }
+        const T *w = word + (outside ? 0 : (size_t)id * (size_t)C);
+        const T *pp = pos && !outside ? pos + (size_t)p * (size_t)C : nullptr;
         T *o = out + (size_t)t * (size_t)C;
         for (int c = threadIdx.x; c < C; c += blockDim.x) {
             float v;
-            if (bad) {
+            if (outside) {
                 v = __int_as_float(0x7fc00000); // quiet NaN
             } else {
                 v = gpk::ld(w + c); // BertEmbeddings' order, as the host: (word + type0) + pos
@@ -63,15 +70,15 @@ __global__ void embed_kernel(const I *__restrict__ ids, const int64_t *__restric
 template <typename T>
 cudaError_t embed_t(cudaStream_t s, const void *ids, int ids_i64, const int64_t *tok, size_t blocks,
                     int chunks, const void *word, int vocab, const void *pos, int positions,
-                    const float *type0, void *out, int C) {
+                    const float *type0, void *out, int C, gp__k_bad_token *bad, int tag) {
     if (ids_i64)
         embed_kernel<T, int64_t><<<(unsigned)blocks, 128, 0, s>>>(
             (const int64_t *)ids, tok, (const T *)word, vocab, (const T *)pos, positions, type0,
-            (T *)out, chunks, C);
+            (T *)out, chunks, C, bad, tag);
     else
         embed_kernel<T, int32_t><<<(unsigned)blocks, 128, 0, s>>>(
             (const int32_t *)ids, tok, (const T *)word, vocab, (const T *)pos, positions, type0,
-            (T *)out, chunks, C);
+            (T *)out, chunks, C, bad, tag);
     return gpk::launched();
 }
 
@@ -171,14 +178,15 @@ cudaError_t pool_cls_t(cudaStream_t s, const void *in, const int64_t *tok, void 
 extern "C" cudaError_t gp__k_embedding(cudaStream_t s, gp__kt t, const void *ids, int ids_i64,
                                        const int64_t *tok, size_t n, size_t max_len,
                                        const void *word, int vocab, const void *pos, int positions,
-                                       const float *type0, void *out, int C) {
+                                       const float *type0, void *out, int C, gp__k_bad_token *bad,
+                                       int tag) {
     if (n == 0 || max_len == 0 || C <= 0) return cudaSuccess;
     if (!ids || !tok || !word || vocab < 1 || (pos && positions < 1) || !out)
         return cudaErrorInvalidValue;
     const size_t chunks = (max_len + kEmbedRows - 1) / kEmbedRows;
     if (chunks > 0x7fffffffu / n) return cudaErrorInvalidConfiguration;
     return GPK_DISPATCH(t, embed_t, s, ids, ids_i64, tok, n * chunks, (int)chunks, word, vocab, pos,
-                        positions, type0, out, C);
+                        positions, type0, out, C, bad, tag);
 }
 
 extern "C" cudaError_t gp__k_layernorm(cudaStream_t s, gp__kt t, const void *in, void *out,
@@ -225,12 +233,14 @@ static int consts_embedding(const gp__op *op, gp__consts *k, ck *c) {
     return GP_OK;
 }
 
+// A token outside the tables is recorded in the slot's st->d_bad, tagged with the step's index
+// (lib/cuda/model.c zeroes it before the steps, copies it back after them and fails the batch).
 static int run_embedding(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
     const gp__op *op = sp->op;
     CK(c, gp__k_embedding(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b),
                           op->in_dtype == GP_DTYPE_I64, st->d_tok, b->n, st->max_len, sp->k->w,
                           op->vocab, sp->k->w2, op->positions, sp->k->bias_f32,
-                          gp__resolve(sp->dst, b), op->out.c));
+                          gp__resolve(sp->dst, b), op->out.c, st->d_bad, (int)(sp - st->steps)));
     return GP_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "model/exec.h"
 #include "pipeline.h"
 
 /* The slot whose template `b` is, or NULL for a batch that is not a pipeline's: slot_ref is
@@ -21,6 +22,15 @@ int gp_batch_set_slot_user(const gp_batch *b, void *slot_user) {
     gp__slot *s = b ? slot_of(b) : NULL;
     if (!s || !s->in_setup) return GP_EINVAL;
     s->launch.batch.slot_user = slot_user;
+    return GP_OK;
+}
+
+int gp__batch_set_check(const gp_batch *b, int (*check)(void *user, const gp_batch *b),
+                        void *user) {
+    gp__slot *s = b ? slot_of(b) : NULL;
+    if (!s || !s->in_setup) return GP_EINVAL;
+    s->check = check;
+    s->check_user = user;
     return GP_OK;
 }
 

@@ -68,6 +68,17 @@ static void finish_device_batch(gp_pipeline *p, gp__batchrec *r) {
                 "compute returned %d for the batch of %llu items at seq %llu%s%s", s->launch.status,
                 (unsigned long long)r->n, (unsigned long long)r->first, s->err[0] ? ": " : "",
                 s->err);
+    } else if (r->status == GP_OK && s->check) {
+        /* The compute's check of what its device work found (model/exec.h): the batch is
+           done and the slot not yet free, so the batch and its message are this batch's. */
+        int crc = s->check(s->check_user, &s->launch.batch);
+        if (crc != GP_OK) {
+            r->status = GP_ECOMPUTE;
+            GP__ERR(&p->err, GP_ECOMPUTE,
+                    "the batch of %llu items at seq %llu failed the compute's check (%s)%s%s",
+                    (unsigned long long)r->n, (unsigned long long)r->first, gp_err_name(crc),
+                    s->err[0] ? ": " : "", s->err);
+        }
     }
     if (rc == GP_OK && enqueued) record_timings(p, s, r);
     /* Release: everything this slot did happens before the batcher reuses it. */

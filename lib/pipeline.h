@@ -48,6 +48,10 @@ typedef struct gp__slot {
     void *d_off;
     gp__event *ev[GP__EV_COUNT];
     gp__launch launch;
+    /* The compute's check of each finished batch (model/exec.h, gp__batch_set_check), or NULL:
+       set in compute_setup, called by the poller (completion.c). */
+    int (*check)(void *user, const gp_batch *b);
+    void *check_user;
     /* gp_batch_set_error's message for the slot's current batch (or its setup): written by the
        compute before it returns, read by the poller after the batch's done event (or by create
        after setup); cleared by the batcher before the next launch. */

@@ -64,10 +64,11 @@
  * token by token; attention lets each item's tokens attend to that item's tokens only;
  * globalavgpool (= pool mean) and pool cls give one value per item; the model's output must be
  * per item (pool before the output). With a position table shorter than options.max_tokens,
- * its rows are the limit. An id outside the vocabulary: on the host backend it fails the item's
- * batch with a message naming the item and the id; on CUDA that token's embedding row is NaN
- * (so is the item's output) and the batch succeeds: check ids before submitting where that
- * matters (docs/MODELS.md, "Text encoders").
+ * its rows are the limit. An id outside the vocabulary fails the item's batch (its items
+ * complete with GP_ECOMPUTE) with a message naming the item, the token and the id, on every
+ * backend (docs/MODELS.md, "Text encoders"). On CUDA the embedding kernel finds it and the
+ * batch fails once its device work is done; with several bad tokens in a batch, which one the
+ * message names is not defined there (the host names the first).
  *
  * PyTorch spellings: op names are case-insensitive, so the class names Linear, Conv2d,
  * BatchNorm2d, ReLU, GELU, Sigmoid, Tanh, MaxPool2d, AvgPool2d, Flatten, Softmax, Embedding,

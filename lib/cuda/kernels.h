@@ -84,16 +84,28 @@ cudaError_t gp__k_token_mean(cudaStream_t s, gp__kt t, const void *in, const int
    rows tok[k] .. tok[k + 1] - 1, each item at least one token); max_len: the batch's longest
    item, in tokens (it sizes the grid only: items are read through tok). */
 
+/* A token an embedding found outside its tables (gp__k_embedding), in device memory: `found`
+   0 until one is; the one thread that sets it writes the rest (any such token of the batch, not
+   necessarily the first). The caller zeroes it before the launch and reads it after. */
+typedef struct gp__k_bad_token {
+    int found;
+    int item;  /* the batch's item */
+    int token; /* the token's position in its item */
+    int tag;   /* the caller's, as given */
+    long long id;
+} gp__k_bad_token;
+
 /* EMBEDDING: out[t][c] = (word[id[t]][c] + type0[c]) + pos[p][c] (BertEmbeddings' order, as
    the host; fp32, rounded once), p = t's position in its item; ids: the model input, int32 or
    (ids_i64) int64, one per token. word [vocab][C] and pos [positions][C] (NULL: no position term)
    in type t; type0: C floats or NULL (no type term). A token whose id is outside 0..vocab-1, or
-   whose position is >= positions, gets a row of NaN (nothing is read out of bounds; the host
-   backend fails such a batch instead). */
+   whose position is >= positions, gets a row of NaN (nothing is read out of bounds) and, when
+   `bad` is not NULL, is recorded there with `tag` (the CUDA model then fails the batch, as the
+   host backend does: lib/cuda/model.c). */
 cudaError_t gp__k_embedding(cudaStream_t s, gp__kt t, const void *ids, int ids_i64,
                             const int64_t *tok, size_t n, size_t max_len, const void *word,
                             int vocab, const void *pos, int positions, const float *type0,
-                            void *out, int C);
+                            void *out, int C, gp__k_bad_token *bad, int tag);
 
 /* LAYERNORM over C features per row: (x - mean) / sqrt(var + eps) * gamma + beta, var the
    biased variance, accumulated in double (two passes). gamma, beta: C floats. out == in

@@ -28,8 +28,9 @@
  * code: linear and conv2d plan per bucket, attention (attention.c) plans two GEMMs and runs the
  * fused kernel between them; the rest are one kernel launch each (kernels/<name>.cu). Token ids (a
  * model whose input is i32 / i64 / u32) are read only by EMBEDDING, as they came; an id outside the
- * vocabulary gives that token a row of NaN on CUDA (kernels.h, gp__k_embedding), where the host
- * backend fails the batch.
+ * vocabulary gives that token a row of NaN and is recorded in the slot's d_bad (kernels.h,
+ * gp__k_embedding), which run copies back after the steps and cuda_check reads once the batch
+ * is done: the batch fails as on the host (model/exec.h, check).
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -366,6 +367,7 @@ static void state_free(slot_state *st) {
     }
     free(st->steps);
     if (st->arena) cudaFree(st->arena); /* teardown: a failure is not actionable */
+    if (st->h_bad) cudaFreeHost(st->h_bad);
     free(st->bufs);
     free(st);
 }
@@ -466,6 +468,11 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
     size_t ws_off = off, lt_bytes = 0;
     (void)gp_cuda_workspace(slot, &lt_bytes);
     if (st->conv_ws_bytes > lt_bytes) off = gp__align_up(off + st->conv_ws_bytes);
+    size_t bad_off = off;
+    int embeds = 0;
+    for (int i = 0; i < st->n_steps; i++)
+        embeds |= st->steps[i].op->kind == GP__OP_EMBEDDING;
+    if (embeds) off = gp__align_up(off + sizeof(gp__k_bad_token));
     int rc = GP_OK;
     if (off) {
         cudaError_t e = cudaMalloc(&st->arena, off);
@@ -490,6 +497,15 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
                 if (st->steps[i].tmp_bytes) st->steps[i].tmp = st->tmp;
         }
         if (st->conv_ws_bytes > lt_bytes) st->conv_ws = base + ws_off;
+        if (embeds) {
+            st->d_bad = (gp__k_bad_token *)(void *)(base + bad_off);
+            cudaError_t e = cudaMallocHost((void **)&st->h_bad, sizeof *st->h_bad);
+            if (e != cudaSuccess) {
+                st->h_bad = NULL;
+                rc = gp__ck_status(c, gp__cu_rt(e), "cudaMallocHost(the embedding's bad token)",
+                                   __FILE__, __LINE__);
+            }
+        }
     }
     free(offs);
     return rc;
@@ -633,6 +649,7 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     if (st->instage)
         CK(&c, gp__k_convert(s, gp__batch_in(b), GP__KT_F32, st->instage, st->kt,
                              in_rows * st->in_elems));
+    if (st->d_bad) CK(&c, cudaMemsetAsync(st->d_bad, 0, sizeof *st->d_bad, s));
     for (int i = 0; i < st->n_steps && rc == GP_OK; i++) {
         c.op = st->steps[i].op;
         rc = layer_of(c.op)->run(st, &st->steps[i], b, bi, &c);
@@ -644,12 +661,45 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
         if (e != cudaSuccess)
             rc = gp__ck_status(&c, gp__cu_rt(e), "gp__k_convert(output)", __FILE__, __LINE__);
     }
+    if (rc == GP_OK && st->d_bad) {
+        cudaError_t e =
+            cudaMemcpyAsync(st->h_bad, st->d_bad, sizeof *st->h_bad, cudaMemcpyDeviceToHost, s);
+        if (e != cudaSuccess)
+            rc = gp__ck_status(&c, gp__cu_rt(e), "cudaMemcpyAsync(the embedding's bad token)",
+                               __FILE__, __LINE__);
+    }
     return rc == GP_OK ? GP_OK : GP_EDEVICE; /* the contract: GP_OK or GP_EDEVICE */
+}
+
+/* After the batch's device work (exec.h, check): a token an embedding found outside its tables
+   fails the batch, with the host backend's message (host.c; the position case the pipeline's
+   item limit rules out). The copy in h_bad finished before the batch's done event. */
+static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
+    const slot_state *st = state;
+    ck c = {.sink = &m->err};
+    if (!st || !st->h_bad || !st->h_bad->found) return GP_OK;
+    gp__k_bad_token bad = *st->h_bad;
+    const gp__op *op = bad.tag >= 0 && bad.tag < st->n_steps ? st->steps[bad.tag].op : NULL;
+    if (!op || op->kind != GP__OP_EMBEDDING || bad.item < 0 || (size_t)bad.item >= b->n)
+        return CK_FAIL(&c, GP_EDEVICE, "the embedding's record of a bad token is corrupt");
+    /* u32 ids run through the i32 kernel: the id as the caller wrote it. */
+    long long id = op->in_dtype == GP_DTYPE_U32 ? (long long)(uint32_t)bad.id : bad.id;
+    c.op = op;
+    if (id >= 0 && id < op->vocab) /* in the vocabulary: the position had no row */
+        return CK_FAIL(&c, GP_EINVAL,
+                       "item %d of the batch: token %d has no row among the %d position "
+                       "embeddings",
+                       bad.item, bad.token, op->positions);
+    return CK_FAIL(&c, GP_EINVAL,
+                   "item %d of the batch: token %d has id %lld, outside the vocabulary 0..%d of "
+                   "embedding '%s'",
+                   bad.item, bad.token, id, op->vocab - 1, op->name);
 }
 
 const gp__model_exec gp__model_cuda_exec = {
     .setup = cuda_setup,
     .run = cuda_run,
+    .check = cuda_check,
     .teardown = cuda_teardown,
     .model_free = cuda_model_free,
 };

@@ -26,6 +26,11 @@ typedef struct gp__model_exec {
     int (*setup)(gp__model *m, const gp_batch *slot, void **state);
     /* Run (host) or enqueue (CUDA) the op list on batch `b`. GP_OK or the failure's code. */
     int (*run)(gp__model *m, void *state, const gp_batch *b);
+    /* (optional) Once the batch's device work is done (its output copied back), on the
+       pipeline's completion poller, before its callbacks: GP_OK, or the failure's code (the
+       batch's items then fail with GP_ECOMPUTE). What run could only enqueue a test for (CUDA:
+       a token id outside the vocabulary, found by the embedding kernel). */
+    int (*check)(gp__model *m, void *state, const gp_batch *b);
     /* Free what setup made for the slot; state may be NULL. */
     void (*teardown)(gp__model *m, void *state, const gp_batch *slot);
     /* (optional) Free the model-wide state in `shared` (from gp_model_free, after every
@@ -34,5 +39,15 @@ typedef struct gp__model_exec {
 } gp__model_exec;
 
 extern const gp__model_exec gp__model_host_exec; /* lib/model/host.c */
+
+/*
+ * From compute_setup only (the model glue's, model.c): `check` runs for each of the slot's
+ * batches once the batch's device work is done, on the completion poller, before the batch's
+ * callbacks, with `user` (not compute_user: a caller may wrap the model's compute) and the batch
+ * as the compute saw it; a nonzero return fails the batch's items with GP_ECOMPUTE, with
+ * gp_batch_set_error's message (lib/batch.c, lib/completion.c). GP_OK; GP_EINVAL outside
+ * compute_setup or for a batch not a pipeline's.
+ */
+int gp__batch_set_check(const gp_batch *b, int (*check)(void *user, const gp_batch *b), void *user);
 
 #endif

@@ -330,6 +330,14 @@ typedef struct mslot {
     void *state;
 } mslot;
 
+/* The backend's check of a finished batch (exec.h), registered by model_setup. */
+static int model_check(void *user, const gp_batch *b) {
+    const mslot *s = b->slot_user;
+    int rc = s->exec->check(user, s->state, b);
+    if (rc != GP_OK) share_error(user, b);
+    return rc;
+}
+
 static int model_setup(void *user, const gp_batch *b) {
     gp__model *m = user;
     char why[256];
@@ -346,7 +354,8 @@ static int model_setup(void *user, const gp_batch *b) {
     m->exec[be->id] = be->model;
     pthread_mutex_unlock(&m->mu);
     if ((rc = s->exec->setup(m, b, &s->state)) != GP_OK ||
-        (rc = gp_batch_set_slot_user(b, s)) != GP_OK) {
+        (rc = gp_batch_set_slot_user(b, s)) != GP_OK ||
+        (s->exec->check && (rc = gp__batch_set_check(b, model_check, m)) != GP_OK)) {
         if (s->state) s->exec->teardown(m, s->state, b);
         free(s);
         share_error(m, b);

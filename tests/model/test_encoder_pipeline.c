@@ -4,8 +4,8 @@
  * table's limit) submitted from several threads, packed into batches under a token budget.
  * Each item's embedding must equal the item run alone through the host layers
  * (gp_model_run_host_packed): bit for bit on the host backend (each item attends only to
- * itself), within 1e-4 on CUDA (fp32). On the host, a bad id fails its batch with a message
- * naming the id, and the pipeline goes on.
+ * itself), within 1e-4 on CUDA (fp32). On every backend a bad id fails its batch with
+ * GP_ECOMPUTE and a message naming the item, the token and the id, and the pipeline goes on.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -42,7 +42,7 @@ static struct {
     float *want;   /* N * C: each item alone, host layers */
     float *got;
     _Atomic int calls[N];
-    _Atomic int bad;
+    _Atomic int bad, last_status;
     gp_pipeline *p;
     _Atomic size_t next;
 } D;
@@ -50,6 +50,7 @@ static struct {
 static void done(void *user, int status, const void *out, size_t bytes) {
     size_t k = (size_t)(uintptr_t)user;
     atomic_fetch_add(&D.calls[k], 1);
+    atomic_store(&D.last_status, status);
     if (status != GP_OK || bytes != C * sizeof(float)) {
         atomic_fetch_add(&D.bad, 1);
         return;
@@ -181,9 +182,10 @@ int main(int argc, char **argv) {
     GPT_CHECK(e <= tol);
     GPT_CHECK(st.batches < N); /* items were packed together */
 
-    if (backend == GP_BACKEND_HOST) {
-        /* A bad id fails its batch (alone here), with the id in the model's last error; the
-           pipeline keeps serving. */
+    {
+        /* A bad id fails its batch (alone here) with GP_ECOMPUTE, with the item, token and id
+           in the model's last error and the pipeline's; the pipeline keeps serving (on CUDA
+           the embedding kernel's record of the token is cleared for the next batch). */
         atomic_store(&D.calls[0], 0);
         atomic_store(&D.calls[1], 0);
         int32_t bad[3] = {5, VOCAB, 7};
@@ -191,15 +193,21 @@ int main(int argc, char **argv) {
         GPT_RC(gp_pipeline_drain(D.p, -1), GP_OK);
         GPT_EQ(atomic_load(&D.calls[0]), 1);
         GPT_EQ(atomic_load(&D.bad), 1);
+        GPT_RC(atomic_load(&D.last_status), GP_ECOMPUTE);
         GPT_RC(gp_model_last_error(m, err, sizeof err), GP_EINVAL);
-        GPT_CHECK(strstr(err, "token 1 has id 1000, outside the vocabulary 0..999") != NULL);
+        GPT_CHECK(strstr(err, "item 0 of the batch: token 1 has id 1000, outside the vocabulary "
+                              "0..999") != NULL);
+        char perr[512] = "";
+        gp_pipeline_last_error(D.p, perr, sizeof perr);
+        GPT_CHECK(strstr(perr, "token 1 has id 1000") != NULL);
         GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[1], D.off[2] - D.off[1], done,
                                   (void *)1),
                GP_OK);
         GPT_RC(gp_pipeline_drain(D.p, -1), GP_OK);
         GPT_EQ(atomic_load(&D.calls[1]), 1);
         GPT_EQ(atomic_load(&D.bad), 1);
-        printf("a bad id fails its batch: '%s'\n", err);
+        GPT_RC(atomic_load(&D.last_status), GP_OK);
+        printf("a bad id fails its batch: '%s'; the pipeline's error: '%s'\n", err, perr);
     }
     GPT_RC(gp_pipeline_destroy(D.p, GP_DESTROY_DRAIN), GP_OK);
     free(D.ids), free(D.off), free(D.want), free(D.got);

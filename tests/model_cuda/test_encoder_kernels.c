@@ -8,7 +8,7 @@
  *               kernel, forced by passing arch 70); head dimension 136 refused; nothing written
  *               outside the output rows (a NaN guard zone after them); n == 0 a no-op
  *   embedding   i32 and i64 ids, with ids outside the vocabulary and positions past the table
- *               (their rows NaN, every other row exact)
+ *               (their rows NaN, one of them recorded with its id, every other row exact)
  *   layernorm, l2norm (a zero row), pool_cls
  * Tolerances (max |got - ref| / max |ref| per case): fp32 1e-5; attention fp16 1e-2, bf16 3e-2
  * (P is rounded to the storage type before P V, as FlashAttention does); layernorm and l2norm
@@ -274,8 +274,12 @@ static void embedding_case(gp__kt t, int i64) {
     CU(cudaMalloc((void **)&dtype0, sizeof type0));
     CU(cudaMemcpy(dtype0, type0, sizeof type0, cudaMemcpyHostToDevice));
     void *dout = nan_device(t, (T_all + GUARD_ROWS) * C);
+    gp__k_bad_token *dbad = NULL, hbad;
+    CU(cudaMalloc((void **)&dbad, sizeof *dbad));
+    CU(cudaMemset(dbad, 0, sizeof *dbad));
     CU(gp__k_embedding(stream, t, dids, i64, tok_d, n_items, max_len, dword, vocab, dpos, positions,
-                       dtype0, dout, C));
+                       dtype0, dout, C, dbad, 7));
+    CU(cudaMemcpy(&hbad, dbad, sizeof hbad, cudaMemcpyDeviceToHost));
     float *got = from_device(t, dout, (T_all + GUARD_ROWS) * C);
     size_t wrong = 0, nan_rows = 0, want_nan = 0;
     for (size_t k = 0; k < n_items; k++)
@@ -300,14 +304,25 @@ static void embedding_case(gp__kt t, int i64) {
         }
     for (size_t i = T_all * C; i < (T_all + GUARD_ROWS) * C; i++)
         wrong += !isnan(got[i]);
-    int ok = wrong == 0 && nan_rows == want_nan;
+    /* The record names one of the bad tokens, with its id as given, and the tag. */
+    int rec_ok = hbad.found == 1 && hbad.tag == 7 && hbad.item >= 0 &&
+                 (size_t)hbad.item < n_items && hbad.token >= 0 &&
+                 (size_t)hbad.token < lengths[hbad.item];
+    if (rec_ok) {
+        int64_t id = ids[(size_t)tok_h[hbad.item] + (size_t)hbad.token];
+        long long given = i64 ? (long long)id : (long long)(int32_t)id;
+        rec_ok = hbad.id == given && (given < 0 || given >= vocab || hbad.token >= positions);
+    }
+    int ok = wrong == 0 && nan_rows == want_nan && rec_ok;
     printf("%-4s embedding %s ids: %zu rows, %zu bad ids / positions -> %zu NaN rows, %zu values "
-           "differ%s\n",
-           kt_name(t), i64 ? "i64" : "i32", T_all, want_nan, nan_rows, wrong, ok ? "" : "  FAIL");
+           "differ; recorded: item %d token %d id %lld%s\n",
+           kt_name(t), i64 ? "i64" : "i32", T_all, want_nan, nan_rows, wrong, hbad.item, hbad.token,
+           hbad.id, ok ? "" : "  FAIL");
     failures += !ok;
     GPT_EQ(gp__k_embedding(stream, t, dids, i64, tok_d, 0, 0, dword, vocab, dpos, positions, dtype0,
-                           dout, C),
+                           dout, C, NULL, 0),
            cudaSuccess);
+    CU(cudaFree(dbad));
     free(got);
     free(word);
     free(pos);

@@ -435,8 +435,9 @@ static int emu_token_mean(const sim_op *o) {
 }
 
 /* embed_kernel<T, I>(const I *ids, const int64_t *tok, const T *word, int vocab, const T *pos,
-   int positions, const float *type0, T *out, int chunks, int C): (word[id] + type0) + pos[p],
-   a row of NaN for an id outside the vocabulary or a position past the table */
+   int positions, const float *type0, T *out, int chunks, int C, gp__k_bad_token *bad, int tag):
+   (word[id] + type0) + pos[p], a row of NaN for an id outside the vocabulary or a position past
+   the table, and such a token recorded in `bad` (when not NULL and nothing is yet) */
 typedef struct {
     const void *ids;
     const int64_t *tok;
@@ -447,6 +448,11 @@ typedef struct {
     const float *type0;
     void *out;
     int chunks, C;
+    struct { /* lib/cuda/kernels.h, gp__k_bad_token */
+        int found, item, token, tag;
+        long long id;
+    } * bad;
+    int tag;
 } embed_args;
 static int emu_embedding(const sim_op *o) {
     embed_args a;
@@ -458,13 +464,21 @@ static int emu_embedding(const sim_op *o) {
     size_t T = (size_t)a.tok[n];
     if (!dev_ok(a.ids, T * sim_size(it)) || !dev_ok(a.word, (size_t)a.vocab * C * es) ||
         (a.pos && !dev_ok(a.pos, (size_t)a.positions * C * es)) ||
-        (a.type0 && !dev_ok(a.type0, C * 4)) || !dev_ok(a.out, T * C * es))
+        (a.type0 && !dev_ok(a.type0, C * 4)) || !dev_ok(a.out, T * C * es) ||
+        (a.bad && !dev_ok(a.bad, sizeof *a.bad)))
         return ILLEGAL;
     for (size_t k = 0; k < n; k++)
         for (int64_t r = a.tok[k]; r < a.tok[k + 1]; r++) {
             int64_t p = r - a.tok[k];
             int64_t id = it == SIM_I64 ? ((const int64_t *)a.ids)[r] : ((const int32_t *)a.ids)[r];
             int bad = id < 0 || id >= a.vocab || (a.pos && p >= a.positions);
+            if (bad && a.bad && !a.bad->found) { /* the device's is any bad token; here the first */
+                a.bad->found = 1;
+                a.bad->item = (int)k;
+                a.bad->token = (int)p;
+                a.bad->tag = a.tag;
+                a.bad->id = id;
+            }
             for (size_t c = 0; c < C; c++) {
                 float v = NAN;
                 if (!bad) {
@@ -646,7 +660,7 @@ const sim_emu sim_model_emus[] = {
     {"14convert_kernelI", emu_convert, "ppz"},
     {"18tok_offsets_kernel", emu_tok_offsets, "zpzp"},
     {"17token_mean_kernelI", emu_token_mean, "pppi"},
-    {"12embed_kernelI", emu_embedding, "pppipippii"},
+    {"12embed_kernelI", emu_embedding, "pppipippiipi"},
     {"16layernorm_kernelI", emu_layernorm, "ppzippi"},
     {"13l2norm_kernelI", emu_l2norm, "ppzii"},
     {"15pool_cls_kernelI", emu_pool_cls, "pppzi"},
