@@ -602,7 +602,8 @@ static void test_mismatch(void) {
 
 /* A forward that runs out of memory: its batch fails (GP_ECOMPUTE for the items), the model's
    last error is GP_ENOMEM and says so, the pipeline's names the allocator's message, and the
-   pipeline goes on with the next batch. */
+   pipeline goes on with the next batch. A raise in the model's code that only reads like it is
+   a failed forward. */
 static void test_oom_forward(void) {
     gp_torch_options o;
     options(&o, item1(GP_DTYPE_F32, 4));
@@ -622,22 +623,9 @@ static void test_oom_forward(void) {
     x[0] = 1;
     GPT_RC(gp_pipeline_infer(p, x, sizeof x, y, sizeof y), GP_OK);
     GPT_CHECK(memcmp(y, ok, sizeof y) == 0);
-    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
-    gp_torch_model_free(m);
-}
-
-/* The model's own raise in an allocator's words is a failed forward, not out of memory. */
-static void test_oom_words(void) {
-    gp_torch_options o;
-    options(&o, item1(GP_DTYPE_F32, 4));
-    gp_torch_model *m = load_ok("thrower.pt", &o);
-    gp_config cfg;
-    config(&cfg, m);
-    cfg.max_batch = 1;
-    gp_pipeline *p = create(&cfg);
-    float x[4] = {-3, 0, 0, 0}, y[4];
+    /* The model's own raise in an allocator's words is a failed forward, not out of memory. */
+    x[0] = -3;
     GPT_RC(gp_pipeline_infer(p, x, sizeof x, y, sizeof y), GP_ECOMPUTE);
-    char terr[2048] = "";
     GPT_RC(gp_torch_last_error(m, terr, sizeof terr), GP_ECOMPUTE);
     CHECK_MSG(terr, "forward failed");
     CHECK_MSG(terr, "rejected: std::bad_alloc");
@@ -865,7 +853,6 @@ int main(int argc, char **argv) {
     test_sum();
     test_thrower();
     test_oom_forward();
-    test_oom_words();
     test_mismatch();
     test_one_pipeline();
     test_shutdown(GP_DESTROY_CANCEL);
