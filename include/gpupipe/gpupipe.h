@@ -400,8 +400,9 @@ GP_API int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode);
 GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
 
 /* ---------------------------------------------------------------------------------------- */
-/* Operations, safe from any number of threads. The submit family (submit*, reserve, commit, */
-/* abandon, infer) may overlap gp_pipeline_shutdown and returns GP_ESHUTDOWN once it began.   */
+/* Operations, safe from any number of threads. The submit family (submit*, reserve, infer)  */
+/* may overlap gp_pipeline_shutdown and returns GP_ESHUTDOWN once it began; commit and        */
+/* abandon of a reservation made before still succeed (shutdown waits for them).              */
 /* No call may overlap gp_pipeline_destroy except as described there.                        */
 /* ---------------------------------------------------------------------------------------- */
 
@@ -420,8 +421,9 @@ GP_API int gp_pipeline_submit(gp_pipeline *p, const void *input, size_t bytes, g
 
 /*
  * As gp_pipeline_submit, with an absolute deadline on the gp_now_ns() clock (0 = none). An
- * item whose deadline has passed when its batch is copied to the device completes with
- * GP_ETIMEDOUT and its output is never delivered.
+ * item whose deadline has passed when the batcher dispatches its batch (enqueues its copy to
+ * the device) completes with GP_ETIMEDOUT and its output is never delivered; one that passes
+ * while its batch is in flight is delivered.
  */
 GP_API int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
                                        uint64_t deadline_ns, gp_done_fn done, void *user);
