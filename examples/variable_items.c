@@ -5,9 +5,11 @@
  * one float score per token, so both inputs and outputs vary per request. Four producer threads
  * submit requests of random lengths with gp_pipeline_submit_ex (which returns each request's
  * sequence number); a fifth thread plays the clients that disconnect and cancels some queued
- * requests with gp_pipeline_cancel. The compute walks the packed batch through its offsets. At the
- * end: every request answered exactly once (scores checked), the canceled ones with GP_ECANCELED,
- * and the numbers that show no padding moved: H2D bytes == the requests' bytes.
+ * requests with gp_pipeline_cancel. The compute walks the packed batch through its offsets. A few
+ * requests carry a token the scorer does not know: the compute fails just those
+ * (gp_batch_fail_item), and their batchmates are answered as usual. At the end: every request
+ * answered exactly once (scores checked), the canceled ones with GP_ECANCELED, the bad ones with
+ * GP_EINVAL, and the numbers that show no padding moved: H2D bytes == the requests' bytes.
  *
  * The host backend runs it anywhere; on the CUDA backend the same offsets are device arrays and
  * the compute would be a kernel (see docs/DESIGN.md §8.4).
@@ -22,13 +24,15 @@
 #define PRODUCERS 4
 #define PER_PRODUCER 5000
 #define MAX_TOKENS 256
+#define VOCAB 1000000u /* token ids the scorer knows: 0 .. VOCAB - 1 */
 
 static float score(uint32_t token) { /* the "model" */
     return (float)(token % 1000) / 1000.0f;
 }
 
 /* The compute: item k's tokens are at in + in_offsets[k] .. in_offsets[k + 1]; its scores go
-   to out + out_offsets[k]. Nothing in the batch is padding. */
+   to out + out_offsets[k]. Nothing in the batch is padding. A request with an unknown token
+   fails alone: its client gets GP_EINVAL, the rest of the batch is scored. */
 static int scorer(void *user, const gp_batch *b) {
     const unsigned char *in = b->in;
     unsigned char *out = b->out;
@@ -36,8 +40,15 @@ static int scorer(void *user, const gp_batch *b) {
         const uint32_t *tok = (const uint32_t *)(in + b->in_offsets[k]);
         float *s = (float *)(out + b->out_offsets[k]);
         size_t n = (b->in_offsets[k + 1] - b->in_offsets[k]) / sizeof(uint32_t);
-        for (size_t t = 0; t < n; t++)
+        for (size_t t = 0; t < n; t++) {
+            if (tok[t] >= VOCAB) {
+                gp_batch_set_error(b, "request %llu: token %zu (%u) is not in the vocabulary",
+                                   (unsigned long long)(b->first_seq + k), t, tok[t]);
+                gp_batch_fail_item(b, k, GP_EINVAL);
+                break;
+            }
             s[t] = score(tok[t]);
+        }
     }
     return GP_OK;
 }
@@ -45,6 +56,7 @@ static int scorer(void *user, const gp_batch *b) {
 typedef struct request {
     uint32_t tokens[MAX_TOKENS];
     size_t n;
+    int bad;            /* carries a token outside the vocabulary */
     _Atomic int status; /* 1: no answer yet */
     _Atomic uint64_t seq;
 } request;
@@ -75,7 +87,9 @@ static void *producer(void *arg) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         r->n = 1 + (size_t)(x >> 33) % MAX_TOKENS;
         for (size_t t = 0; t < r->n; t++)
-            r->tokens[t] = (uint32_t)(x >> 16) + (uint32_t)t * 7919u;
+            r->tokens[t] = ((uint32_t)(x >> 16) + (uint32_t)t * 7919u) % VOCAB;
+        r->bad = k % 101 == 50; /* a client sending garbage now and then */
+        if (r->bad) r->tokens[r->n / 2] = VOCAB + 17;
         atomic_store(&r->status, 1);
         gp_submit_args a;
         gp_submit_args_init(&a);
@@ -144,28 +158,31 @@ int main(void) {
     gp_stats s;
     s.struct_size = sizeof s;
     gp_pipeline_stats(pipe_, &s);
+    gp_pipeline_last_error(pipe_, err, sizeof err);
     gp_pipeline_destroy(pipe_, GP_DESTROY_DRAIN);
 
-    uint64_t ok = 0, canceled = 0, other = 0;
+    uint64_t ok = 0, canceled = 0, rejected = 0, other = 0;
     for (int i = 0; i < PRODUCERS * PER_PRODUCER; i++) {
         int st = atomic_load(&reqs[i].status);
-        ok += st == GP_OK;
+        ok += st == GP_OK && !reqs[i].bad;
         canceled += st == GP_ECANCELED;
-        other += st != GP_OK && st != GP_ECANCELED;
+        rejected += st == GP_EINVAL && reqs[i].bad;
+        other += st != GP_ECANCELED && st != (reqs[i].bad ? GP_EINVAL : GP_OK);
     }
     printf("%llu requests answered once: %llu ok, %llu canceled (cancel said ok %llu, too late "
-           "%llu), %llu wrong scores, %llu other\n",
+           "%llu), %llu rejected alone for an unknown token, %llu wrong scores, %llu other\n",
            (unsigned long long)atomic_load(&answered), (unsigned long long)ok,
            (unsigned long long)canceled, (unsigned long long)atomic_load(&cancel_ok),
-           (unsigned long long)atomic_load(&cancel_late), (unsigned long long)atomic_load(&wrong),
-           (unsigned long long)other);
+           (unsigned long long)atomic_load(&cancel_late), (unsigned long long)rejected,
+           (unsigned long long)atomic_load(&wrong), (unsigned long long)other);
+    printf("the pipeline's last error: %s\n", err);
     printf("%llu batches, mean %.1f requests, %llu closed by the token budget; H2D %llu bytes for "
            "%llu bytes of requests (no padding)\n",
            (unsigned long long)s.batches, (double)s.batch_items / (double)s.batches,
            (unsigned long long)s.close_bytes, (unsigned long long)s.h2d_bytes,
            (unsigned long long)atomic_load(&submitted_bytes));
     int good = atomic_load(&answered) == PRODUCERS * PER_PRODUCER && atomic_load(&wrong) == 0 &&
-               other == 0 && canceled == atomic_load(&cancel_ok) &&
+               other == 0 && rejected > 0 && canceled == atomic_load(&cancel_ok) &&
                s.h2d_bytes <= atomic_load(&submitted_bytes);
     if (!good) fprintf(stderr, "FAILED\n");
     return good ? 0 : 1;

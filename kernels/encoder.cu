@@ -30,7 +30,8 @@ constexpr int kEmbedRows = 16; // tokens per block, of one item
 // row in `pos`, gets a row of NaN: nothing is read out of bounds, and the bad item's result
 // is visibly not a number (attention spreads it over that item only; every other op is per
 // row or per item), where a clamped or zeroed id would give a plausible wrong answer. And it
-// is recorded in `bad` (when not NULL) by the one thread that claims it, so the batch fails.
+// is recorded in `bad` (when not NULL) by the one thread that claims it, and its item flagged,
+// so that item fails.
 template <typename T, typename I>
 __global__ void embed_kernel(const I *__restrict__ ids, const int64_t *__restrict__ tok,
                              const T *__restrict__ word, int vocab, const T *__restrict__ pos,
@@ -44,11 +45,14 @@ __global__ void embed_kernel(const I *__restrict__ ids, const int64_t *__restric
         const int64_t t = t0 + p;
         const long long id = (long long)ids[t];
         const bool outside = id < 0 || id >= vocab || (pos && p >= positions);
-        if (outside && bad && threadIdx.x == 0 && atomicCAS(&bad->found, 0, 1) == 0) {
-            bad->item = item;
-            bad->token = p;
-            bad->tag = tag;
-            bad->id = id;
+        if (outside && bad && threadIdx.x == 0) {
+            gp__k_bad_items(bad)[item] = 1;
+            if (atomicCAS(&bad->found, 0, 1) == 0) {
+                bad->item = item;
+                bad->token = p;
+                bad->tag = tag;
+                bad->id = id;
+            }
         }
         const T *w = word + (outside ? 0 : (size_t)id * (size_t)C);
         const T *pp = pos && !outside ? pos + (size_t)p * (size_t)C : nullptr;

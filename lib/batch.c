@@ -64,6 +64,30 @@ int gp_batch_unpad(const gp_batch *b, const void *src, size_t row_bytes) {
     return p->ops->unpad(p->dev, b, src, row_bytes);
 }
 
+int gp_batch_fail_item(const gp_batch *b, size_t k, int code) {
+    gp__slot *s = b ? slot_of(b) : NULL;
+    if (!s || k >= b->n) return GP_EINVAL;
+    if (s->in_ready) return GP_OK; /* a call at create (CUDA graphs), not a batch */
+    gp_pipeline *p = s->pipeline;
+    if (!gp__is_err(code) || code == GP_OK) code = GP_ECOMPUTE;
+    /* Taken by the batcher, so only this batch's compute (or check) writes the state now
+       (DESIGN §9, "One item fails alone"); the first failure wins, as does a status the
+       batcher gave at dispatch (an expired deadline). Relaxed: the poller reads it after the
+       batch's done event. */
+    gp__item *it = gp__ring_item(&p->ring, b->first_seq + k);
+    uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);
+    while (gp__st_code(st) == GP_OK)
+        if (atomic_compare_exchange_weak_explicit(&it->state, &st, gp__st_with_code(st, code),
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            size_t none = SIZE_MAX;
+            atomic_fetch_add_explicit(&s->failed_items, 1, memory_order_relaxed);
+            atomic_compare_exchange_strong_explicit(&s->first_failed, &none, k,
+                                                    memory_order_relaxed, memory_order_relaxed);
+            break;
+        }
+    return GP_OK;
+}
+
 int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total) {
     gp__slot *s = b ? slot_of(b) : NULL;
     if (!s || useful > total) return GP_EINVAL;

@@ -268,6 +268,8 @@ static void dispatch(batcher *b, uint64_t n, gp_close_reason reason, uint64_t ou
     r.in_end = b->in_cur;
     s->launch.status = GP_OK;
     s->err[0] = '\0'; /* the slot's previous batch is finished (slot_free) */
+    atomic_store_explicit(&s->failed_items, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->first_failed, SIZE_MAX, memory_order_relaxed);
 
     int rc = o->event_record(p->dev, s->ev[GP__EV_START], s->stream);
     if (rc == GP_OK && off_bytes)

@@ -80,6 +80,21 @@ static void finish_device_batch(gp_pipeline *p, gp__batchrec *r) {
                     s->err[0] ? ": " : "", s->err);
         }
     }
+    if (r->status == GP_OK) {
+        /* Items the compute failed alone (gp_batch_fail_item): the batch went on. */
+        size_t nf = atomic_load_explicit(&s->failed_items, memory_order_relaxed);
+        size_t k = atomic_load_explicit(&s->first_failed, memory_order_relaxed);
+        if (nf > 0 && k < r->n) {
+            uint32_t st = atomic_load_explicit(&gp__ring_item(&p->ring, r->first + k)->state,
+                                               memory_order_relaxed);
+            GP__ERR(&p->err, gp__st_code(st),
+                    "%zu item%s of the batch of %llu items at seq %llu failed alone (the first: "
+                    "item %zu, seq %llu, %s)%s%s",
+                    nf, nf == 1 ? "" : "s", (unsigned long long)r->n, (unsigned long long)r->first,
+                    k, (unsigned long long)(r->first + k), gp_err_name(gp__st_code(st)),
+                    s->err[0] ? ": " : "", s->err);
+        }
+    }
     if (rc == GP_OK && enqueued) record_timings(p, s, r);
     /* Release: everything this slot did happens before the batcher reuses it. */
     atomic_fetch_add_explicit(&p->dev_freed, 1, memory_order_release);

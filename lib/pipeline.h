@@ -52,6 +52,10 @@ typedef struct gp__slot {
        set in compute_setup, called by the poller (completion.c). */
     int (*check)(void *user, const gp_batch *b);
     void *check_user;
+    /* Items of the slot's current batch failed alone (gp_batch_fail_item, batch.c): how many,
+       and the first (its index in the batch). Reset by the batcher at dispatch; written by the
+       compute (any of its threads) or the check; read by the poller after the done event. */
+    _Atomic size_t failed_items, first_failed;
     /* gp_batch_set_error's message for the slot's current batch (or its setup): written by the
        compute before it returns, read by the poller after the batch's done event (or by create
        after setup); cleared by the batcher before the next launch. */

@@ -8,6 +8,7 @@ gp_add_test(NAME test_overlap SOURCES core/test_overlap.c LABELS pipeline)
 set_tests_properties(test_overlap PROPERTIES RUN_SERIAL TRUE) # timing: keep the cores to itself
 gp_add_pipeline_test(test_slot SOURCES core/test_slot.c)
 gp_add_pipeline_test(test_varsize SOURCES core/test_varsize.c)
+gp_add_pipeline_test(test_fail_item SOURCES core/test_fail_item.c)
 gp_add_test(NAME test_promises SOURCES core/test_promises.c LABELS pipeline)
 
 # Out of memory at every allocation in turn (core/test_alloc_fail.c with support/failalloc.c

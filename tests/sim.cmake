@@ -37,7 +37,7 @@ function(gp_sim_case name exe)
 endfunction()
 
 foreach(t test_e2e test_policy test_lifecycle test_slot test_varsize test_stress test_tiny_ring
-          test_model_tokens test_model_encoder_pipeline)
+          test_model_tokens test_model_encoder_pipeline test_fail_item)
   gp_sim_case(${t} ${t} ARGS cuda)
 endforeach()
 gp_sim_case(gpu_fault_sticky gpu_fault_sticky ARGS sticky)

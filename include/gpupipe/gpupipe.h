@@ -181,8 +181,9 @@ GP_API int gp_batch_pad(const gp_batch *b, void *dst, size_t row_bytes, size_t e
 GP_API int gp_batch_unpad(const gp_batch *b, const void *src, size_t row_bytes);
 
 /*
- * From a compute (or compute_setup) that is about to fail: say why. The message becomes part
- * of the pipeline's last error ("compute returned N for the batch of ...: <message>", or
+ * From a compute (or compute_setup) that is about to fail, or that fails items alone
+ * (gp_batch_fail_item): say why. The message becomes part of the pipeline's last error
+ * ("compute returned N for the batch of ...: <message>", "... failed alone ...: <message>", or
  * create's error for a failed setup), so a service sees the compute's own reason. printf-style;
  * truncated to 255 bytes. @return GP_OK; GP_EINVAL (NULL, a batch that is not a pipeline's).
  */
@@ -191,6 +192,19 @@ GP_API int gp_batch_set_error(const gp_batch *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/*
+ * From a compute: fail item k (0 <= k < b->n) of this batch alone, for a fault of its own (an
+ * input the compute cannot use): its callback gets `code` (a negative GP_E* code; any other
+ * value becomes GP_ECOMPUTE) and no output, while the batch's other items complete as usual. An
+ * item keeps its first failure (and a deadline that had passed at dispatch). The pipeline's last
+ * error then names the batch, how many items failed alone and the first, with the message of
+ * gp_batch_set_error if the compute set one. Any of the compute's threads (call
+ * gp_batch_set_error from one). Calls while CUDA graphs are warmed up and captured at create are
+ * ignored (those are not batches; a replayed graph does not call the compute).
+ * @return GP_OK; GP_EINVAL (NULL, a batch that is not a pipeline's, k >= b->n).
+ */
+GP_API int gp_batch_fail_item(const gp_batch *b, size_t k, int code);
 
 /*
  * Tell the pipeline how much of this batch's work was padding: `useful` of `total` elements (any
@@ -224,7 +238,8 @@ typedef int (*gp_compute_fn)(void *user, const gp_batch *b);
 
 /*
  * Completion callback, exactly once per accepted item. `status` is GP_OK, GP_ETIMEDOUT,
- * GP_ECANCELED, GP_ECOMPUTE, GP_EDEVICE or the prep function's status.
+ * GP_ECANCELED, GP_ECOMPUTE, GP_EDEVICE, the prep function's status, or the code the compute
+ * failed the item alone with (gp_batch_fail_item).
  * `output` points into the output ring and is valid only during the call (NULL unless
  * status is GP_OK); `output_bytes` is the configured item_out_bytes, or the item's own
  * output size with variable-size outputs (0 with NULL output).

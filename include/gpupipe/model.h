@@ -64,11 +64,11 @@
  * token by token; attention lets each item's tokens attend to that item's tokens only;
  * globalavgpool (= pool mean) and pool cls give one value per item; the model's output must be
  * per item (pool before the output). With a position table shorter than options.max_tokens,
- * its rows are the limit. An id outside the vocabulary fails the item's batch (its items
- * complete with GP_ECOMPUTE) with a message naming the item, the token and the id, on every
- * backend (docs/MODELS.md, "Text encoders"). On CUDA the embedding kernel finds it and the
- * batch fails once its device work is done; with several bad tokens in a batch, which one the
- * message names is not defined there (the host names the first).
+ * its rows are the limit. An item with an id outside the vocabulary fails alone, on every
+ * backend: its callback gets GP_EINVAL, its batchmates complete as usual, and the model's and
+ * the pipeline's last errors name the item, the token and the id (docs/MODELS.md, "Text
+ * encoders"; gpupipe.h, gp_batch_fail_item). With several bad tokens in a batch, the message
+ * names the first on the host, any one on CUDA (whose embedding kernel finds them).
  *
  * PyTorch spellings: op names are case-insensitive, so the class names Linear, Conv2d,
  * BatchNorm2d, ReLU, GELU, Sigmoid, Tanh, MaxPool2d, AvgPool2d, Flatten, Softmax, Embedding,

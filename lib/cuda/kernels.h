@@ -86,7 +86,8 @@ cudaError_t gp__k_token_mean(cudaStream_t s, gp__kt t, const void *in, const int
 
 /* A token an embedding found outside its tables (gp__k_embedding), in device memory: `found`
    0 until one is; the one thread that sets it writes the rest (any such token of the batch, not
-   necessarily the first). The caller zeroes it before the launch and reads it after. */
+   necessarily the first). The caller zeroes it before the launch and reads it after. The
+   batch's n item flags follow it (gp__k_bad_items): 1 for each item with such a token. */
 typedef struct gp__k_bad_token {
     int found;
     int item;  /* the batch's item */
@@ -94,14 +95,15 @@ typedef struct gp__k_bad_token {
     int tag;   /* the caller's, as given */
     long long id;
 } gp__k_bad_token;
+#define gp__k_bad_items(bad) ((unsigned char *)((bad) + 1))
 
 /* EMBEDDING: out[t][c] = (word[id[t]][c] + type0[c]) + pos[p][c] (BertEmbeddings' order, as
    the host; fp32, rounded once), p = t's position in its item; ids: the model input, int32 or
    (ids_i64) int64, one per token. word [vocab][C] and pos [positions][C] (NULL: no position term)
    in type t; type0: C floats or NULL (no type term). A token whose id is outside 0..vocab-1, or
    whose position is >= positions, gets a row of NaN (nothing is read out of bounds) and, when
-   `bad` is not NULL, is recorded there with `tag` (the CUDA model then fails the batch, as the
-   host backend does: lib/cuda/model.c). */
+   `bad` is not NULL, is recorded there with `tag`, and its item flagged (the CUDA model then
+   fails that item alone, as the host backend does: lib/cuda/model.c). */
 cudaError_t gp__k_embedding(cudaStream_t s, gp__kt t, const void *ids, int ids_i64,
                             const int64_t *tok, size_t n, size_t max_len, const void *word,
                             int vocab, const void *pos, int positions, const float *type0,

@@ -132,9 +132,10 @@ typedef struct slot_state {
     size_t capacity;
     size_t tcap;    /* variable-length models: tokens a batch may carry (token buffers) */
     int64_t *d_tok; /* the batch's token offsets (capacity + 1), device */
-    /* A model with an embedding: the token it found outside its tables (kernels.h), in the
-       arena; zeroed before each batch's steps, copied after them to h_bad (pinned), which the
-       slot's check reads once the batch is done (model.c, cuda_check). NULL without one. */
+    /* A model with an embedding: the token it found outside its tables and the items' flags
+       (kernels.h), in the arena; zeroed before each batch's steps, copied after them to h_bad
+       (pinned), which the slot's check reads once the batch is done (model.c, cuda_check).
+       NULL without one. */
     gp__k_bad_token *d_bad, *h_bad;
     size_t tokens;  /* the running batch's tokens (set by run before the steps) */
     size_t max_len; /* the running batch's longest item, in tokens (set with `tokens`) */

@@ -28,9 +28,9 @@
  * code: linear and conv2d plan per bucket, attention (attention.c) plans two GEMMs and runs the
  * fused kernel between them; the rest are one kernel launch each (kernels/<name>.cu). Token ids (a
  * model whose input is i32 / i64 / u32) are read only by EMBEDDING, as they came; an id outside the
- * vocabulary gives that token a row of NaN and is recorded in the slot's d_bad (kernels.h,
- * gp__k_embedding), which run copies back after the steps and cuda_check reads once the batch
- * is done: the batch fails as on the host (model/exec.h, check).
+ * vocabulary gives that token a row of NaN, flags its item and is recorded in the slot's d_bad
+ * (kernels.h, gp__k_embedding), which run copies back after the steps and cuda_check reads once
+ * the batch is done: the item fails alone, as on the host (model/exec.h, check).
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -472,7 +472,8 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
     int embeds = 0;
     for (int i = 0; i < st->n_steps; i++)
         embeds |= st->steps[i].op->kind == GP__OP_EMBEDDING;
-    if (embeds) off = gp__align_up(off + sizeof(gp__k_bad_token));
+    size_t bad_bytes = sizeof(gp__k_bad_token) + cap; /* the record, then the items' flags */
+    if (embeds) off = gp__align_up(off + bad_bytes);
     int rc = GP_OK;
     if (off) {
         cudaError_t e = cudaMalloc(&st->arena, off);
@@ -499,7 +500,7 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
         if (st->conv_ws_bytes > lt_bytes) st->conv_ws = base + ws_off;
         if (embeds) {
             st->d_bad = (gp__k_bad_token *)(void *)(base + bad_off);
-            cudaError_t e = cudaMallocHost((void **)&st->h_bad, sizeof *st->h_bad);
+            cudaError_t e = cudaMallocHost((void **)&st->h_bad, bad_bytes);
             if (e != cudaSuccess) {
                 st->h_bad = NULL;
                 rc = gp__ck_status(c, gp__cu_rt(e), "cudaMallocHost(the embedding's bad token)",
@@ -649,7 +650,8 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     if (st->instage)
         CK(&c, gp__k_convert(s, gp__batch_in(b), GP__KT_F32, st->instage, st->kt,
                              in_rows * st->in_elems));
-    if (st->d_bad) CK(&c, cudaMemsetAsync(st->d_bad, 0, sizeof *st->d_bad, s));
+    size_t bad_bytes = sizeof(gp__k_bad_token) + b->n;
+    if (st->d_bad) CK(&c, cudaMemsetAsync(st->d_bad, 0, bad_bytes, s));
     for (int i = 0; i < st->n_steps && rc == GP_OK; i++) {
         c.op = st->steps[i].op;
         rc = layer_of(c.op)->run(st, &st->steps[i], b, bi, &c);
@@ -662,8 +664,7 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
             rc = gp__ck_status(&c, gp__cu_rt(e), "gp__k_convert(output)", __FILE__, __LINE__);
     }
     if (rc == GP_OK && st->d_bad) {
-        cudaError_t e =
-            cudaMemcpyAsync(st->h_bad, st->d_bad, sizeof *st->h_bad, cudaMemcpyDeviceToHost, s);
+        cudaError_t e = cudaMemcpyAsync(st->h_bad, st->d_bad, bad_bytes, cudaMemcpyDeviceToHost, s);
         if (e != cudaSuccess)
             rc = gp__ck_status(&c, gp__cu_rt(e), "cudaMemcpyAsync(the embedding's bad token)",
                                __FILE__, __LINE__);
@@ -671,29 +672,38 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     return rc == GP_OK ? GP_OK : GP_EDEVICE; /* the contract: GP_OK or GP_EDEVICE */
 }
 
-/* After the batch's device work (exec.h, check): a token an embedding found outside its tables
-   fails the batch, with the host backend's message (host.c; the position case the pipeline's
-   item limit rules out). The copy in h_bad finished before the batch's done event. */
+/* After the batch's device work (exec.h, check): an item with a token an embedding found
+   outside its tables fails alone (gp_batch_fail_item), with the host backend's message for the
+   recorded token (host.c; the position case the pipeline's item limit rules out); its
+   batchmates go on. The copy in h_bad finished before the batch's done event. */
 static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
     const slot_state *st = state;
     ck c = {.sink = &m->err};
     if (!st || !st->h_bad || !st->h_bad->found) return GP_OK;
     gp__k_bad_token bad = *st->h_bad;
+    const unsigned char *flags = gp__k_bad_items(st->h_bad);
     const gp__op *op = bad.tag >= 0 && bad.tag < st->n_steps ? st->steps[bad.tag].op : NULL;
-    if (!op || op->kind != GP__OP_EMBEDDING || bad.item < 0 || (size_t)bad.item >= b->n)
+    if (!op || op->kind != GP__OP_EMBEDDING || bad.item < 0 || (size_t)bad.item >= b->n ||
+        !flags[bad.item])
         return CK_FAIL(&c, GP_EDEVICE, "the embedding's record of a bad token is corrupt");
+    for (size_t k = 0; k < b->n; k++)
+        if (flags[k]) gp_batch_fail_item(b, k, GP_EINVAL);
     /* u32 ids run through the i32 kernel: the id as the caller wrote it. */
     long long id = op->in_dtype == GP_DTYPE_U32 ? (long long)(uint32_t)bad.id : bad.id;
     c.op = op;
     if (id >= 0 && id < op->vocab) /* in the vocabulary: the position had no row */
-        return CK_FAIL(&c, GP_EINVAL,
-                       "item %d of the batch: token %d has no row among the %d position "
-                       "embeddings",
-                       bad.item, bad.token, op->positions);
-    return CK_FAIL(&c, GP_EINVAL,
-                   "item %d of the batch: token %d has id %lld, outside the vocabulary 0..%d of "
-                   "embedding '%s'",
-                   bad.item, bad.token, id, op->vocab - 1, op->name);
+        CK_FAIL(&c, GP_EINVAL,
+                "item %d of the batch: token %d has no row among the %d position embeddings",
+                bad.item, bad.token, op->positions);
+    else
+        CK_FAIL(&c, GP_EINVAL,
+                "item %d of the batch: token %d has id %lld, outside the vocabulary 0..%d of "
+                "embedding '%s'",
+                bad.item, bad.token, id, op->vocab - 1, op->name);
+    char msg[256];
+    gp__err_copy(&m->err, msg, sizeof msg);
+    gp_batch_set_error(b, "%s", msg);
+    return GP_OK;
 }
 
 const gp__model_exec gp__model_cuda_exec = {

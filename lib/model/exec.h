@@ -27,9 +27,10 @@ typedef struct gp__model_exec {
     /* Run (host) or enqueue (CUDA) the op list on batch `b`. GP_OK or the failure's code. */
     int (*run)(gp__model *m, void *state, const gp_batch *b);
     /* (optional) Once the batch's device work is done (its output copied back), on the
-       pipeline's completion poller, before its callbacks: GP_OK, or the failure's code (the
-       batch's items then fail with GP_ECOMPUTE). What run could only enqueue a test for (CUDA:
-       a token id outside the vocabulary, found by the embedding kernel). */
+       pipeline's completion poller, before its callbacks: GP_OK (items it failed alone with
+       gp_batch_fail_item included), or the failure's code (the batch's items then fail with
+       GP_ECOMPUTE). What run could only enqueue a test for (CUDA: a token id outside the
+       vocabulary, found by the embedding kernel). */
     int (*check)(gp__model *m, void *state, const gp_batch *b);
     /* Free what setup made for the slot; state may be NULL. */
     void (*teardown)(gp__model *m, void *state, const gp_batch *slot);

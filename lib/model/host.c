@@ -347,13 +347,23 @@ static int embedding(const gp__op *op, const gp__run *r, const void *ids, float 
                             k, t1 - t0, op->positions);
         for (size_t t = t0; t < t1; t++) {
             int64_t id = token_id(ids, op->in_dtype, t);
-            if (id < 0 || id >= op->vocab)
-                return gp__errf(e, GP_EINVAL,
-                                "item %zu of the batch: token %zu has id %lld, outside the "
-                                "vocabulary 0..%d of embedding '%s'",
-                                k, t - t0, (long long)id, op->vocab - 1, op->name);
-            const float *w = op->weight + (size_t)id * C;
             float *y = out + t * C;
+            if (id < 0 || id >= op->vocab) {
+                if (!r->batch || (*r->failed)++ == 0) {
+                    int rc = gp__errf(e, GP_EINVAL,
+                                      "item %zu of the batch: token %zu has id %lld, outside the "
+                                      "vocabulary 0..%d of embedding '%s'",
+                                      k, t - t0, (long long)id, op->vocab - 1, op->name);
+                    if (!r->batch) return rc;
+                }
+                /* In a pipeline the item fails alone (its rows NaN, as on CUDA); its
+                   batchmates go on. */
+                gp_batch_fail_item(r->batch, k, GP_EINVAL);
+                for (size_t c = 0; c < C; c++)
+                    y[c] = NAN;
+                continue;
+            }
+            const float *w = op->weight + (size_t)id * C;
             if (op->weight2) { /* BertEmbeddings' order: (word + type) + position */
                 const float *pe = op->weight2 + (t - t0) * C;
                 for (size_t c = 0; c < C; c++)
@@ -701,10 +711,11 @@ static int run_chunked(const gp__model *m, const host_slot *s, size_t n, const v
 
 /* Ops 0..last on n packed items: item k is in[off[k] - off[0] .. off[k + 1] - off[0]). */
 static int run_packed(const gp__model *m, host_slot *s, size_t n, const void *in,
-                      const uint64_t *off, int last, void *out, gp__err *e) {
+                      const uint64_t *off, int last, void *out, const gp_batch *b, size_t *failed,
+                      gp__err *e) {
     int rc = gp__token_offsets(m, n, off, s->tok, NULL, e);
     if (rc != GP_OK) return rc;
-    gp__run r = {.n = n, .tokens = (size_t)s->tok[n], .tok = s->tok};
+    gp__run r = {.n = n, .tokens = (size_t)s->tok[n], .tok = s->tok, .batch = b, .failed = failed};
     return run_ops_upto(m, &r, (const char *)in + off[0], out, &s->sc, last, e);
 }
 
@@ -729,7 +740,7 @@ static int run_packed_alone(gp__model *m, size_t n, const void *in, const uint64
     host_slot s;
     if (slot_alloc(m, &s, n, (size_t)((off[n] - off[0]) / m->token_bytes)) != GP_OK)
         return gp__errf(e, GP_ENOMEM, "out of memory for the host scratch of %zu items", n);
-    rc = run_packed(m, &s, n, in, off, last, out, e);
+    rc = run_packed(m, &s, n, in, off, last, out, NULL, NULL, e);
     if (rc == GP_OK && tokens_out)
         memcpy(tokens_out, bufp(m, &s.sc, m->ops[last].dst, in, NULL),
                (size_t)s.tok[n] * (size_t)m->ops[last].out.c * sizeof *tokens_out);
@@ -767,12 +778,18 @@ static int host_compute(gp__model *m, void *state, const gp_batch *b) {
     if (m->token_bytes) {
         char msg[320];
         gp__err e = {msg, sizeof msg};
-        int rc = b->in_offsets_host
-                     ? run_packed(m, s, b->n, b->in, b->in_offsets_host, m->n_ops - 1, b->out, &e)
-                     : gp__errf(&e, GP_EINVAL,
-                                "a variable-length model needs "
-                                "variable-size items (offsets)");
-        return rc == GP_OK ? GP_OK : GP__ERR(&m->err, rc, "%s", msg);
+        size_t failed = 0;
+        int rc = b->in_offsets_host ? run_packed(m, s, b->n, b->in, b->in_offsets_host,
+                                                 m->n_ops - 1, b->out, b, &failed, &e)
+                                    : gp__errf(&e, GP_EINVAL,
+                                               "a variable-length model needs "
+                                               "variable-size items (offsets)");
+        if (rc != GP_OK) return GP__ERR(&m->err, rc, "%s", msg);
+        if (failed) { /* items failed alone: say why, in the model's error and the pipeline's */
+            GP__ERR(&m->err, GP_EINVAL, "%s", msg);
+            gp_batch_set_error(b, "%s", msg);
+        }
+        return GP_OK;
     }
     char msg[256] = "";
     gp__err e = {msg, sizeof msg};

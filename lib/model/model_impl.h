@@ -232,6 +232,12 @@ typedef struct gp__run {
     size_t n;
     size_t tokens;      /* total tokens of the n items (variable-length models), else 0 */
     const int64_t *tok; /* n + 1 token offsets (item k: tokens tok[k] .. tok[k + 1]), or NULL */
+    /* A pipeline's batch, or NULL. With one, an item whose input the layers cannot use (a token
+       id outside the vocabulary) fails alone (gp_batch_fail_item), its values NaN, and the
+       first such failure's message is left in the run's error buffer with *failed counted;
+       without one, the run fails. */
+    const gp_batch *batch;
+    size_t *failed;
 } gp__run;
 
 /* ---- the model ----------------------------------------------------------------------------- */

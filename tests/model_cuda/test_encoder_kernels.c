@@ -8,7 +8,8 @@
  *               kernel, forced by passing arch 70); head dimension 136 refused; nothing written
  *               outside the output rows (a NaN guard zone after them); n == 0 a no-op
  *   embedding   i32 and i64 ids, with ids outside the vocabulary and positions past the table
- *               (their rows NaN, one of them recorded with its id, every other row exact)
+ *               (their rows NaN, one recorded with its id, their items flagged, every other row
+ *               exact)
  *   layernorm, l2norm (a zero row), pool_cls
  * Tolerances (max |got - ref| / max |ref| per case): fp32 1e-5; attention fp16 1e-2, bf16 3e-2
  * (P is rounded to the storage type before P V, as FlashAttention does); layernorm and l2norm
@@ -274,12 +275,17 @@ static void embedding_case(gp__kt t, int i64) {
     CU(cudaMalloc((void **)&dtype0, sizeof type0));
     CU(cudaMemcpy(dtype0, type0, sizeof type0, cudaMemcpyHostToDevice));
     void *dout = nan_device(t, (T_all + GUARD_ROWS) * C);
+    /* The record, then one flag per item (kernels.h). */
+    size_t bad_bytes = sizeof(gp__k_bad_token) + n_items;
     gp__k_bad_token *dbad = NULL, hbad;
-    CU(cudaMalloc((void **)&dbad, sizeof *dbad));
-    CU(cudaMemset(dbad, 0, sizeof *dbad));
+    unsigned char *hflags = malloc(n_items), *item_bad = calloc(n_items, 1);
+    GPT_CHECK(hflags && item_bad);
+    CU(cudaMalloc((void **)&dbad, bad_bytes));
+    CU(cudaMemset(dbad, 0, bad_bytes));
     CU(gp__k_embedding(stream, t, dids, i64, tok_d, n_items, max_len, dword, vocab, dpos, positions,
                        dtype0, dout, C, dbad, 7));
     CU(cudaMemcpy(&hbad, dbad, sizeof hbad, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(hflags, gp__k_bad_items(dbad), n_items, cudaMemcpyDeviceToHost));
     float *got = from_device(t, dout, (T_all + GUARD_ROWS) * C);
     size_t wrong = 0, nan_rows = 0, want_nan = 0;
     for (size_t k = 0; k < n_items; k++)
@@ -288,6 +294,7 @@ static void embedding_case(gp__kt t, int i64) {
             int64_t id = ids[tt];
             int bad = id < 0 || id >= vocab || (int)p >= positions;
             want_nan += bad;
+            item_bad[k] |= (unsigned char)bad;
             int row_nan = 1;
             for (int cc = 0; cc < C; cc++) {
                 float g = got[tt * C + cc];
@@ -313,16 +320,21 @@ static void embedding_case(gp__kt t, int i64) {
         long long given = i64 ? (long long)id : (long long)(int32_t)id;
         rec_ok = hbad.id == given && (given < 0 || given >= vocab || hbad.token >= positions);
     }
-    int ok = wrong == 0 && nan_rows == want_nan && rec_ok;
+    size_t flags_wrong = 0; /* every item with a bad token flagged, no other */
+    for (size_t k = 0; k < n_items; k++)
+        flags_wrong += hflags[k] != item_bad[k];
+    int ok = wrong == 0 && nan_rows == want_nan && rec_ok && flags_wrong == 0;
     printf("%-4s embedding %s ids: %zu rows, %zu bad ids / positions -> %zu NaN rows, %zu values "
-           "differ; recorded: item %d token %d id %lld%s\n",
+           "differ; recorded: item %d token %d id %lld, %zu item flags wrong%s\n",
            kt_name(t), i64 ? "i64" : "i32", T_all, want_nan, nan_rows, wrong, hbad.item, hbad.token,
-           hbad.id, ok ? "" : "  FAIL");
+           hbad.id, flags_wrong, ok ? "" : "  FAIL");
     failures += !ok;
     GPT_EQ(gp__k_embedding(stream, t, dids, i64, tok_d, 0, 0, dword, vocab, dpos, positions, dtype0,
                            dout, C, NULL, 0),
            cudaSuccess);
     CU(cudaFree(dbad));
+    free(hflags);
+    free(item_bad);
     free(got);
     free(word);
     free(pos);

@@ -437,7 +437,8 @@ static int emu_token_mean(const sim_op *o) {
 /* embed_kernel<T, I>(const I *ids, const int64_t *tok, const T *word, int vocab, const T *pos,
    int positions, const float *type0, T *out, int chunks, int C, gp__k_bad_token *bad, int tag):
    (word[id] + type0) + pos[p], a row of NaN for an id outside the vocabulary or a position past
-   the table, and such a token recorded in `bad` (when not NULL and nothing is yet) */
+   the table, and such a token recorded in `bad` (when not NULL and nothing is yet) and its
+   item flagged in the n bytes after it */
 typedef struct {
     const void *ids;
     const int64_t *tok;
@@ -465,13 +466,14 @@ static int emu_embedding(const sim_op *o) {
     if (!dev_ok(a.ids, T * sim_size(it)) || !dev_ok(a.word, (size_t)a.vocab * C * es) ||
         (a.pos && !dev_ok(a.pos, (size_t)a.positions * C * es)) ||
         (a.type0 && !dev_ok(a.type0, C * 4)) || !dev_ok(a.out, T * C * es) ||
-        (a.bad && !dev_ok(a.bad, sizeof *a.bad)))
+        (a.bad && !dev_ok(a.bad, sizeof *a.bad + n)))
         return ILLEGAL;
     for (size_t k = 0; k < n; k++)
         for (int64_t r = a.tok[k]; r < a.tok[k + 1]; r++) {
             int64_t p = r - a.tok[k];
             int64_t id = it == SIM_I64 ? ((const int64_t *)a.ids)[r] : ((const int32_t *)a.ids)[r];
             int bad = id < 0 || id >= a.vocab || (a.pos && p >= a.positions);
+            if (bad && a.bad) ((unsigned char *)(a.bad + 1))[k] = 1; /* the item's flag */
             if (bad && a.bad && !a.bad->found) { /* the device's is any bad token; here the first */
                 a.bad->found = 1;
                 a.bad->item = (int)k;

@@ -1,0 +1,148 @@
+/*
+ * gp_batch_fail_item (gpupipe.h): a compute fails single items of its batch and the rest of the
+ * batch completes as usual, on every backend (argv[1]: host | cuda). Items are marked by their
+ * submit sequence number: seq % 5 == 2 fails with GP_EINVAL (then GP_EIO, which must not
+ * replace it), seq % 7 == 3 with 42 (not a GP_E* code: GP_ECOMPUTE). On the host backend the
+ * marks come from a second thread of the compute. Every other item gets its transformed output;
+ * a failed one no output. The pipeline's last error names the failures; the calls that must be
+ * refused are.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "gpt.h"
+
+enum { WORDS = 8, ITEMS = 600, PRODUCERS = 3 };
+
+static int want_status(uint64_t seq) {
+    if (seq % 5 == 2) return GP_EINVAL;
+    if (seq % 7 == 3) return GP_ECOMPUTE;
+    return GP_OK;
+}
+
+static void fail_marked(const gp_batch *b) {
+    for (size_t k = 0; k < b->n; k++) {
+        uint64_t seq = b->first_seq + k;
+        if (seq % 5 == 2) {
+            GPT_RC(gp_batch_fail_item(b, k, GP_EINVAL), GP_OK);
+            GPT_RC(gp_batch_fail_item(b, k, GP_EIO), GP_OK); /* the first failure stays */
+        } else if (seq % 7 == 3) {
+            GPT_RC(gp_batch_fail_item(b, k, 42), GP_OK);
+        }
+    }
+}
+
+static void *fail_thread(void *arg) {
+    fail_marked(arg);
+    return NULL;
+}
+
+static _Atomic int refused_ok;
+
+static int compute(void *user, const gp_batch *b) {
+    (void)user;
+    /* Refused: NULL, past the batch, a copy of the batch (not the pipeline's). */
+    gp_batch copy = *b;
+    if (gp_batch_fail_item(NULL, 0, GP_EINVAL) == GP_EINVAL &&
+        gp_batch_fail_item(b, b->n, GP_EINVAL) == GP_EINVAL &&
+        gp_batch_fail_item(&copy, 0, GP_EINVAL) == GP_EINVAL)
+        atomic_fetch_add(&refused_ok, 1);
+    int rc = gpt_transform(NULL, b);
+    if (b->backend == GP_BACKEND_HOST) { /* from another of the compute's threads */
+        pthread_t t;
+        GPT_CHECK(pthread_create(&t, NULL, fail_thread, (void *)b) == 0);
+        GPT_CHECK(pthread_join(t, NULL) == 0);
+    } else {
+        fail_marked(b);
+    }
+    if (b->n && b->first_seq % 5 == 2)
+        gp_batch_set_error(b, "seq %llu is marked", (unsigned long long)b->first_seq);
+    return rc;
+}
+
+static struct {
+    uint32_t in[ITEMS][WORDS];
+    uint32_t out[ITEMS][WORDS];
+    _Atomic int calls[ITEMS], status[ITEMS], bytes[ITEMS];
+    _Atomic uint64_t next;
+    gp_pipeline *p;
+} R;
+
+static void done(void *user, int status, const void *out, size_t bytes) {
+    size_t i = (size_t)(uintptr_t)user;
+    atomic_fetch_add(&R.calls[i], 1);
+    atomic_store(&R.status[i], status);
+    atomic_store(&R.bytes[i], (int)bytes);
+    GPT_CHECK((status == GP_OK) == (out != NULL));
+    if (out) memcpy(R.out[i], out, bytes);
+}
+
+/* One producer at a time keeps seq == i: items are submitted in index order under a lock. */
+static pthread_mutex_t submit_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *produce(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&submit_mu);
+        uint64_t i = atomic_fetch_add(&R.next, 1);
+        if (i >= ITEMS) {
+            pthread_mutex_unlock(&submit_mu);
+            return NULL;
+        }
+        GPT_RC(gp_pipeline_submit(R.p, R.in[i], sizeof R.in[i], done, (void *)(uintptr_t)i), GP_OK);
+        pthread_mutex_unlock(&submit_mu);
+    }
+}
+
+int main(int argc, char **argv) {
+    gp_backend backend = gpt_backend(argc, argv);
+    for (size_t i = 0; i < ITEMS; i++)
+        for (int w = 0; w < WORDS; w++)
+            R.in[i][w] = (uint32_t)(i * 131 + (size_t)w * 7 + 1);
+    gp_config c;
+    gpt_config(&c, backend);
+    c.item_in_bytes = c.item_out_bytes = sizeof R.in[0];
+    c.max_batch = 16;
+    c.max_delay_us = 200;
+    c.compute = compute;
+    c.completion_workers = 2;
+    R.p = gpt_create(&c);
+    pthread_t th[PRODUCERS];
+    for (int i = 0; i < PRODUCERS; i++)
+        GPT_CHECK(pthread_create(&th[i], NULL, produce, NULL) == 0);
+    for (int i = 0; i < PRODUCERS; i++)
+        GPT_CHECK(pthread_join(th[i], NULL) == 0);
+    GPT_RC(gp_pipeline_drain(R.p, -1), GP_OK);
+    gp_stats st = {.struct_size = sizeof st};
+    GPT_RC(gp_pipeline_stats(R.p, &st), GP_OK);
+    char err[512] = "";
+    int last = gp_pipeline_last_error(R.p, err, sizeof err);
+    GPT_RC(gp_pipeline_destroy(R.p, GP_DESTROY_DRAIN), GP_OK);
+
+    size_t ok = 0, failed = 0;
+    for (size_t i = 0; i < ITEMS; i++) {
+        GPT_EQ(atomic_load(&R.calls[i]), 1);
+        int want = want_status(i);
+        GPT_RC(atomic_load(&R.status[i]), want);
+        if (want != GP_OK) {
+            GPT_EQ(atomic_load(&R.bytes[i]), 0);
+            failed++;
+            continue;
+        }
+        GPT_EQ(atomic_load(&R.bytes[i]), (int)sizeof R.out[i]);
+        for (int w = 0; w < WORDS; w++)
+            GPT_EQ(R.out[i][w], gpt_word(R.in[i][w]));
+        ok++;
+    }
+    GPT_EQ(st.completed_ok, ok);
+    GPT_EQ(st.failed, failed);
+    GPT_CHECK(st.batches < ITEMS); /* failed items shared batches with good ones */
+    GPT_CHECK(atomic_load(&refused_ok) > 0);
+    GPT_CHECK(last == GP_EINVAL || last == GP_ECOMPUTE);
+    GPT_CHECK(strstr(err, "failed alone (the first: item ") != NULL);
+    printf("%s: %zu items in %llu batches: %zu ok, %zu failed alone (GP_EINVAL / GP_ECOMPUTE as "
+           "given), their batchmates right; last error: %s\n",
+           gp_backend_name(backend), (size_t)ITEMS, (unsigned long long)st.batches, ok, failed,
+           err);
+    return 0;
+}
