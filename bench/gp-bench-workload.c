@@ -543,6 +543,22 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
     }
     if (w->varlen) {
         w->token_bytes = w->in_info.bytes;
+        /* The model's own limit: the lengths asked for, or its position table's rows when
+           shorter (model.h). The default lengths shrink to it; given ones must fit it. */
+        size_t limit = w->in_bytes / w->token_bytes;
+        if (limit < w->len.hi && o->lengths.kind == GB_LEN_NONE) {
+            char spec[64];
+            snprintf(spec, sizeof spec, "lognormal:4.5,0.9,%zu,%zu", limit < 8 ? limit : 8, limit);
+            gb_lengths_parse(spec, &w->len, err, len);
+        } else if (limit < w->len.hi) {
+            snprintf(err, len,
+                     "--lengths %s: items of up to %u tokens, but the model takes 1..%zu per "
+                     "item (its position embeddings' rows; gp-infer --describe): lower the "
+                     "lengths",
+                     w->len.spec, (unsigned)w->len.hi, limit);
+            gb_workload_close(w);
+            return GP_EINVAL;
+        }
         w->max_tokens = w->len.hi;
         if (w->max_tokens > GB_MAX_ITEM_BYTES / w->token_bytes) {
             snprintf(err, len, "--lengths %s: the longest item is over %zu MiB", w->len.spec,

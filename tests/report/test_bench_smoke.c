@@ -317,22 +317,33 @@ static int near(double a, double b, double rel) {
 
 /* A variable-length model (f32 tokens of 8 features, token-wise linear and relu, the mean over
    each item's tokens, a linear head) as a .safetensors file with its spec in the metadata. */
+static void write_model(const char *path, mt *t, const char *spec) {
+    void *img;
+    size_t n;
+    char msg[256];
+    gp__err e = {msg, sizeof msg};
+    GPT_RC(gp__st_build(t->e, (size_t)t->n, spec, &img, &n, &e), GP_OK);
+    FILE *f = fopen(path, "wb");
+    GPT_CHECK(f && fwrite(img, 1, n, f) == n && fclose(f) == 0);
+    free(img);
+    mt_free(t);
+}
+
 static void write_varlen_model(const char *path) {
-    static const char spec[] = "input f32 *x8\nlinear l1\nrelu\nglobalavgpool\nlinear l2\n";
     mt t = {.rng = 42};
     mt_add(&t, "l1.weight", 2, (uint64_t[]){16, 8}, -0.3, 0.3);
     mt_add(&t, "l1.bias", 1, (uint64_t[]){16}, -0.1, 0.1);
     mt_add(&t, "l2.weight", 2, (uint64_t[]){4, 16}, -0.3, 0.3);
     mt_add(&t, "l2.bias", 1, (uint64_t[]){4}, -0.1, 0.1);
-    void *img;
-    size_t n;
-    char msg[256];
-    gp__err e = {msg, sizeof msg};
-    GPT_RC(gp__st_build(t.e, (size_t)t.n, spec, &img, &n, &e), GP_OK);
-    FILE *f = fopen(path, "wb");
-    GPT_CHECK(f && fwrite(img, 1, n, f) == n && fclose(f) == 0);
-    free(img);
-    mt_free(&t);
+    write_model(path, &t, "input f32 *x8\nlinear l1\nrelu\nglobalavgpool\nlinear l2\n");
+}
+
+/* Token ids with a position table of 16 rows: the model's items are 1..16 tokens. */
+static void write_short_positions_model(const char *path) {
+    mt t = {.rng = 43};
+    mt_add(&t, "e.weight", 2, (uint64_t[]){30, 8}, -1, 1);
+    mt_add(&t, "p.weight", 2, (uint64_t[]){16, 8}, -1, 1);
+    write_model(path, &t, "input i32 *\nembedding e position=p\npool mean\n");
 }
 
 int main(int argc, char **argv) {
@@ -595,6 +606,26 @@ int main(int argc, char **argv) {
              "--warmup 0 --baseline none -q",
              &out, &err);
     GPT_CHECK(rc == 0 || (rc == 1 && strstr(err, "unknown demo model 'encoder'") != NULL));
+    free(out);
+    free(err);
+    /* Lengths past the model's position table: refused at once (they overran the naive loop's
+       buffer, or stalled the producers); without --lengths the default shrinks to it. */
+    snprintf(model, sizeof model, "%s/short.safetensors", dir);
+    write_short_positions_model(model);
+    snprintf(args, sizeof args,
+             "--backend host --workload '%s' --lengths uniform:4,40 --batch 2 --duration 0.05 "
+             "--warmup 0 -q",
+             model);
+    GPT_EQ(run(args, &out, &err), 1);
+    GPT_CHECK(strstr(err, "items of up to 40 tokens, but the model takes 1..16 per item") != NULL);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args,
+             "--backend host --workload '%s' --vocab 30 --batch 2 --duration 0.05 --warmup 0 "
+             "--baseline none -q",
+             model);
+    GPT_EQ(run(args, &out, &err), 0);
+    GPT_CHECK(strstr(out, "lognormal:4.5,0.9,8,16") != NULL);
     free(out);
     free(err);
 
