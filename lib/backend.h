@@ -48,7 +48,7 @@ int gp__backend_load(gp_backend id, const gp__backend **out, char *why, size_t w
 
 /* Bump on any change to a struct or table a module shares with the library (device.h,
    backend.h, model/model_impl.h, model/exec.h, errsink.h, gp_batch, gp_config). */
-#define GP__MODULE_ABI 2u
+#define GP__MODULE_ABI 3u
 
 typedef struct gp__module {
     uint32_t abi;         /* GP__MODULE_ABI the module was built with */

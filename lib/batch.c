@@ -72,10 +72,12 @@ int gp_batch_fail_item(const gp_batch *b, size_t k, int code) {
     if (!gp__is_err(code) || code == GP_OK) code = GP_ECOMPUTE;
     /* Taken by the batcher, so only this batch's compute (or check) writes the state now
        (DESIGN §9, "One item fails alone"); the first failure wins, as does a status the
-       batcher gave at dispatch (an expired deadline). Relaxed: the poller reads it after the
-       batch's done event. */
+       batcher gave at dispatch (an expired deadline). An abandoned reservation's bytes ride in
+       the batch (accepted bit clear): left alone. Relaxed: the poller reads it after the
+       batch's done event (DESIGN §4). */
     gp__item *it = gp__ring_item(&p->ring, b->first_seq + k);
     uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);
+    if (!(st & GP__ST_ACCEPTED)) return GP_ECANCELED; /* abandoned: no caller, not counted */
     while (gp__st_code(st) == GP_OK)
         if (atomic_compare_exchange_weak_explicit(&it->state, &st, gp__st_with_code(st, code),
                                                   memory_order_relaxed, memory_order_relaxed)) {

@@ -167,7 +167,8 @@ static void run_callbacks(gp_pipeline *p, const gp__batchrec *r) {
         if (!it->done) continue; /* abandoned reservation */
         /* Latency ends as the callback is called (gpupipe.h): its own run time is not in it. */
         uint64_t t_call = gp__now_ns();
-        /* Relaxed: the batcher's writes came over recs.mu with the record. */
+        /* Relaxed: the batcher's writes came over recs.mu with the record; the compute's
+           (gp_batch_fail_item) before the batch's done event the poller waited on. */
         int s = gp__st_code(atomic_load_explicit(&it->state, memory_order_relaxed));
         if (s == GP_OK) s = r->status;
         if (s == GP_OK && canceling) s = GP_ECANCELED;

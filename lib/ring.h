@@ -39,7 +39,8 @@
      bit 13       canceled: gp_pipeline_cancel won
      bits 11..0   the item's status (a GP_E* code, signed), GP_OK while it lives
    Written by the producer before publish (plain store: the publish orders it), then only by
-   atomic read-modify-writes: cancel (CAS), the batcher (OR taken, then its status), prep. */
+   atomic read-modify-writes: cancel (CAS), the batcher (OR taken, then its status), prep, and,
+   once taken, the batch's compute or check (gp_batch_fail_item: CAS from GP_OK). */
 #define GP__ST_ACCEPTED (UINT32_C(1) << 15)
 #define GP__ST_TAKEN (UINT32_C(1) << 14)
 #define GP__ST_CANCELED (UINT32_C(1) << 13)

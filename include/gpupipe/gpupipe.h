@@ -194,15 +194,19 @@ GP_API int gp_batch_set_error(const gp_batch *b, const char *fmt, ...)
     ;
 
 /*
- * From a compute: fail item k (0 <= k < b->n) of this batch alone, for a fault of its own (an
- * input the compute cannot use): its callback gets `code` (a negative GP_E* code; any other
- * value becomes GP_ECOMPUTE) and no output, while the batch's other items complete as usual. An
- * item keeps its first failure (and a deadline that had passed at dispatch). The pipeline's last
- * error then names the batch, how many items failed alone and the first, with the message of
- * gp_batch_set_error if the compute set one. Any of the compute's threads (call
- * gp_batch_set_error from one). Calls while CUDA graphs are warmed up and captured at create are
- * ignored (those are not batches; a replayed graph does not call the compute).
- * @return GP_OK; GP_EINVAL (NULL, a batch that is not a pipeline's, k >= b->n).
+ * From a compute, before it returns: fail item k (0 <= k < b->n) of this batch alone, for a
+ * fault of its own (an input the compute cannot use): its callback gets `code` (a negative
+ * GP_E* code; any other value becomes GP_ECOMPUTE) and no output, while the batch's other items
+ * complete as usual. An item keeps its first failure (and a deadline that had passed at
+ * dispatch). The pipeline's last error then names the batch, how many items failed alone and
+ * the first, with the message of gp_batch_set_error if the compute set one. Any of the
+ * compute's threads (call gp_batch_set_error from one). Calls while CUDA graphs are warmed up
+ * and captured at create are ignored (those are not batches; a replayed graph does not call the
+ * compute).
+ * @return GP_OK (the item fails, or had failed: it keeps its first status); GP_ECANCELED (item k
+ *         is an abandoned reservation, whose bytes ride in the batch with no caller: nothing to
+ *         fail, nothing counted); GP_EINVAL (NULL, a batch that is not a pipeline's, such as a
+ *         copy of the one the compute got, k >= b->n).
  */
 GP_API int gp_batch_fail_item(const gp_batch *b, size_t k, int code);
 

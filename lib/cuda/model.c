@@ -672,10 +672,12 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     return rc == GP_OK ? GP_OK : GP_EDEVICE; /* the contract: GP_OK or GP_EDEVICE */
 }
 
-/* After the batch's device work (exec.h, check): an item with a token an embedding found
-   outside its tables fails alone (gp_batch_fail_item), with the host backend's message for the
-   recorded token (host.c; the position case the pipeline's item limit rules out); its
-   batchmates go on. The copy in h_bad finished before the batch's done event. */
+/* After the batch's device work (exec.h, check): each item with a token an embedding found
+   outside its tables fails alone (gp_batch_fail_item; an abandoned reservation's bytes are no
+   one's), and the message is the host backend's (host.c) for the recorded token, or for the
+   first failed item when the recorded one was not a caller's (the position case the pipeline's
+   item limit rules out). Its batchmates go on. The copy in h_bad finished before the batch's
+   done event. */
 static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
     const slot_state *st = state;
     ck c = {.sink = &m->err};
@@ -686,22 +688,39 @@ static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
     if (!op || op->kind != GP__OP_EMBEDDING || bad.item < 0 || (size_t)bad.item >= b->n ||
         !flags[bad.item])
         return CK_FAIL(&c, GP_EDEVICE, "the embedding's record of a bad token is corrupt");
-    for (size_t k = 0; k < b->n; k++)
-        if (flags[k]) gp_batch_fail_item(b, k, GP_EINVAL);
-    /* u32 ids run through the i32 kernel: the id as the caller wrote it. */
+    size_t first = SIZE_MAX;
+    int recorded = 0;
+    for (size_t k = 0; k < b->n; k++) {
+        if (!flags[k]) continue;
+        int rc = gp_batch_fail_item(b, k, GP_EINVAL);
+        if (rc == GP_EINVAL) /* not the pipeline's batch (a wrapper's copy): fail it whole */
+            return CK_FAIL(&c, GP_EINVAL, "a token id outside the vocabulary of embedding '%s'",
+                           op->name);
+        if (rc != GP_OK) continue; /* an abandoned reservation */
+        if (first == SIZE_MAX) first = k;
+        recorded |= k == (size_t)bad.item;
+    }
+    if (first == SIZE_MAX) return GP_OK;
+    /* u32 ids run through the i32 kernel: the id as the caller wrote it. The message is built
+       here, not read back from the model's error (another slot may write it meanwhile). */
     long long id = op->in_dtype == GP_DTYPE_U32 ? (long long)(uint32_t)bad.id : bad.id;
-    c.op = op;
-    if (id >= 0 && id < op->vocab) /* in the vocabulary: the position had no row */
-        CK_FAIL(&c, GP_EINVAL,
-                "item %d of the batch: token %d has no row among the %d position embeddings",
-                bad.item, bad.token, op->positions);
+    char msg[224];
+    if (!recorded)
+        snprintf(msg, sizeof msg,
+                 "item %zu of the batch: a token id outside the vocabulary 0..%d of embedding "
+                 "'%s'",
+                 first, op->vocab - 1, op->name);
+    else if (id >= 0 && id < op->vocab) /* in the vocabulary: the position had no row */
+        snprintf(msg, sizeof msg,
+                 "item %d of the batch: token %d has no row among the %d position embeddings",
+                 bad.item, bad.token, op->positions);
     else
-        CK_FAIL(&c, GP_EINVAL,
-                "item %d of the batch: token %d has id %lld, outside the vocabulary 0..%d of "
-                "embedding '%s'",
-                bad.item, bad.token, id, op->vocab - 1, op->name);
-    char msg[256];
-    gp__err_copy(&m->err, msg, sizeof msg);
+        snprintf(msg, sizeof msg,
+                 "item %d of the batch: token %d has id %lld, outside the vocabulary 0..%d of "
+                 "embedding '%s'",
+                 bad.item, bad.token, id, op->vocab - 1, op->name);
+    c.op = op;
+    CK_FAIL(&c, GP_EINVAL, "%s", msg);
     gp_batch_set_error(b, "%s", msg);
     return GP_OK;
 }

@@ -349,16 +349,18 @@ static int embedding(const gp__op *op, const gp__run *r, const void *ids, float 
             int64_t id = token_id(ids, op->in_dtype, t);
             float *y = out + t * C;
             if (id < 0 || id >= op->vocab) {
-                if (!r->batch || (*r->failed)++ == 0) {
+                /* In a pipeline the item fails alone (its rows NaN, as on CUDA) and its
+                   batchmates go on; an abandoned reservation's bytes (GP_ECANCELED) are no
+                   one's. Outside one, or for a batch that is not the pipeline's, the run
+                   fails. */
+                int frc = r->batch ? gp_batch_fail_item(r->batch, k, GP_EINVAL) : GP_EINVAL;
+                if (frc == GP_EINVAL || (frc == GP_OK && (*r->failed)++ == 0)) {
                     int rc = gp__errf(e, GP_EINVAL,
                                       "item %zu of the batch: token %zu has id %lld, outside the "
                                       "vocabulary 0..%d of embedding '%s'",
                                       k, t - t0, (long long)id, op->vocab - 1, op->name);
-                    if (!r->batch) return rc;
+                    if (frc == GP_EINVAL) return rc;
                 }
-                /* In a pipeline the item fails alone (its rows NaN, as on CUDA); its
-                   batchmates go on. */
-                gp_batch_fail_item(r->batch, k, GP_EINVAL);
                 for (size_t c = 0; c < C; c++)
                     y[c] = NAN;
                 continue;

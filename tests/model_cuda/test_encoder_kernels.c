@@ -10,7 +10,7 @@
  *   embedding   i32 and i64 ids, with ids outside the vocabulary and positions past the table
  *               (their rows NaN, one recorded with its id, their items flagged, every other row
  *               exact)
- *   layernorm, l2norm (a zero row), pool_cls
+ *   layernorm, l2norm (a zero row; a row with a NaN all NaN), pool_cls
  * Tolerances (max |got - ref| / max |ref| per case): fp32 1e-5; attention fp16 1e-2, bf16 3e-2
  * (P is rounded to the storage type before P V, as FlashAttention does); layernorm and l2norm
  * one rounding of the output (fp16 1e-3, bf16 8e-3); embedding and pool_cls bit-exact.
@@ -423,6 +423,21 @@ static void rows_case(gp__kt t, int C) {
     snprintf(what, sizeof what, "l2norm C=%d (a zero row)", C);
     report(what, t, rel_err(got, ref, n) + (double)guard_bad, tol_round, NULL);
     free(got);
+    /* A NaN in a row makes the whole row NaN, as F.normalize (not x / eps beside it). */
+    float keep = x[3 * (size_t)C + 1];
+    x[3 * (size_t)C + 1] = NAN;
+    void *dxn = to_device(t, x, n);
+    x[3 * (size_t)C + 1] = keep;
+    CU(gp__k_l2norm(stream, t, dxn, dout, T_all, C, 1e-12f));
+    got = from_device(t, dout, n);
+    size_t not_nan = 0;
+    for (int i = 0; i < C; i++)
+        not_nan += !isnan(got[3 * (size_t)C + (size_t)i]);
+    printf("%-4s l2norm C=%d, a NaN in row 3: %zu of the row's values not NaN%s\n", kt_name(t), C,
+           not_nan, not_nan ? "  FAIL" : "");
+    failures += not_nan != 0;
+    free(got);
+    CU(cudaFree(dxn));
 
     /* pool_cls: each item's first token, bit for bit */
     CU(gp__k_pool_cls(stream, t, dx, tok_d, dout, n_items, C));

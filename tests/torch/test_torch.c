@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpt.h" /* check macros only: this test links the shared libraries, not the support */
 
@@ -703,8 +704,12 @@ static void test_intra_op_threads(void) {
     float y[OUT];
     GPT_RC(gp_pipeline_infer(p, x, (size_t)C * H * W * sizeof(float), y, sizeof y), GP_OK);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
-    printf("intra_op_threads 1: the slot thread's first forward: process threads %d -> %d\n",
-           atomic_load(&c.before), atomic_load(&c.after));
+    /* OpenMP's default is the CPUs: with one, the old code started no worker either. */
+    printf("intra_op_threads 1: the slot thread's first forward: process threads %d -> %d "
+           "(%ld CPUs%s)\n",
+           atomic_load(&c.before), atomic_load(&c.after), sysconf(_SC_NPROCESSORS_ONLN),
+           atomic_load(&c.before) < 0 ? ": no /proc here, not checked" : "");
+    GPT_CHECK(atomic_load(&c.before) != 0);
     GPT_EQ(atomic_load(&c.after), atomic_load(&c.before));
     gp_torch_model_free(m);
     free(x);
