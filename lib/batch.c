@@ -85,9 +85,9 @@ int gp_batch_fail_item(const gp_batch *b, size_t k, int code) {
             atomic_fetch_add_explicit(&s->failed_items, 1, memory_order_relaxed);
             atomic_compare_exchange_strong_explicit(&s->first_failed, &none, k,
                                                     memory_order_relaxed, memory_order_relaxed);
-            break;
+            return GP_OK;
         }
-    return GP_OK;
+    return GP_EBUSY; /* it had a status already (a deadline at dispatch, a failure before) */
 }
 
 int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total) {

@@ -203,10 +203,12 @@ GP_API int gp_batch_set_error(const gp_batch *b, const char *fmt, ...)
  * compute's threads (call gp_batch_set_error from one). Calls while CUDA graphs are warmed up
  * and captured at create are ignored (those are not batches; a replayed graph does not call the
  * compute).
- * @return GP_OK (the item fails, or had failed: it keeps its first status); GP_ECANCELED (item k
- *         is an abandoned reservation, whose bytes ride in the batch with no caller: nothing to
- *         fail, nothing counted); GP_EINVAL (NULL, a batch that is not a pipeline's, such as a
- *         copy of the one the compute got, k >= b->n).
+ * @return GP_OK (this call failed the item; also for the ignored calls at create); GP_EBUSY
+ *         (the item had a status already, an earlier failure or a deadline passed at dispatch:
+ *         it keeps it, and this call is not counted); GP_ECANCELED (item k is an abandoned
+ *         reservation, whose bytes ride in the batch with no caller: nothing to fail, nothing
+ *         counted); GP_EINVAL (NULL, a batch that is not a pipeline's, such as a copy of the one
+ *         the compute got, k >= b->n).
  */
 GP_API int gp_batch_fail_item(const gp_batch *b, size_t k, int code);
 

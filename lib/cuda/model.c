@@ -674,10 +674,10 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
 
 /* After the batch's device work (exec.h, check): each item with a token an embedding found
    outside its tables fails alone (gp_batch_fail_item; an abandoned reservation's bytes are no
-   one's), and the message is the host backend's (host.c) for the recorded token, or for the
-   first failed item when the recorded one was not a caller's (the position case the pipeline's
-   item limit rules out). Its batchmates go on. The copy in h_bad finished before the batch's
-   done event. */
+   one's, an item whose deadline had passed keeps that), and the message is the host backend's
+   (host.c) for the recorded token, or for the first item this failed when the recorded one was
+   not (the position case the pipeline's item limit rules out). Its batchmates go on. The copy in
+   h_bad finished before the batch's done event. */
 static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
     const slot_state *st = state;
     ck c = {.sink = &m->err};
@@ -693,10 +693,10 @@ static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
     for (size_t k = 0; k < b->n; k++) {
         if (!flags[k]) continue;
         int rc = gp_batch_fail_item(b, k, GP_EINVAL);
-        if (rc == GP_EINVAL) /* not the pipeline's batch (a wrapper's copy): fail it whole */
+        if (rc == GP_EINVAL) /* defensive: the poller passes the slot's own batch */
             return CK_FAIL(&c, GP_EINVAL, "a token id outside the vocabulary of embedding '%s'",
                            op->name);
-        if (rc != GP_OK) continue; /* an abandoned reservation */
+        if (rc != GP_OK) continue; /* an abandoned reservation, or an item already failed */
         if (first == SIZE_MAX) first = k;
         recorded |= k == (size_t)bad.item;
     }

@@ -350,8 +350,9 @@ static int embedding(const gp__op *op, const gp__run *r, const void *ids, float 
             float *y = out + t * C;
             if (id < 0 || id >= op->vocab) {
                 /* In a pipeline the item fails alone (its rows NaN, as on CUDA) and its
-                   batchmates go on; an abandoned reservation's bytes (GP_ECANCELED) are no
-                   one's. Outside one, or for a batch that is not the pipeline's, the run
+                   batchmates go on; counted and told only when this failed it (not an
+                   abandoned reservation's bytes, no one's, nor an item whose deadline had
+                   passed). Outside one, or for a batch that is not the pipeline's, the run
                    fails. */
                 int frc = r->batch ? gp_batch_fail_item(r->batch, k, GP_EINVAL) : GP_EINVAL;
                 if (frc == GP_EINVAL || (frc == GP_OK && (*r->failed)++ == 0)) {

@@ -59,6 +59,12 @@ static void done(void *user, int status, const void *out, size_t bytes) {
     memcpy(D.got + k * C, out, bytes);
 }
 
+static gp_compute_fn inner;
+static int copy_compute(void *user, const gp_batch *b) {
+    gp_batch copy = *b;
+    return inner(user, &copy);
+}
+
 static void *produce(void *arg) {
     (void)arg;
     for (;;) {
@@ -189,7 +195,7 @@ int main(int argc, char **argv) {
        drain's flush closes it): the bad one fails alone with GP_EINVAL, the item, token and id
        in the model's last error and the pipeline's; its batchmates complete right (on CUDA the
        embedding kernel's record of the token is cleared for the next batch). */
-    c.max_delay_us = 5 * 1000 * 1000;
+    c.max_delay_us = 60 * 1000 * 1000;
     D.p = gpt_create(&c);
     for (int k = 0; k < 3; k++)
         atomic_store(&D.calls[k], 0);
@@ -237,7 +243,56 @@ int main(int argc, char **argv) {
     GPT_RC(gp_pipeline_drain(D.p, -1), GP_OK);
     GPT_EQ(atomic_load(&D.calls[1]), 2);
     GPT_RC(atomic_load(&D.status[1]), GP_OK);
+
+    /* An abandoned reservation's bytes (bad ids) ride in the batch with no caller: not failed,
+       not counted, not named; the bad item after it is. */
+    for (int k = 0; k < 3; k++)
+        atomic_store(&D.calls[k], 0);
+    gp_reservation rv;
+    GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[1], D.off[2] - D.off[1], done,
+                              (void *)1),
+           GP_OK);
+    GPT_RC(gp_pipeline_reserve_ex(D.p, sizeof bad, 0, &rv), GP_OK);
+    int32_t worse[3] = {VOCAB + 5, VOCAB + 6, -1};
+    memcpy(rv.data, worse, sizeof worse);
+    GPT_RC(gp_pipeline_abandon(D.p, &rv), GP_OK);
+    GPT_RC(gp_pipeline_submit(D.p, bad, sizeof bad, done, (void *)0), GP_OK);
+    GPT_RC(gp_pipeline_drain(D.p, -1), GP_OK);
+    GPT_EQ(atomic_load(&D.calls[1]), 1);
+    GPT_EQ(atomic_load(&D.calls[0]), 1);
+    GPT_RC(atomic_load(&D.status[1]), GP_OK);
+    GPT_RC(atomic_load(&D.status[0]), GP_EINVAL);
+    GPT_RC(gp_model_last_error(m, err, sizeof err), GP_EINVAL);
+    /* CUDA records one bad token, here maybe the abandoned bytes': then the item alone. */
+    GPT_CHECK(strstr(err, backend == GP_BACKEND_HOST ? "item 2 of the batch: token 1 has id 1000"
+                                                     : "item 2 of the batch: ") != NULL);
+    GPT_RC(gp_pipeline_last_error(D.p, perr, sizeof perr), GP_EINVAL);
+    GPT_CHECK(strstr(perr, "1 item of the batch of 3 items") != NULL);
+    GPT_CHECK(strstr(perr, "(the first: item 2,") != NULL);
+    printf("an abandoned reservation's bad ids are no one's: '%s'\n", err);
     GPT_RC(gp_pipeline_destroy(D.p, GP_DESTROY_DRAIN), GP_OK);
+
+    if (backend == GP_BACKEND_HOST) {
+        /* A wrapper that hands the model's compute a copy of the batch: the item cannot fail
+           alone there (gp_batch_fail_item refuses a copy), so the batch fails whole, where the
+           bad item's NaN output was delivered as GP_OK. */
+        inner = c.compute;
+        c.compute = copy_compute;
+        D.p = gpt_create(&c);
+        for (int k = 0; k < 3; k++)
+            atomic_store(&D.calls[k], 0);
+        GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[1], D.off[2] - D.off[1], done,
+                                  (void *)1),
+               GP_OK);
+        GPT_RC(gp_pipeline_submit(D.p, bad, sizeof bad, done, (void *)0), GP_OK);
+        GPT_RC(gp_pipeline_drain(D.p, -1), GP_OK);
+        GPT_EQ(atomic_load(&D.calls[0]), 1);
+        GPT_EQ(atomic_load(&D.calls[1]), 1);
+        GPT_RC(atomic_load(&D.status[0]), GP_ECOMPUTE);
+        GPT_RC(atomic_load(&D.status[1]), GP_ECOMPUTE);
+        GPT_RC(gp_pipeline_destroy(D.p, GP_DESTROY_DRAIN), GP_OK);
+        printf("a wrapper's copy of the batch: the batch fails whole\n");
+    }
     free(D.ids), free(D.off), free(D.want), free(D.got);
     gp_model_free(m);
     mt_free(&t);
