@@ -691,12 +691,9 @@ static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
     size_t first = SIZE_MAX;
     int recorded = 0;
     for (size_t k = 0; k < b->n; k++) {
-        if (!flags[k]) continue;
-        int rc = gp_batch_fail_item(b, k, GP_EINVAL);
-        if (rc == GP_EINVAL) /* defensive: the poller passes the slot's own batch */
-            return CK_FAIL(&c, GP_EINVAL, "a token id outside the vocabulary of embedding '%s'",
-                           op->name);
-        if (rc != GP_OK) continue; /* an abandoned reservation, or an item already failed */
+        /* Not GP_OK: an abandoned reservation, or an item already failed (the poller passes
+           the slot's own batch, so never GP_EINVAL). */
+        if (!flags[k] || gp_batch_fail_item(b, k, GP_EINVAL) != GP_OK) continue;
         if (first == SIZE_MAX) first = k;
         recorded |= k == (size_t)bad.item;
     }

@@ -65,14 +65,19 @@ static int copy_compute(void *user, const gp_batch *b) {
     return inner(user, &copy);
 }
 
+/* Item k of the data set, its callback told k. */
+static void submit_item(size_t k) {
+    GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[k], D.off[k + 1] - D.off[k], done,
+                              (void *)(uintptr_t)k),
+           GP_OK);
+}
+
 static void *produce(void *arg) {
     (void)arg;
     for (;;) {
         size_t k = atomic_fetch_add(&D.next, 1);
         if (k >= N) break;
-        GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[k], D.off[k + 1] - D.off[k],
-                                  done, (void *)(uintptr_t)k),
-               GP_OK);
+        submit_item(k);
     }
     return NULL;
 }
@@ -201,13 +206,9 @@ int main(int argc, char **argv) {
         atomic_store(&D.calls[k], 0);
     atomic_store(&D.bad, 0);
     int32_t bad[3] = {5, VOCAB, 7};
-    GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[1], D.off[2] - D.off[1], done,
-                              (void *)1),
-           GP_OK);
+    submit_item(1);
     GPT_RC(gp_pipeline_submit(D.p, bad, sizeof bad, done, (void *)0), GP_OK);
-    GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[2], D.off[3] - D.off[2], done,
-                              (void *)2),
-           GP_OK);
+    submit_item(2);
     GPT_RC(gp_pipeline_drain(D.p, -1), GP_OK);
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
@@ -237,9 +238,7 @@ int main(int argc, char **argv) {
     GPT_CHECK(strstr(perr, "token 1 has id 1000") != NULL);
     printf("a bad id fails its item alone, its 2 batchmates right: '%s'\n", perr);
     /* The next batch, good, is not failed by the last one's record. */
-    GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[1], D.off[2] - D.off[1], done,
-                              (void *)1),
-           GP_OK);
+    submit_item(1);
     GPT_RC(gp_pipeline_drain(D.p, -1), GP_OK);
     GPT_EQ(atomic_load(&D.calls[1]), 2);
     GPT_RC(atomic_load(&D.status[1]), GP_OK);
@@ -249,9 +248,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 3; k++)
         atomic_store(&D.calls[k], 0);
     gp_reservation rv;
-    GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[1], D.off[2] - D.off[1], done,
-                              (void *)1),
-           GP_OK);
+    submit_item(1);
     GPT_RC(gp_pipeline_reserve_ex(D.p, sizeof bad, 0, &rv), GP_OK);
     int32_t worse[3] = {VOCAB + 5, VOCAB + 6, -1};
     memcpy(rv.data, worse, sizeof worse);
@@ -281,9 +278,7 @@ int main(int argc, char **argv) {
         D.p = gpt_create(&c);
         for (int k = 0; k < 3; k++)
             atomic_store(&D.calls[k], 0);
-        GPT_RC(gp_pipeline_submit(D.p, (const char *)D.ids + D.off[1], D.off[2] - D.off[1], done,
-                                  (void *)1),
-               GP_OK);
+        submit_item(1);
         GPT_RC(gp_pipeline_submit(D.p, bad, sizeof bad, done, (void *)0), GP_OK);
         GPT_RC(gp_pipeline_drain(D.p, -1), GP_OK);
         GPT_EQ(atomic_load(&D.calls[0]), 1);
