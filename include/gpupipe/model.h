@@ -152,7 +152,8 @@ typedef struct gp_model_options {
     /* Appended in 0.2.0: variable-length inputs (`input f32 *xF`). */
     size_t max_tokens;       /* tokens one item may have; default 512 */
     size_t max_batch_tokens; /* tokens one batch may carry (gp_config.max_batch_bytes); default
-                                0: max_batch * max_tokens */
+                                0: max_batch * max_tokens. Below the tokens one item may have
+                                (max_tokens, or a shorter position table): GP_EINVAL at load */
 } gp_model_options;
 
 /* Fill `o` with defaults (and struct_size). Any thread. */

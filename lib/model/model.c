@@ -118,6 +118,13 @@ static int load_image(const void *img, size_t len, const gp_model_options *opt,
     m->max_batch_tokens = opt->max_batch_tokens;
     rc = gp__model_build(m, spec, &st, e);
     gp__st_free(&st);
+    if (rc == GP_OK && m->token_bytes && m->max_batch_tokens && m->max_batch_tokens < m->max_tokens)
+        rc = gp__errf(e, GP_EINVAL,
+                      "options.max_batch_tokens %zu is below the %zu tokens one item may have "
+                      "(%s): an item must fit a batch",
+                      m->max_batch_tokens, m->max_tokens,
+                      m->max_tokens < opt->max_tokens ? "the position embeddings' rows"
+                                                      : "options.max_tokens");
     if (rc == GP_OK) rc = gp__host_prepare(m, e);
     if (rc != GP_OK) {
         gp_model_free(m);

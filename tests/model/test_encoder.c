@@ -23,8 +23,8 @@ static const size_t LENS[] = {1, 2, 7, 63, 64, 65};
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-static gp_model *load_opt(mt *t, const char *spec, size_t max_tokens, char *err, size_t len,
-                          int *rc) {
+static gp_model *load_opt(mt *t, const char *spec, size_t max_tokens, size_t max_batch_tokens,
+                          char *err, size_t len, int *rc) {
     void *img;
     size_t n;
     gp__err e = {err, len};
@@ -32,6 +32,7 @@ static gp_model *load_opt(mt *t, const char *spec, size_t max_tokens, char *err,
     gp_model_options o;
     gp_model_options_init(&o);
     if (max_tokens) o.max_tokens = max_tokens;
+    o.max_batch_tokens = max_batch_tokens;
     gp_model *m = NULL;
     *rc = gp_model_load_memory(img, n, &o, &m, err, len);
     free(img);
@@ -41,7 +42,7 @@ static gp_model *load_opt(mt *t, const char *spec, size_t max_tokens, char *err,
 static gp_model *load(mt *t, const char *spec, size_t max_tokens) {
     char err[512];
     int rc;
-    gp_model *m = load_opt(t, spec, max_tokens, err, sizeof err, &rc);
+    gp_model *m = load_opt(t, spec, max_tokens, 0, err, sizeof err, &rc);
     if (rc != GP_OK) {
         fprintf(stderr, "load failed: %s\nspec:\n%s\n", err, spec);
         exit(1);
@@ -280,7 +281,7 @@ static void embedding_cases(void) {
         char err[256];
         float out[48];
         GPT_RC(gp_model_run_host_packed(m, 1, o.in, o.off, out, err, sizeof err), GP_EINVAL);
-        char want[64];
+        char want[128];
         snprintf(want, sizeof want, "not 1..%zu whole tokens", limit);
         GPT_CHECK(strstr(err, want) != NULL);
         /* describe says which limit holds */
@@ -288,6 +289,23 @@ static void embedding_cases(void) {
         GPT_CHECK(strstr(text, cases[ci].pos ? "the position embeddings' rows"
                                              : "the limit: options.max_tokens") != NULL);
         free(text);
+        /* options.max_batch_tokens is held to the model's own limit: one item's worth (the
+           position table's rows, when shorter than options.max_tokens) is enough, one token
+           less is refused, naming the limit. */
+        int lrc;
+        gp_model *mb = load_opt(&t, cases[ci].spec, 0, limit, err, sizeof err, &lrc);
+        GPT_RC(lrc, GP_OK);
+        gp_config cfg;
+        gp_config_init(&cfg);
+        GPT_RC(gp_model_configure(mb, &cfg), GP_OK);
+        GPT_EQ(cfg.max_batch_bytes, limit * b.tb);
+        GPT_EQ(cfg.max_item_in_bytes, limit * b.tb);
+        gp_model_free(mb);
+        GPT_CHECK(load_opt(&t, cases[ci].spec, 0, limit - 1, err, sizeof err, &lrc) == NULL);
+        GPT_RC(lrc, GP_EINVAL);
+        snprintf(want, sizeof want, "below the %zu tokens one item may have (%s)", limit,
+                 cases[ci].pos ? "the position embeddings' rows" : "options.max_tokens");
+        GPT_CHECK(strstr(err, want) != NULL);
         batch_free(&o);
         free(y), free(ref);
         batch_free(&b);
@@ -744,7 +762,7 @@ static void refusals(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[512];
         int rc;
-        gp_model *m = load_opt(&t, bad[i][0], 0, err, sizeof err, &rc);
+        gp_model *m = load_opt(&t, bad[i][0], 0, 0, err, sizeof err, &rc);
         GPT_CHECK(m == NULL);
         if (rc != GP_EMODEL || !strstr(err, bad[i][1])) {
             fprintf(stderr, "spec %zu:\n%s-> rc %d '%s'\n   does not say '%s'\n", i, bad[i][0], rc,
