@@ -65,6 +65,7 @@ struct gb_workload {
     int varlen;
     gb_lengths len;
     size_t token_bytes, max_tokens;
+    uint64_t vocab; /* token-id models: ids uniform in [0, vocab) (--vocab or the model's) */
     double mean_tokens;
 #ifdef GB_HAVE_MODEL
     gp_model *model;
@@ -363,12 +364,12 @@ static void fill_input(const gb_workload *w, void *item, uint64_t i) {
         }
         return;
     }
-    /* Token ids: uniform in [0, --vocab). */
+    /* Token ids: uniform in [0, vocab). */
     if (w->model && gb_is_ids(w->in_info.dtype)) {
         int wide = w->in_info.dtype == GP_DTYPE_I64;
         for (size_t k = 0; k < w->in_bytes / (wide ? 8 : 4); k++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            uint64_t id = (x >> 11) % w->o->vocab;
+            uint64_t id = (x >> 11) % w->vocab;
             if (wide) {
                 int64_t v = (int64_t)id;
                 memcpy(p + 8 * k, &v, 8);
@@ -573,11 +574,24 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
             gb_workload_close(w);
             return GP_EINVAL;
         }
-        char ids[64] = "";
-        if (gb_is_ids(w->in_info.dtype))
-            snprintf(ids, sizeof ids, ", token ids uniform in [0, %llu)",
-                     (unsigned long long)o->vocab);
-        else
+        char ids[96] = "";
+        if (gb_is_ids(w->in_info.dtype)) {
+            /* Ids the model takes (gp_model_vocab): by default all of them; a wider --vocab
+               would fail items, so it is refused here. */
+            uint64_t model_vocab = (uint64_t)gp_model_vocab(w->model);
+            if (o->vocab > model_vocab) {
+                snprintf(err, len,
+                         "--vocab %llu: the model's embedding has %llu rows (ids 0..%llu); "
+                         "give at most that, or leave it out",
+                         (unsigned long long)o->vocab, (unsigned long long)model_vocab,
+                         (unsigned long long)model_vocab - 1);
+                gb_workload_close(w);
+                return GP_EINVAL;
+            }
+            w->vocab = o->vocab ? o->vocab : model_vocab;
+            snprintf(ids, sizeof ids, ", token ids uniform in [0, %llu)%s",
+                     (unsigned long long)w->vocab, o->vocab ? "" : " (the model's vocabulary)");
+        } else
             snprintf(ids, sizeof ids, ", token values uniform in [0, 1)");
         describe_lengths(w, lens, sizeof lens);
         snprintf(lens + strlen(lens), sizeof lens - strlen(lens), "%s", ids);

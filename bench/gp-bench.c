@@ -56,7 +56,8 @@ static const char usage[] =
     "                        padmax: every item padded to the maximum in a fixed-size ring\n"
     "                          slot; H2D moves and the compute pays for n * max tokens\n"
     "                        both = packed,padded; all = packed,padded,padmax\n"
-    "  --vocab N             models with token-id inputs: ids uniform in [0, N) (default 1000)\n"
+    "  --vocab N             models with token-id inputs: ids uniform in [0, N), N at most\n"
+    "                          the model's vocabulary (default: the whole vocabulary)\n"
     "pipeline and sweep (lists are comma separated; every combination is run)\n"
     "  --backend B           auto (default) | host | cuda\n"
     "  --batch LIST          max_batch values (default 1,2,4,...,512)\n"
@@ -365,7 +366,6 @@ static void defaults(gb_opts *o) {
     o->copy_gbps = 12;
     o->token_bytes = 256;
     o->compute_us_per_token = 0.5;
-    o->vocab = 1000;
     o->completion_workers = 1;
     o->naive = o->bound = 1;
 }

@@ -76,7 +76,7 @@ typedef struct gb_opts {
     size_t max_batch_tokens;     /* token budget per batch; 0 = none (max_batch only) */
     gb_packing packing[GB_PACKING_COUNT_];
     int npacking;   /* 0: the default for the workload */
-    uint64_t vocab; /* token-id inputs: ids in [0, vocab) */
+    uint64_t vocab; /* token-id inputs: ids in [0, vocab); 0: the model's vocabulary */
     int completion_workers;
     int cuda_graphs, spin_wait; /* config.cuda_graphs / config.spin_wait for every point and
                                    bound run (the doctor's knobs; the naive loop spins anyway) */

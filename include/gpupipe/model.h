@@ -224,6 +224,11 @@ GP_API int gp_model_output_info(const gp_model *m, gp_tensor_info *info);
 GP_API size_t gp_model_input_bytes(const gp_model *m);
 GP_API size_t gp_model_output_bytes(const gp_model *m);
 
+/* Token-id models (`input i32|i64|u32 *`): the embedding's vocabulary, its rows; the valid ids
+   are 0..vocab-1 (an item with another fails alone, GP_EINVAL). 0 for any other input and for
+   NULL. Appended in 0.2.0. */
+GP_API int64_t gp_model_vocab(const gp_model *m);
+
 /* Floating-point operations per item (multiply-add = 2), for throughput figures. For a
    variable-length model: those of an item of one token, attention's scores excluded (they grow
    with the item's length: 4 x tokens x width per token and layer), so a T-token item costs

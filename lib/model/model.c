@@ -197,6 +197,14 @@ int gp_model_output_info(const gp_model *m, gp_tensor_info *info) {
     return GP_OK;
 }
 
+int64_t gp_model_vocab(const gp_model *m) {
+    /* Only embeddings read token ids (build.c); with several, an id must fit each. */
+    int64_t v = 0;
+    for (int i = 0; m && m->token_bytes && i < m->n_ops; i++)
+        if (m->ops[i].kind == GP__OP_EMBEDDING && (!v || m->ops[i].vocab < v)) v = m->ops[i].vocab;
+    return v;
+}
+
 size_t gp_model_input_bytes(const gp_model *m) {
     if (!m) return 0;
     return m->token_bytes ? m->max_tokens * m->token_bytes : m->in_info.bytes;

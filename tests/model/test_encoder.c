@@ -256,6 +256,7 @@ static void embedding_cases(void) {
         GPT_EQ(ii.dims[0], -1);
         GPT_EQ(ii.bytes, gp_dtype_size(cases[ci].dt));
         GPT_EQ(gp_model_input_bytes(m), limit * gp_dtype_size(cases[ci].dt));
+        GPT_EQ(gp_model_vocab(m), V);
         size_t lens[NLENS + 1];
         memcpy(lens, LENS, sizeof LENS);
         lens[NLENS] = limit; /* the budget edge: an item of exactly the limit */
@@ -326,6 +327,8 @@ static void layernorm_cases(void) {
         float *bb = ci ? NULL : mt_add(&t, "ln.bias", 1, (uint64_t[]){C}, -1, 1);
         mt_add(&t, "ln2.weight", 1, (uint64_t[]){C}, 0.5, 1.5);
         gp_model *m = load(&t, specs[ci], 0);
+        GPT_EQ(gp_model_vocab(m), 0); /* f32 tokens: no vocabulary */
+        GPT_EQ(gp_model_vocab(NULL), 0);
         batch b;
         batch_init(&b, LENS, NLENS, C * sizeof(float));
         float *x = b.in;

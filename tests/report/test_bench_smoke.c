@@ -626,6 +626,22 @@ int main(int argc, char **argv) {
              model);
     GPT_EQ(run(args, &out, &err), 0);
     GPT_CHECK(strstr(out, "lognormal:4.5,0.9,8,16") != NULL);
+    GPT_CHECK(strstr(out, "token ids uniform in [0, 30)\n") != NULL);
+    free(out);
+    free(err);
+    /* The ids: by default the model's whole vocabulary (30 rows; the default was 1000, and 97%
+       of the items failed); a wider --vocab is refused at once. */
+    snprintf(args, sizeof args,
+             "--backend host --workload '%s' --batch 2 --duration 0.05 --warmup 0 -q", model);
+    GPT_EQ(run(args, &out, &err), 0);
+    GPT_CHECK(strstr(out, "token ids uniform in [0, 30) (the model's vocabulary)") != NULL);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args,
+             "--backend host --workload '%s' --vocab 31 --batch 2 --duration 0.05 --warmup 0 -q",
+             model);
+    GPT_EQ(run(args, &out, &err), 1);
+    GPT_CHECK(strstr(err, "--vocab 31: the model's embedding has 30 rows (ids 0..29)") != NULL);
     free(out);
     free(err);
 
