@@ -1162,6 +1162,9 @@ def export(module, example_input, path, input_dtype="f32", input_layout="chw", m
             if s is None or len(s) != 2:
                 raise ExportError(f"head='{head}' needs the module's output to be (N, "
                                   f"features), got {_fmt_shape(s)}: flatten first")
+            if head.startswith("topk") and int(head.split("=")[1]) > s[1]:
+                raise ExportError(f"head 'topk={head.split('=')[1]}': the module has "
+                                  f"{s[1]} output features, so k is at most {s[1]}")
             h = _Value("head" if head != "softmax" else "unary", out.node, [out], [head])
             values.append(h)
             out = h
