@@ -957,6 +957,9 @@ def _input_line(shape, dtype, layout, mean, std):
         vals = [float(v) for v in (vals if hasattr(vals, "__len__") else [vals])]
         if len(vals) not in (1, c):
             raise ExportError(f"{key} has {len(vals)} values: give 1 or {c} (one per channel)")
+        if len(vals) > 64:
+            raise ExportError(f"{key} has {len(vals)} values: gpupipe takes one per channel for "
+                              "up to 64 channels; give one value for all")
         if key == "std" and any(v == 0 for v in vals):
             raise ExportError("std has a zero")
         s += f" {key}=" + ",".join(_float(v) for v in vals)

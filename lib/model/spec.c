@@ -25,7 +25,7 @@ const char *gp__spec_kind_name(gp__spec_kind k) {
 }
 
 #define MAX_TOKENS 32
-#define MAX_TOKEN 512
+#define MAX_TOKEN 2048 /* a word: mean=/std= with 64 values of full precision fit */
 
 typedef struct tok {
     const char *p;
@@ -87,6 +87,7 @@ static int parse_double(tok v, double *out) {
 }
 
 /* Comma-separated floats, at most `max`. */
+/* Comma-separated numbers, at most `max`: 0 on a bad number or one too many (then *n == max). */
 static int parse_floats(tok v, float *out, int max, int *n) {
     *n = 0;
     size_t i = 0;
@@ -146,6 +147,12 @@ static int parse_ref(tok v, char *out) {
     out[v.n] = '\0';
     return 1;
 }
+
+#define GP__STR_(x) #x
+#define GP__STR(x) GP__STR_(x)
+static const char too_many_values[] =
+    "bad value (at most " GP__STR(GP__SPEC_MAX_CH) " values: one for every channel, or one per "
+                                                   "channel)";
 
 static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen) {
     const char *eq = memchr(t.p, '=', t.n);
@@ -207,6 +214,7 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
         break;
     case GP__O_MEAN:
         ok = parse_floats(val, l->mean, GP__SPEC_MAX_CH, &l->n_mean);
+        if (!ok && l->n_mean == GP__SPEC_MAX_CH) return lerr(c, too_many_values, t);
         break;
     case GP__O_DIM:
         ok = tok_is(val, "1") || tok_is(val, "-1");
@@ -227,6 +235,7 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
         break;
     case GP__O_STD:
         ok = parse_floats(val, l->std, GP__SPEC_MAX_CH, &l->n_std);
+        if (!ok && l->n_std == GP__SPEC_MAX_CH) return lerr(c, too_many_values, t);
         for (int i = 0; ok && i < l->n_std; i++)
             ok = l->std[i] != 0.0f;
         break;
@@ -415,8 +424,9 @@ int gp__spec_parse(const char *text, gp__spec *out, gp__err *e) {
                 rc = gp__errf(e, GP_EMODEL, "spec line %d: too many words", line);
                 goto fail;
             }
-            if ((unsigned char)p[i] < 0x20 || j - i > MAX_TOKEN) {
-                rc = gp__errf(e, GP_EMODEL, "spec line %d: bad character or word too long", line);
+            if (j - i > MAX_TOKEN) {
+                rc = gp__errf(e, GP_EMODEL, "spec line %d: a word of %zu characters (at most %d)",
+                              line, j - i, MAX_TOKEN);
                 goto fail;
             }
             for (size_t k = i; k < j; k++) {

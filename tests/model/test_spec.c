@@ -138,6 +138,35 @@ static void parse_errors(void) {
     printf("ok  malformed lines\n");
 }
 
+/* Long words: mean/std for 64 channels written at full precision (repr of a float, as the
+   exporter writes them) parse; a 65th value and a word past 2048 characters are refused by
+   name. */
+static void long_values(void) {
+    char text[4096], *p = text;
+    p += sprintf(p, "input f32 64x2x2 mean=");
+    for (int i = 0; i < 64; i++)
+        p += sprintf(p, "%s0.48500001430511475", i ? "," : "");
+    p += sprintf(p, " std=");
+    for (int i = 0; i < 64; i++)
+        p += sprintf(p, "%s%.17g", i ? "," : "", 0.25 + i / 1024.0);
+    gp__spec sp;
+    char err[256];
+    gp__err e = {err, sizeof err};
+    GPT_RC(gp__spec_parse(text, &sp, &e), GP_OK);
+    GPT_EQ(sp.lines[0].n_mean, 64);
+    GPT_EQ(sp.lines[0].n_std, 64);
+    GPT_CHECK(sp.lines[0].mean[63] == 0.48500001430511475f);
+    GPT_CHECK(sp.lines[0].std[63] == (float)(0.25 + 63 / 1024.0));
+    gp__spec_free(&sp);
+    strcpy(p, ",0.5\n"); /* a 65th std value */
+    parse_error(text, "bad value (at most 64 values: one for every channel, or one per channel)");
+    p = text + sprintf(text, "input f32 4\nlinear ");
+    memset(p, 'w', 2049);
+    strcpy(p + 2049, "\n");
+    parse_error(text, "spec line 2: a word of 2049 characters (at most 2048)");
+    printf("ok  long words\n");
+}
+
 /* PyTorch's class names (any case) parse to the same lines as the native names. */
 static void pytorch_aliases(void) {
     static const char native[] = "input f32 3x8x8\nconv2d c padding=1\nbatchnorm2d bn\nrelu\n"
@@ -386,6 +415,7 @@ static void rewrites(void) {
 int main(void) {
     parse_forms();
     parse_errors();
+    long_values();
     pytorch_aliases();
     describe_lines();
     build_errors();
