@@ -1126,9 +1126,12 @@ def export(module, example_input, path, input_dtype="f32", input_layout="chw", m
     input_line = _input_line(tuple(x0.shape[1:]), input_dtype, input_layout, mean, std)
     was_training = module.training
     module.eval()
+    # torch.fx traces into the root module: a bare layer (nn.Conv2d(...) itself) is traced as
+    # one call inside a Sequential; its tensors are then named 0.weight, 0.bias.
+    root = nn.Sequential(module) if isinstance(module, _known_modules()) else module
     try:
         try:
-            graph = _Tracer().trace(module)
+            graph = _Tracer().trace(root)
         except ExportError:
             raise
         except Exception as exc:  # torch.fx raises TraceError, TypeError, ... on control flow
@@ -1137,7 +1140,7 @@ def export(module, example_input, path, input_dtype="f32", input_layout="chw", m
                 "do: the exporter needs a forward without Python control flow that depends on "
                 "tensor values (if x.sum() > 0, loops over x.shape, ...); move such code out of "
                 "forward, or export the traceable part") from exc
-        gm = torch.fx.GraphModule(module, graph)
+        gm = torch.fx.GraphModule(root, graph)
         dev = next(iter(module.parameters()), torch.empty(0)).device
         with torch.no_grad():
             try:  # the module itself first: ShapeProp prints a traceback of its own errors
@@ -1149,7 +1152,7 @@ def export(module, example_input, path, input_dtype="f32", input_layout="chw", m
                     "what to do: give --input-shape as one item the module takes, without "
                     "the batch (3,224,224 for images, 784 for flat features)") from exc
             ShapeProp(gm).propagate(x0.to(dev))
-        g = _Graph(module, gm, log)
+        g = _Graph(root, gm, log)
         g.check_inplace()
         out_node = [n for n in g.nodes if n.op == "output"][0]
         res = out_node.args[0]

@@ -266,6 +266,15 @@ def round_trips(gp_infer, work):
         compare("classic", gp_run(gp_infer, path, x.numpy(), work),
                 m(x).numpy().reshape(-1, 1), logits)
 
+        # A bare layer as the module (torch.fx traces into its root: it is wrapped).
+        m = nn.Conv2d(3, 5, 3, padding="same", dilation=2).eval()
+        path = os.path.join(work, "bare_conv.safetensors")
+        r = exported("bare nn.Conv2d", m, torch.randn(1, 3, 9, 9), path, gp_infer)
+        record("conv2d 0 padding=2 dilation=2" in r.spec, "bare nn.Conv2d: spec names it 0")
+        x = torch.randn(5, 3, 9, 9, generator=g)
+        compare("bare nn.Conv2d", gp_run(gp_infer, path, x.numpy(), work),
+                m(x).numpy().reshape(5, -1))
+
         # torchvision ResNet-18, random weights and batch norm statistics (no download).
         rn = torchvision.models.resnet18(num_classes=100).eval()
         randomize_bn(rn, 5)
