@@ -675,6 +675,8 @@ int main(int argc, char **argv) {
     item_ctx *items = malloc((n_ctx ? n_ctx : 1) * sizeof *items);
     if (!r.out || !items) {
         fprintf(stderr, "gp-infer: out of memory\n");
+        free(items), free(r.out), free(off), free(x.data);
+        gp_model_free(m);
         return EXIT_RUN;
     }
     for (size_t i = 0; i < n_ctx; i++)

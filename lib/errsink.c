@@ -28,17 +28,29 @@ int gp__err_record(gp__errsink *s, int code, const char *file, int line, const c
     /* The detail does not repeat the code's name: callers have the code (gpupipe.h,
        gp_pipeline_last_error). A failed lock only loses the detail; the code still reaches the
        caller. */
+    int probing = 0;
     if (pthread_mutex_lock(&s->mu) == 0) {
         s->code = code;
         memcpy(s->msg, msg, sizeof msg);
+        probing = s->probing;
         pthread_mutex_unlock(&s->mu);
     }
-    if (s->log) { /* a log line stands alone: it names the code */
+    if (s->log && !probing) { /* a log line stands alone: it names the code */
         char line_msg[sizeof s->msg + 32];
         snprintf(line_msg, sizeof line_msg, "%s: %s", gp_err_name(code), msg);
         s->log(s->log_user, GP_LOG_ERROR, line_msg);
     }
     return code;
+}
+
+void gp__err_probe(gp__errsink *s, int on, int failed) {
+    if (pthread_mutex_lock(&s->mu) != 0) return; /* then a probe's failure may log: harmless */
+    s->probing = on;
+    if (!on && failed) {
+        s->code = GP_OK;
+        s->msg[0] = '\0';
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
 int gp__err_copy(gp__errsink *s, char *buf, size_t len) {

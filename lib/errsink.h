@@ -14,9 +14,10 @@ extern "C" {
 #endif
 
 typedef struct gp__errsink {
-    pthread_mutex_t mu; /* guards code and msg */
+    pthread_mutex_t mu; /* guards code, msg and probing */
     int code;
     char msg[512];
+    int probing;   /* AUTO trying a backend that may fail: record without logging */
     gp_log_fn log; /* written once at init, read-only after */
     void *log_user;
 } gp__errsink;
@@ -33,6 +34,11 @@ int gp__err_record(gp__errsink *s, int code, const char *file, int line, const c
 /* 1 when `code` is one of gpupipe.h's GP_E* codes (not GP_OK): a user's callback may return
    one, and anything else maps to the caller's generic code. */
 int gp__is_err(int code);
+
+/* AUTO's probe of a backend (pipeline.c, open_backend): while on, failures are recorded but
+   not logged; turning it off after a failure clears the record (the failure becomes the
+   fallback reason, never the pipeline's last error). */
+void gp__err_probe(gp__errsink *s, int on, int failed);
 
 /* Copy the last detail into buf; returns its code. */
 int gp__err_copy(gp__errsink *s, char *buf, size_t len);

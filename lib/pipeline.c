@@ -210,9 +210,9 @@ static int load_config(const gp_config *in, gp_config *c, char *err, size_t len)
 
 /* ---- backend choice ------------------------------------------------------------------- */
 
-/* Open backend `id` from the table (backend.h). GP_OK, or the error with the reason in the
-   sink (and in `why` for AUTO's record). */
-static int try_backend(gp_pipeline *p, gp_backend id, char *why, size_t len) {
+/* Open backend `id` from the table (backend.h). GP_OK, or the error with the reason in `why`
+   and, unless AUTO is probing (another backend comes after it), in the sink. */
+static int try_backend(gp_pipeline *p, gp_backend id, int probe, char *why, size_t len) {
     const gp__backend *be;
     int rc = gp__backend_load(id, &be, why, len);
     if (rc != GP_OK) {
@@ -220,10 +220,11 @@ static int try_backend(gp_pipeline *p, gp_backend id, char *why, size_t len) {
         if (p->cfg.backend == id) GP__ERR(&p->err, rc, "backend %s: %s", gp_backend_name(id), why);
         return rc;
     }
-    if ((rc = be->dev->open(&p->cfg, &p->err, &p->dev)) != GP_OK) {
-        gp__err_copy(&p->err, why, len);
-        return rc;
-    }
+    if (probe) gp__err_probe(&p->err, 1, 0);
+    rc = be->dev->open(&p->cfg, &p->err, &p->dev);
+    if (rc != GP_OK) gp__err_copy(&p->err, why, len);
+    if (probe) gp__err_probe(&p->err, 0, rc != GP_OK);
+    if (rc != GP_OK) return rc;
     p->be = be;
     p->ops = be->dev;
     p->backend = be->id;
@@ -234,11 +235,12 @@ static int try_backend(gp_pipeline *p, gp_backend id, char *why, size_t len) {
    recorded as the fallback reason (stats, report, log), never silent. */
 static int open_backend(gp_pipeline *p) {
     char why[sizeof p->err.msg];
-    if (p->cfg.backend != GP_BACKEND_AUTO) return try_backend(p, p->cfg.backend, why, sizeof why);
+    if (p->cfg.backend != GP_BACKEND_AUTO)
+        return try_backend(p, p->cfg.backend, 0, why, sizeof why);
     int rc = GP_ENODEV, n = gp__backend_count();
     for (int i = 0; i < n; i++) {
         gp_backend id = gp__backend_at(i);
-        if ((rc = try_backend(p, id, why, sizeof why)) == GP_OK) break;
+        if ((rc = try_backend(p, id, i < n - 1, why, sizeof why)) == GP_OK) break;
         if (i == 0) { /* truncated to the stats field; the most useful part comes first */
             size_t k = strnlen(why, sizeof p->fallback_reason - 1);
             memcpy(p->fallback_reason, why, k);

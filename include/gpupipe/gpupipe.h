@@ -76,7 +76,9 @@ GP_API const char *gp_err_name(int code);
 typedef struct gp_pipeline gp_pipeline;
 
 typedef enum gp_backend {
-    GP_BACKEND_AUTO = 0, /* cuda when a device is usable, else host (recorded, never silent) */
+    GP_BACKEND_AUTO = 0, /* cuda when a device is usable, else host (recorded, never silent:
+                            gp_stats.fell_back and fallback_reason, a GP_LOG_WARN line; the
+                            last error stays GP_OK) */
     GP_BACKEND_HOST = 1, /* worker threads and memcpy; no GPU needed */
     GP_BACKEND_CUDA = 2  /* CUDA Runtime; GP_ENODEV when no device is usable */
 } gp_backend;

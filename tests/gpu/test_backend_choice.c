@@ -14,8 +14,8 @@
 
 typedef struct log_seen {
     pthread_mutex_t mu;
-    int warns;
-    char last[512];
+    int warns, errors;
+    char last[512], last_error[512];
 } log_seen;
 
 static void on_log(void *user, gp_log_level level, const char *msg) {
@@ -24,6 +24,9 @@ static void on_log(void *user, gp_log_level level, const char *msg) {
     if (level == GP_LOG_WARN) {
         l->warns++;
         snprintf(l->last, sizeof l->last, "%s", msg);
+    } else if (level == GP_LOG_ERROR) {
+        l->errors++;
+        snprintf(l->last_error, sizeof l->last_error, "%s", msg);
     }
     pthread_mutex_unlock(&l->mu);
 }
@@ -95,7 +98,15 @@ static int fallback(void) {
     pthread_mutex_lock(&seen.mu);
     printf("log: %d warning(s), last: %s\n", seen.warns, seen.last);
     GPT_CHECK(seen.warns >= 1 && has(seen.last, "host"));
+    /* The CUDA backend's failure is the fallback reason, not an error: no ERROR line, and the
+       pipeline's last error stays GP_OK (it was GP_ENODEV, "no NVIDIA driver", with an ERROR
+       line, on every create on a machine without a GPU). */
+    printf("log: %d error(s)%s%s\n", seen.errors, seen.errors ? ", last: " : "", seen.last_error);
+    GPT_EQ(seen.errors, 0);
     pthread_mutex_unlock(&seen.mu);
+    char detail[512];
+    GPT_RC(gp_pipeline_last_error(p, detail, sizeof detail), GP_OK);
+    GPT_CHECK(detail[0] == '\0');
 
     /* The report says it too, with the reason. */
     FILE *f = tmpfile();
