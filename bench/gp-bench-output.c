@@ -71,6 +71,9 @@ void gb_print_header(const gb_run *r, FILE *f) {
         fprintf(f, " - AUTO fell back, the GPU is not used: %s", r->fallback_reason);
     else if (r->backend == GP_BACKEND_HOST)
         fprintf(f, " (requested)");
+    if (r->backend == GP_BACKEND_HOST && o->precision && strcmp(o->precision, "fp32") != 0)
+        fprintf(f, "; --precision %s applies on CUDA: the host computes in fp32 (model.h)",
+                o->precision);
     if (o->cuda_graphs || o->spin_wait)
         fprintf(f, "\npipeline %s%s", o->cuda_graphs ? " cuda_graphs=1" : "",
                 o->spin_wait ? " spin_wait=1" : "");
@@ -214,12 +217,14 @@ void gb_print_table(const gb_run *r, FILE *f) {
     int best = gb_best_point(r);
     fprintf(f, "\nbaselines (same compute, same run):\n");
     if (r->naive.ran && varlen(r))
-        fprintf(f, "  naive  %s items/s, %s useful tok/s, p50 %s ms, p99 %s ms: %s\n",
+        fprintf(f, "  naive  %s items/s, %s useful tok/s, p50 %s ms, p95 %s ms, p99 %s ms: %s\n",
                 rate(r->naive.items_per_s).s, rate(naive_tokens_per_s(r)).s,
-                sig3(r->naive.p50_us / 1e3).s, sig3(r->naive.p99_us / 1e3).s, r->naive.how);
+                sig3(r->naive.p50_us / 1e3).s, sig3(r->naive.p95_us / 1e3).s,
+                sig3(r->naive.p99_us / 1e3).s, r->naive.how);
     else if (r->naive.ran)
-        fprintf(f, "  naive  %s items/s, p50 %s ms, p99 %s ms: %s\n", rate(r->naive.items_per_s).s,
-                sig3(r->naive.p50_us / 1e3).s, sig3(r->naive.p99_us / 1e3).s, r->naive.how);
+        fprintf(f, "  naive  %s items/s, p50 %s ms, p95 %s ms, p99 %s ms: %s\n",
+                rate(r->naive.items_per_s).s, sig3(r->naive.p50_us / 1e3).s,
+                sig3(r->naive.p95_us / 1e3).s, sig3(r->naive.p99_us / 1e3).s, r->naive.how);
     else
         fprintf(f, "  naive  not run\n");
     if (o->bound && best >= 0 && r->pts[best].bound_items_per_s > 0) {
@@ -308,12 +313,12 @@ int gb_write_csv(const gb_run *r, const char *path) {
         /* One item per call at its own length: no padding. */
         double mean = r->naive.items ? (double)r->naive.tokens / (double)r->naive.items : 0;
         fprintf(f,
-                "naive,1,1,1,0,%.6g,0,%.6g,0,%.6g,0,0,0,0,0,0,1,serial,0,0,%d,%.6g,%.6g,serial,0,"
-                "serial,%.6g,%.6g,%.6g,0,%.6g,%.6g,0\n",
-                r->naive.items_per_s, r->naive.p50_us, r->naive.p99_us, r->naive.repeats,
-                r->naive.items_per_s_min, r->naive.items_per_s_max, naive_tokens_per_s(r),
-                naive_tokens_per_s(r) * (double)r->token_bytes, mean * (double)r->token_bytes, mean,
-                mean);
+                "naive,1,1,1,0,%.6g,0,%.6g,%.6g,%.6g,0,0,0,0,0,0,1,serial,0,0,%d,%.6g,%.6g,serial,"
+                "0,serial,%.6g,%.6g,%.6g,0,%.6g,%.6g,0\n",
+                r->naive.items_per_s, r->naive.p50_us, r->naive.p95_us, r->naive.p99_us,
+                r->naive.repeats, r->naive.items_per_s_min, r->naive.items_per_s_max,
+                naive_tokens_per_s(r), naive_tokens_per_s(r) * (double)r->token_bytes,
+                mean * (double)r->token_bytes, mean, mean);
     }
     return fclose(f) == 0 ? 0 : -1;
 }
@@ -400,11 +405,11 @@ int gb_write_json(const gb_run *r, const char *path) {
     if (r->naive.ran) {
         fprintf(f,
                 "{\"items_per_s\":%.6g,\"items_per_s_min\":%.6g,\"items_per_s_max\":%.6g,"
-                "\"repeats\":%d,\"p50_us\":%.6g,\"p99_us\":%.6g,\"items\":%llu,"
-                "\"tokens\":%llu,\"tokens_per_s\":%.6g,\"how\":",
+                "\"repeats\":%d,\"p50_us\":%.6g,\"p95_us\":%.6g,\"p99_us\":%.6g,"
+                "\"items\":%llu,\"tokens\":%llu,\"tokens_per_s\":%.6g,\"how\":",
                 fin(r->naive.items_per_s), fin(r->naive.items_per_s_min),
                 fin(r->naive.items_per_s_max), r->naive.repeats, fin(r->naive.p50_us),
-                fin(r->naive.p99_us), (unsigned long long)r->naive.items,
+                fin(r->naive.p95_us), fin(r->naive.p99_us), (unsigned long long)r->naive.items,
                 (unsigned long long)r->naive.tokens, fin(naive_tokens_per_s(r)));
         gb_json_str(f, r->naive.how);
         fputc('}', f);

@@ -1,12 +1,16 @@
 /*
  * gp-bench's own helpers, so the tool needs nothing but the public headers: a latency
  * histogram for the naive baseline (the pipeline's latencies come from its own stats), JSON
- * string escaping, and the token-count distributions of variable-size items.
+ * string escaping, the token-count distributions of variable-size items, and the output
+ * paths' check before a run (gp-infer uses it too).
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gp-bench.h"
 
@@ -195,4 +199,41 @@ void gb_lengths_stats(const gb_lengths *l, double *mean, uint32_t *p50, uint32_t
     *p50 = v[GB_LEN_SAMPLE / 2];
     *p99 = v[GB_LEN_SAMPLE * 99 / 100];
     free(v);
+}
+
+int gb_check_writable(const char *path, char *why, size_t len) {
+    struct stat st;
+    if (stat(path, &st) == 0) { /* it exists: it must be a file we may write */
+        if (S_ISDIR(st.st_mode)) {
+            snprintf(why, len, "%s is a directory", path);
+            return -1;
+        }
+        if (access(path, W_OK) != 0) {
+            snprintf(why, len, "%s: %s", path, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    if (errno != ENOENT) {
+        snprintf(why, len, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* A new file: its directory must exist and take it. */
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(why, len, "%s: no directory %s", path, dir);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(why, len, "%s: directory %s: %s", path, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
 }

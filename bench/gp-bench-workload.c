@@ -442,6 +442,14 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
     w->o = o;
     w->len = o->lengths;
     char lens[160] = "";
+    if (!strcmp(o->workload, "synthetic") && (o->precision || o->vocab)) {
+        snprintf(err, len,
+                 "%s: the synthetic workload has no layers and no token ids; it applies to a "
+                 "model (--workload mlp, cnn, encoder or FILE.safetensors)",
+                 o->precision ? "--precision" : "--vocab");
+        free(w);
+        return GP_EINVAL;
+    }
     if (!strcmp(o->workload, "synthetic")) {
         w->synthetic = 1;
         w->in_bytes = o->in_bytes;
@@ -539,6 +547,12 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                  "--lengths %s: the model's input %s[%s] is fixed-size; lengths need a "
                  "variable-length input (`input f32 *xF` or token ids)",
                  o->lengths.spec, gp_dtype_name(w->in_info.dtype), ind);
+        gb_workload_close(w);
+        return GP_EINVAL;
+    }
+    if (o->vocab && !gb_is_ids(w->in_info.dtype)) {
+        snprintf(err, len, "--vocab: the model's input %s[%s] is not token ids; leave it out",
+                 gp_dtype_name(w->in_info.dtype), ind);
         gb_workload_close(w);
         return GP_EINVAL;
     }
@@ -895,6 +909,7 @@ static void naive_result(gb_naive *r, naive_bufs *b, uint64_t items, double secs
     r->items = items;
     r->items_per_s = secs > 0 ? (double)items / secs : 0;
     r->p50_us = (double)gb_hist_quantile(b->lat, 0.50) / 1e3;
+    r->p95_us = (double)gb_hist_quantile(b->lat, 0.95) / 1e3;
     r->p99_us = (double)gb_hist_quantile(b->lat, 0.99) / 1e3;
 }
 

@@ -73,7 +73,8 @@ static const char usage[] =
     "load\n"
     "  --arrival A           closed (default): each producer keeps --window items in flight;\n"
     "                        rate=R: R items/s in total, evenly spaced; poisson=R: Poisson\n"
-    "                        arrivals at R items/s in total\n"
+    "                        arrivals at R items/s in total; R >= 1 (a window needs\n"
+    "                        batches to complete)\n"
     "  --window N            closed: items in flight per producer (default: enough to fill\n"
     "                        every slot and the next batch, (inflight+2)*batch/producers;\n"
     "                        with heavy per-item costs 4*batch keeps batches full)\n"
@@ -227,22 +228,22 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
                 return bad(a, val, "expected auto, host or cuda");
         } else if (!strcmp(a, "--batch")) {
             if ((n = parse_list(val, 1, 1u << 20, v, GB_MAX_LIST)) < 0)
-                return bad(a, val, "expected a list of sizes in 1..1048576");
+                return bad(a, val, "expected a list of at most 32 sizes in 1..1048576");
             for (o->nbatch = 0; o->nbatch < n; o->nbatch++)
                 o->batch[o->nbatch] = (size_t)v[o->nbatch];
         } else if (!strcmp(a, "--inflight")) {
             if ((n = parse_list(val, 1, 64, v, GB_MAX_LIST)) < 0)
-                return bad(a, val, "expected a list of values in 1..64");
+                return bad(a, val, "expected a list of at most 32 values in 1..64");
             for (o->ninflight = 0; o->ninflight < n; o->ninflight++)
                 o->inflight[o->ninflight] = (int)v[o->ninflight];
         } else if (!strcmp(a, "--producers")) {
             if ((n = parse_list(val, 1, 256, v, GB_MAX_LIST)) < 0)
-                return bad(a, val, "expected a list of values in 1..256");
+                return bad(a, val, "expected a list of at most 32 values in 1..256");
             for (o->nproducers = 0; o->nproducers < n; o->nproducers++)
                 o->producers[o->nproducers] = (int)v[o->nproducers];
         } else if (!strcmp(a, "--max-delay-us")) {
             if ((n = parse_list(val, 0, 60000000, v, GB_MAX_LIST)) < 0)
-                return bad(a, val, "expected a list of delays in 0..60000000 us");
+                return bad(a, val, "expected a list of at most 32 delays in 0..60000000 us");
             for (o->ndelay = 0; o->ndelay < n; o->ndelay++)
                 o->delay_us[o->ndelay] = (uint32_t)v[o->ndelay];
         } else if (!strcmp(a, "--completion-workers")) {
@@ -251,14 +252,14 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         } else if (!strcmp(a, "--arrival")) {
             if (!strcmp(val, "closed")) {
                 o->arrival = GB_CLOSED;
-            } else if (!strncmp(val, "rate=", 5) && !parse_double(val + 5, 1e-3, 1e9, &d)) {
+            } else if (!strncmp(val, "rate=", 5) && !parse_double(val + 5, 1, 1e9, &d)) {
                 o->arrival = GB_RATE;
                 o->rate = d;
-            } else if (!strncmp(val, "poisson=", 8) && !parse_double(val + 8, 1e-3, 1e9, &d)) {
+            } else if (!strncmp(val, "poisson=", 8) && !parse_double(val + 8, 1, 1e9, &d)) {
                 o->arrival = GB_POISSON;
                 o->rate = d;
             } else {
-                return bad(a, val, "expected closed, rate=R or poisson=R (R items/s > 0)");
+                return bad(a, val, "expected closed, rate=R or poisson=R (R items/s, 1..1e9)");
             }
         } else if (!strcmp(a, "--window")) {
             if (parse_u64(val, 1, 1u << 24, v) != 0) return bad(a, val, "expected 1..16777216");
@@ -289,7 +290,7 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
             if (parse_double(val, 0, 1e4, &o->copy_gbps))
                 return bad(a, val, "expected GB/s in 0..10000");
         } else if (!strcmp(a, "--precision")) {
-            o->precision = val;
+            o->precision = val; /* checked with the model (gp-bench-workload.c) */
         } else if (!strcmp(a, "--lengths")) {
             char why[320];
             if (gb_lengths_parse(val, &o->lengths, why, sizeof why)) return bad(a, val, why);
@@ -463,7 +464,12 @@ static void *producer_main(void *arg) {
     double next = now_s() + (open_loop ? c->per_producer_s * pr->id / c->o->producers[0] : 0);
     while (!atomic_load_explicit(&c->stop, memory_order_relaxed)) {
         if (open_loop) {
-            sleep_until(next);
+            /* In steps of at most 20 ms, so a stop is seen within them even at a rate of one
+               item in minutes (it was seen only at the next arrival). */
+            double t;
+            while ((t = now_s()) < next && !atomic_load_explicit(&c->stop, memory_order_relaxed))
+                sleep_until(next - t > 0.02 ? t + 0.02 : next);
+            if (atomic_load_explicit(&c->stop, memory_order_relaxed)) break;
             next += next_gap(pr);
         } else if (!wait_window(pr)) {
             break;
@@ -1200,6 +1206,15 @@ int main(int argc, char **argv) {
     defaults(&o);
     int prc = parse_args(argc, argv, &o);
     if (prc) return prc;
+    /* The outputs' paths, before a sweep of minutes rather than after it. */
+    const char *outputs[][2] = {{"--csv", o.csv}, {"--json", o.json}, {"--svg", o.svg}};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        char why[600];
+        if (outputs[i][1] && gb_check_writable(outputs[i][1], why, sizeof why) != 0) {
+            fprintf(stderr, "gp-bench: %s %s\n", outputs[i][0], why);
+            return 2;
+        }
+    }
     run_info(&r, argc, argv, cmd, sizeof cmd);
     o.command = cmd;
     r.o = &o;

@@ -128,7 +128,7 @@ typedef struct gb_naive {
     int ran;
     char how[160];
     uint64_t items, tokens; /* tokens: variable-size items */
-    double items_per_s, p50_us, p99_us;
+    double items_per_s, p50_us, p95_us, p99_us;
     int repeats;                             /* runs behind the median (--repeat) */
     double items_per_s_min, items_per_s_max; /* over those runs */
 } gb_naive;
@@ -149,6 +149,9 @@ void gb_hist_add(gb_hist *h, uint64_t ns);
 uint64_t gb_hist_quantile(const gb_hist *h, double q);
 /* `s` (NULL: "") as a JSON string literal, escaped. */
 void gb_json_str(FILE *f, const char *s);
+/* 0 when `path` can be written (an existing file we may write, or a new one in a directory we
+   may write), else -1 and why: checked before a run, not found after it. */
+int gb_check_writable(const char *path, char *why, size_t len);
 
 /* Parse a --lengths value into *l; 0, or -1 with the reason in `why`. */
 int gb_lengths_parse(const char *s, gb_lengths *l, char *why, size_t len);

@@ -41,6 +41,8 @@
 #include <gpupipe/gpupipe.h>
 #include <gpupipe/model.h>
 
+#include "gp-bench.h" /* gb_check_writable (gp-bench-util.c) */
+
 enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_INPUT = 3, EXIT_NODEV = 4 };
 
 /* ---- .npy (format versions 1-3; C order; little-endian f4, u1, i8, i4) ------------------ */
@@ -517,6 +519,15 @@ int main(int argc, char **argv) {
     if (!in_path && !save_demo && !describe)
         return usage_error("nothing to do: give --input X.npy --output Y.npy to run the model, "
                            "or --describe to print it");
+    /* The outputs' paths, before the run (gp-bench-util.c). */
+    const char *outputs[][2] = {{"--output", out_path}, {"--report", report_path}};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        char why[600];
+        if (outputs[i][1] && gb_check_writable(outputs[i][1], why, sizeof why) != 0) {
+            fprintf(stderr, "gp-infer: %s %s\n", outputs[i][0], why);
+            return EXIT_USAGE;
+        }
+    }
     opt.spec_path = spec;
     if (max_tokens) opt.max_tokens = max_tokens;
 
@@ -550,15 +561,23 @@ int main(int argc, char **argv) {
         print_err(what, rc, err);
         return rc == GP_EINVAL && demo ? EXIT_USAGE : EXIT_INPUT;
     }
+    gp_tensor_info ii, oi;
+    gp_model_input_info(m, &ii);
+    gp_model_output_info(m, &oi);
+    if (max_tokens && !(ii.rank >= 1 && ii.dims[0] < 0)) {
+        fprintf(stderr,
+                "gp-infer: --max-tokens is for variable-length models; this one takes %s "
+                "items of a fixed shape\n",
+                gp_dtype_name(ii.dtype));
+        gp_model_free(m);
+        return EXIT_USAGE;
+    }
     if (describe) gp_model_describe(m, stdout);
     if (!in_path) {
         gp_model_free(m);
         return 0;
     }
 
-    gp_tensor_info ii, oi;
-    gp_model_input_info(m, &ii);
-    gp_model_output_info(m, &oi);
     char want[96], got[96];
     shape_str(ii.dims, ii.rank, want, sizeof want);
     npy x;

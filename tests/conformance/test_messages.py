@@ -125,6 +125,16 @@ def main():
            "gp-infer: --model M.safetensors is required")
     expect(gp, "no --input", ["--model", w("lin.safetensors"), "--output", w("y.npy")], 2,
            "gp-infer: --input is required with --output")
+    # Output paths that cannot be written: refused before the run, not after it.
+    expect(gp, "--output in a missing directory",
+           ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",
+            w("no/such/dir/y.npy")], 2, "gp-infer: --output", "no directory")
+    expect(gp, "--report that is a directory",
+           ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output", w("y.npy"),
+            "--report", work], 2, "gp-infer: --report", "is a directory")
+    expect(gp, "--max-tokens on a fixed-size model",
+           ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output", w("y.npy"),
+            "--max-tokens", "5"], 2, "--max-tokens is for variable-length models")
     expect(gp, "nothing to do", ["--model", w("lin.safetensors")], 2,
            "gp-infer: nothing to do: give --input X.npy --output Y.npy")
     expect(gp, "--model and --demo", ["--model", w("lin.safetensors"), "--demo", "mlp",
@@ -177,10 +187,11 @@ def main():
     expect(gp, "--repeat 0", ["--model", w("lin.safetensors"), "--input", w("x.npy"),
                               "--output", w("y.npy"), "--repeat", "0"], 2,
            "--repeat: '0' is not a number in [1, 1048576]")
-    expect(gp, "--report to a missing directory",
-           ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output", w("y.npy"),
-            "--backend", "host", "--report", w("no/such/dir/r.json")], 1,
-           "gp-infer: report", "cannot write: No such file or directory")
+    expect(gp, "--report to a missing directory (before the run: no outputs written)",
+           ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output", w("y2.npy"),
+            "--backend", "host", "--report", w("no/such/dir/r.json")], 2,
+           "gp-infer: --report", "no directory")
+    record(not os.path.exists(w("y2.npy")), "--report to a missing directory: no y2.npy written")
 
     # --describe: input and output lines.
     expect(gp, "--describe (demo cnn)", ["--demo", "cnn", "--describe"], 0,

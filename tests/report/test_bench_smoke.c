@@ -90,6 +90,8 @@ static void check_csv(int want_pipeline_rows, int want_naive) {
         GPT_EQ(c, cols); /* rectangular */
         char *fsave = NULL, *field = strtok_r(line, ",", &fsave);
         GPT_CHECK(!strcmp(field, "pipeline") || !strcmp(field, "naive"));
+        double pct[3] = {0}; /* p50, p95, p99 (fields 7..9): in order, on every row (the naive
+                                row's p95 was 0) */
         rows += !strcmp(field, "pipeline");
         naive += !strcmp(field, "naive");
         for (int k = 1; (field = strtok_r(NULL, ",", &fsave)); k++) {
@@ -104,7 +106,9 @@ static void check_csv(int want_pipeline_rows, int want_naive) {
             char *end;
             double d = strtod(field, &end);
             GPT_CHECK(end != field && *end == '\0' && d >= 0);
+            if (k >= 7 && k <= 9) pct[k - 7] = d;
         }
+        GPT_CHECK(pct[0] > 0 && pct[0] <= pct[1] && pct[1] <= pct[2]);
     }
     GPT_EQ(cols, 33); /* ... computed_tokens, launch_us */
     GPT_EQ(rows, want_pipeline_rows);
@@ -375,7 +379,10 @@ int main(int argc, char **argv) {
                          "--lengths fixed:",
                          "--packing sideways",
                          "--token-bytes 0",
-                         "--vocab 0"};
+                         "--vocab 0",
+                         "--arrival rate=0.5", /* a window's batches would take minutes */
+                         "--batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,"
+                         "25,26,27,28,29,30,31,32,33"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = run(bad[i], &out, &err);
         GPT_CHECK(rc > 0);
@@ -383,6 +390,38 @@ int main(int argc, char **argv) {
         free(out);
         free(err);
     }
+    GPT_EQ(run("--batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,"
+               "28,29,30,31,32,33",
+               &out, &err),
+           2);
+    GPT_CHECK(strstr(err, "expected a list of at most 32 sizes") != NULL);
+    free(out);
+    free(err);
+    /* Options the workload does not read are refused, not ignored. */
+    GPT_EQ(run("--backend host --precision fp16 --duration 0.05", &out, &err), 1);
+    GPT_CHECK(strstr(err, "--precision: the synthetic workload has no layers") != NULL);
+    free(out);
+    free(err);
+    GPT_EQ(run("--backend host --vocab 5 --duration 0.05", &out, &err), 1);
+    GPT_CHECK(strstr(err, "--vocab: the synthetic workload") != NULL);
+    free(out);
+    free(err);
+    GPT_EQ(run("--backend host --workload mlp --vocab 5 --duration 0.05", &out, &err), 1);
+    GPT_CHECK(strstr(err, "--vocab: the model's input f32[784] is not token ids") != NULL);
+    free(out);
+    free(err);
+    /* Output paths are checked before the sweep (they were found unwritable after it). */
+    snprintf(args, sizeof args, "--backend host --json '%s/no/such/dir/x.json'", dir);
+    GPT_EQ(run(args, &out, &err), 2);
+    GPT_CHECK(strstr(err, "gp-bench: --json ") != NULL && strstr(err, "no directory") != NULL);
+    GPT_CHECK(strstr(out, "batch") == NULL); /* no sweep ran */
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "--backend host --svg '%s'", dir);
+    GPT_EQ(run(args, &out, &err), 2);
+    GPT_CHECK(strstr(err, "is a directory") != NULL);
+    free(out);
+    free(err);
     GPT_EQ(run("--help", &out, &err), 0);
     GPT_CHECK(strstr(out, "--arrival") != NULL);
     free(out);
