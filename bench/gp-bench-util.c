@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "gp-bench.h"
@@ -203,12 +204,16 @@ void gb_lengths_stats(const gb_lengths *l, double *mean, uint32_t *p50, uint32_t
 
 int gb_check_writable(const char *path, char *why, size_t len) {
     struct stat st;
+    if (!*path) {
+        snprintf(why, len, "'': an empty path");
+        return -1;
+    }
     if (stat(path, &st) == 0) { /* it exists: it must be a file we may write */
         if (S_ISDIR(st.st_mode)) {
             snprintf(why, len, "%s is a directory", path);
             return -1;
         }
-        if (access(path, W_OK) != 0) {
+        if (faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0) {
             snprintf(why, len, "%s: %s", path, strerror(errno));
             return -1;
         }
@@ -218,9 +223,17 @@ int gb_check_writable(const char *path, char *why, size_t len) {
         snprintf(why, len, "%s: %s", path, strerror(errno));
         return -1;
     }
+    if (lstat(path, &st) == 0) { /* a link to nothing: fopen would follow it */
+        snprintf(why, len, "%s is a symbolic link to a missing file", path);
+        return -1;
+    }
     /* A new file: its directory must exist and take it. */
     const char *slash = strrchr(path, '/');
     char dir[4096];
+    if (slash && (size_t)(slash - path) >= sizeof dir) {
+        snprintf(why, len, "%s: the path is too long", path);
+        return -1;
+    }
     if (!slash)
         snprintf(dir, sizeof dir, ".");
     else if (slash == path)
@@ -231,7 +244,7 @@ int gb_check_writable(const char *path, char *why, size_t len) {
         snprintf(why, len, "%s: no directory %s", path, dir);
         return -1;
     }
-    if (access(dir, W_OK | X_OK) != 0) {
+    if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) {
         snprintf(why, len, "%s: directory %s: %s", path, dir, strerror(errno));
         return -1;
     }

@@ -444,9 +444,12 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
     char lens[160] = "";
     if (!strcmp(o->workload, "synthetic") && (o->precision || o->vocab)) {
         snprintf(err, len,
-                 "%s: the synthetic workload has no layers and no token ids; it applies to a "
-                 "model (--workload mlp, cnn, encoder or FILE.safetensors)",
-                 o->precision ? "--precision" : "--vocab");
+                 "%s: the synthetic workload has no layers and no token ids; %s to a model "
+                 "(--workload mlp, cnn, encoder or FILE.safetensors)",
+                 o->precision && o->vocab ? "--precision and --vocab"
+                 : o->precision           ? "--precision"
+                                          : "--vocab",
+                 o->precision && o->vocab ? "they apply" : "it applies");
         free(w);
         return GP_EINVAL;
     }

@@ -228,22 +228,28 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
                 return bad(a, val, "expected auto, host or cuda");
         } else if (!strcmp(a, "--batch")) {
             if ((n = parse_list(val, 1, 1u << 20, v, GB_MAX_LIST)) < 0)
-                return bad(a, val, "expected a list of at most 32 sizes in 1..1048576");
+                return bad(
+                    a, val,
+                    "expected a list of at most " GB_STR(GB_MAX_LIST) " sizes in 1..1048576");
             for (o->nbatch = 0; o->nbatch < n; o->nbatch++)
                 o->batch[o->nbatch] = (size_t)v[o->nbatch];
         } else if (!strcmp(a, "--inflight")) {
             if ((n = parse_list(val, 1, 64, v, GB_MAX_LIST)) < 0)
-                return bad(a, val, "expected a list of at most 32 values in 1..64");
+                return bad(a, val,
+                           "expected a list of at most " GB_STR(GB_MAX_LIST) " values in 1..64");
             for (o->ninflight = 0; o->ninflight < n; o->ninflight++)
                 o->inflight[o->ninflight] = (int)v[o->ninflight];
         } else if (!strcmp(a, "--producers")) {
             if ((n = parse_list(val, 1, 256, v, GB_MAX_LIST)) < 0)
-                return bad(a, val, "expected a list of at most 32 values in 1..256");
+                return bad(a, val,
+                           "expected a list of at most " GB_STR(GB_MAX_LIST) " values in 1..256");
             for (o->nproducers = 0; o->nproducers < n; o->nproducers++)
                 o->producers[o->nproducers] = (int)v[o->nproducers];
         } else if (!strcmp(a, "--max-delay-us")) {
             if ((n = parse_list(val, 0, 60000000, v, GB_MAX_LIST)) < 0)
-                return bad(a, val, "expected a list of at most 32 delays in 0..60000000 us");
+                return bad(
+                    a, val,
+                    "expected a list of at most " GB_STR(GB_MAX_LIST) " delays in 0..60000000 us");
             for (o->ndelay = 0; o->ndelay < n; o->ndelay++)
                 o->delay_us[o->ndelay] = (uint32_t)v[o->ndelay];
         } else if (!strcmp(a, "--completion-workers")) {

@@ -16,6 +16,8 @@
 #include <stdio.h>
 
 #define GB_MAX_LIST 32
+#define GB_STR_(x) #x
+#define GB_STR(x) GB_STR_(x) /* GB_STR(GB_MAX_LIST): "32" */
 #define GB_MAX_POINTS 512
 /* Every measurement covers at least this many batches: a pipeline window, each stage-alone
    run of the bound, and each thread of the compute-alone run. */

@@ -152,8 +152,9 @@ typedef struct gp_model_options {
     /* Appended in 0.2.0: variable-length inputs (`input f32 *xF`). */
     size_t max_tokens;       /* tokens one item may have; default 512 */
     size_t max_batch_tokens; /* tokens one batch may carry (gp_config.max_batch_bytes); default
-                                0: max_batch * max_tokens. Below the tokens one item may have
-                                (max_tokens, or a shorter position table): GP_EINVAL at load */
+                                0: max_batch * max_tokens. Variable-length inputs: below the
+                                tokens one item may have (max_tokens, or a shorter position
+                                table) is GP_EINVAL at load; fixed-size inputs ignore it */
 } gp_model_options;
 
 /* Fill `o` with defaults (and struct_size). Any thread. */
@@ -224,9 +225,9 @@ GP_API int gp_model_output_info(const gp_model *m, gp_tensor_info *info);
 GP_API size_t gp_model_input_bytes(const gp_model *m);
 GP_API size_t gp_model_output_bytes(const gp_model *m);
 
-/* Token-id models (`input i32|i64|u32 *`): the embedding's vocabulary, its rows; the valid ids
-   are 0..vocab-1 (an item with another fails alone, GP_EINVAL). 0 for any other input and for
-   NULL. Appended in 0.2.0. */
+/* Token-id models (`input i32|i64|u32 *`): the vocabulary, the embedding's rows (with several
+   embeddings, the smallest); the valid ids are 0..vocab-1 (an item with another fails alone,
+   GP_EINVAL). 0 for any other input and for NULL. Appended in 0.2.0. */
 GP_API int64_t gp_model_vocab(const gp_model *m);
 
 /* Floating-point operations per item (multiply-add = 2), for throughput figures. For a

@@ -455,7 +455,10 @@ static int build_embedding(bctx *c, int *cur) {
         op->weight2 = w;
         /* Every position an item can have must have a row: the table is the model's limit
            when it is shorter than options.max_tokens (gp_model_describe says which). */
-        if ((size_t)op->positions < m->max_tokens) m->max_tokens = (size_t)op->positions;
+        if ((size_t)op->positions < m->max_tokens) {
+            m->max_tokens = (size_t)op->positions;
+            m->positions_limit = 1;
+        }
     }
     if (!(b = gp__model_alloc(m, (size_t)C))) return oom(c);
     memset(b, 0, (size_t)C * sizeof *b);

@@ -123,8 +123,7 @@ static int load_image(const void *img, size_t len, const gp_model_options *opt,
                       "options.max_batch_tokens %zu is below the %zu tokens one item may have "
                       "(%s): an item must fit a batch",
                       m->max_batch_tokens, m->max_tokens,
-                      m->max_tokens < opt->max_tokens ? "the position embeddings' rows"
-                                                      : "options.max_tokens");
+                      m->positions_limit ? "the position embeddings' rows" : "options.max_tokens");
     if (rc == GP_OK) rc = gp__host_prepare(m, e);
     if (rc != GP_OK) {
         gp_model_free(m);
@@ -255,16 +254,16 @@ static int describe_input(const gp__model *m, FILE *f) {
     char in[64];
     info_str(&m->in_info, in, sizeof in);
     if (m->token_bytes) {
-        /* The token limit: options.max_tokens, or the position table when it is shorter. */
-        const gp__op *emb = m->n_ops && m->ops[0].kind == GP__OP_EMBEDDING ? &m->ops[0] : NULL;
-        const char *limit = emb && emb->weight2 && (size_t)emb->positions == m->max_tokens
-                                ? "the position embeddings' rows"
-                                : "options.max_tokens";
-        if (emb)
+        /* The token limit: options.max_tokens, or a position table when it is shorter; the
+           ids: those every embedding takes (gp_model_vocab). */
+        const char *limit =
+            m->positions_limit ? "the position embeddings' rows" : "options.max_tokens";
+        int64_t vocab = gp_model_vocab(m);
+        if (vocab)
             return fprintf(f,
                            "input:  %s per item: 1..%zu token ids (the limit: %s) of %zu bytes, "
-                           "packed (variable length); ids 0..%d\n",
-                           in, m->max_tokens, limit, m->token_bytes, emb->vocab - 1) < 0;
+                           "packed (variable length); ids 0..%lld\n",
+                           in, m->max_tokens, limit, m->token_bytes, (long long)vocab - 1) < 0;
         return fprintf(f,
                        "input:  %s per item: 1..%zu tokens of %zu bytes, packed (variable "
                        "length), no normalization\n",

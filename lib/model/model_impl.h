@@ -259,6 +259,7 @@ struct gp_model {
        from the options. 0 for fixed-size models. */
     size_t token_bytes;
     size_t max_tokens, max_batch_tokens;
+    int positions_limit; /* max_tokens is a position table's rows (shorter than the option) */
 
     double flops;
     char *spec;

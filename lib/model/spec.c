@@ -87,7 +87,8 @@ static int parse_double(tok v, double *out) {
 }
 
 /* Comma-separated floats, at most `max`. */
-/* Comma-separated numbers, at most `max`: 0 on a bad number or one too many (then *n == max). */
+/* Comma-separated numbers, at most `max`: 0 on a bad number (then *n == 0) or one too many
+   (then *n == max). */
 static int parse_floats(tok v, float *out, int max, int *n) {
     *n = 0;
     size_t i = 0;
@@ -96,7 +97,11 @@ static int parse_floats(tok v, float *out, int max, int *n) {
         while (j < v.n && v.p[j] != ',')
             j++;
         double d;
-        if (*n == max || !parse_double((tok){v.p + i, j - i}, &d)) return 0;
+        if (!parse_double((tok){v.p + i, j - i}, &d)) {
+            *n = 0; /* a bad number, not one too many */
+            return 0;
+        }
+        if (*n == max) return 0;
         out[(*n)++] = (float)d;
         i = j + 1;
     }

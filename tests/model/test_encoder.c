@@ -315,6 +315,31 @@ static void embedding_cases(void) {
     }
 }
 
+/* Two embeddings of the same ids: an id must fit both, so the vocabulary is the smaller
+   table's, in gp_model_vocab and in describe alike; an id between the two fails its item. */
+static void two_embeddings(void) {
+    mt t = {.rng = 77};
+    mt_add(&t, "a.weight", 2, (uint64_t[]){30, 8}, -1, 1);
+    mt_add(&t, "b.weight", 2, (uint64_t[]){20, 8}, -1, 1);
+    gp_model *m = load(&t,
+                       "input i32 *\nsave ids\nembedding a\nsave A\nrestore ids\nembedding b\n"
+                       "add A\npool mean\n",
+                       0);
+    GPT_EQ(gp_model_vocab(m), 20);
+    char *text = mt_describe(m);
+    GPT_CHECK(strstr(text, "ids 0..19\n") != NULL);
+    free(text);
+    int32_t ids[2] = {3, 25};
+    uint64_t off[2] = {0, sizeof ids};
+    float out[8];
+    char err[256];
+    GPT_RC(gp_model_run_host_packed(m, 1, ids, off, out, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "outside the vocabulary 0..19 of embedding 'b'") != NULL);
+    gp_model_free(m);
+    mt_free(&t);
+    printf("ok  two embeddings: vocabulary 20 (the smaller)\n");
+}
+
 /* LayerNorm token by token (and on a per-item value), inputs far from zero. */
 static void layernorm_cases(void) {
     const int C = 40;
@@ -823,6 +848,7 @@ static void demo_encoder(void) {
 
 int main(void) {
     embedding_cases();
+    two_embeddings();
     layernorm_cases();
     attention_cases();
     encoder_cases();

@@ -160,6 +160,13 @@ static void long_values(void) {
     gp__spec_free(&sp);
     strcpy(p, ",0.5\n"); /* a 65th std value */
     parse_error(text, "bad value (at most 64 values: one for every channel, or one per channel)");
+    strcpy(p, ",\n"); /* a trailing comma is a bad number, not a 65th value */
+    parse_error(text, "input: bad value 'std=");
+    p = text + sprintf(text, "input f32 64x2x2 mean=");
+    for (int i = 0; i < 65; i++)
+        p += sprintf(p, "%s0.5", i ? "," : "");
+    strcpy(p, "\n");
+    parse_error(text, "bad value (at most 64 values");
     p = text + sprintf(text, "input f32 4\nlinear ");
     memset(p, 'w', 2049);
     strcpy(p + 2049, "\n");

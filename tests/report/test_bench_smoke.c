@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -415,6 +416,20 @@ int main(int argc, char **argv) {
     GPT_EQ(run(args, &out, &err), 2);
     GPT_CHECK(strstr(err, "gp-bench: --json ") != NULL && strstr(err, "no directory") != NULL);
     GPT_CHECK(strstr(out, "batch") == NULL); /* no sweep ran */
+    free(out);
+    free(err);
+    GPT_EQ(run("--backend host --csv ''", &out, &err), 2);
+    GPT_CHECK(strstr(err, "an empty path") != NULL);
+    free(out);
+    free(err);
+    char link[600], target[600];
+    snprintf(link, sizeof link, "%s/dangling.json", dir);
+    snprintf(target, sizeof target, "%s/no/such/dir/x.json", dir);
+    unlink(link);
+    GPT_CHECK(symlink(target, link) == 0);
+    snprintf(args, sizeof args, "--backend host --json '%s'", link);
+    GPT_EQ(run(args, &out, &err), 2);
+    GPT_CHECK(strstr(err, "a symbolic link to a missing file") != NULL);
     free(out);
     free(err);
     snprintf(args, sizeof args, "--backend host --svg '%s'", dir);
