@@ -75,7 +75,8 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
     double per_item = s->completed ? 1.0 / (double)s->completed : 0; /* x busy ns */
     switch (d->bottleneck) {
     case GP_VERDICT_NO_WORK:
-        say(d->why, sizeof d->why, "%" PRIu64 " items submitted, no batch dispatched yet",
+        say(d->why, sizeof d->why,
+            "%" PRIu64 " items submitted, no batch completed in this snapshot or window",
             s->submitted);
         say(d->knob, sizeof d->knob, "submit work, then ask again");
         break;
@@ -88,9 +89,9 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             "compute busy %.0f%% (%s) - producers submit %s items/s but one batch of %.1f "
             "items takes %s of compute (the device could take ~%s items/s at this batch size): "
             "the batcher found no item waiting %.0f%% of the time%s, the GPU is starved",
-            gp__pct(d->compute), mix, gp__fmt_count(d->items_per_s).s, d->mean_batch,
-            gp__fmt_ns(d->batch_compute_us * 1e3).s, gp__fmt_count(d->device_items_per_s).s,
-            gp__pct(d->starved), held);
+            gp__pct(d->compute), mix, gp__fmt_count((double)s->submitted / d->wall_s).s,
+            d->mean_batch, gp__fmt_ns(d->batch_compute_us * 1e3).s,
+            gp__fmt_count(d->device_items_per_s).s, gp__pct(d->starved), held);
         say(d->knob, sizeof d->knob,
             "add producer threads, or move pre-processing off the producers (prep_workers with "
             "gp_pipeline_submit_prep); if this is simply the offered load, the GPU has "
@@ -148,19 +149,31 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         /* Graphs: the CUDA backend's, for fixed-size items only (gp_config.cuda_graphs). */
         int graphs = s->backend == GP_BACKEND_CUDA && !s->cuda_graphs && s->item_in_bytes &&
                      s->item_out_bytes;
+        /* Small batches with a batcher that found no item: each batch pays the compute's
+           fixed cost for few items, and more offered load fills them (more producers help). */
+        int hungry = small && !by_bytes && d->starved >= 0.10;
+        char fill[256] = "";
+        if (hungry)
+            say(fill, sizeof fill,
+                "batches average %.1f of %" PRIu64 " and the batcher found no item %.0f%% of "
+                "the time: more producers, a max_delay_us or preferred sizes fill them (each "
+                "batch pays a fixed cost); ",
+                d->mean_batch, s->max_batch, gp__pct(d->starved));
         say(d->knob, sizeof d->knob,
-            "%s%sto go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
+            "%s%s%sto go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
             "layers%s; raise max_batch if latency allows.%s",
             serial ? "inflight=1 runs the copies in series with the compute: raise inflight to "
                      "hide them; "
                    : "",
-            small && by_bytes ? "batches close on the byte budget (close reason bytes): a larger "
-                                "max_batch_bytes lets each carry more items; "
+            fill,
+            hungry              ? ""
+            : small && by_bytes ? "batches close on the byte budget (close reason bytes): a "
+                                  "larger max_batch_bytes lets each carry more items; "
             : small ? "batches average far below max_batch: a max_delay_us or preferred sizes "
                       "let each batch carry more items; "
                     : "",
             graphs ? ", CUDA graphs for small models (cuda_graphs=1)" : "",
-            serial ? "" : " More producers or slots will not help");
+            serial || small ? "" : " More producers or slots will not help");
         break;
     }
     case GP_VERDICT_PADDING:
@@ -185,8 +198,9 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             d->backpressure);
         say(d->knob, sizeof d->knob,
             "keep callbacks short (copy the output and hand it to your own queue), raise "
-            "completion_workers (now %d; callbacks then run out of submit order), or shrink "
-            "post-processing with device kernels (softmax, argmax, top-k)",
+            "completion_workers (now %d) if cores are free (callbacks that use the CPU gain "
+            "nothing from more workers than free cores; they then run out of submit order), or "
+            "shrink post-processing with device kernels (softmax, argmax, top-k)",
             s->completion_workers);
         break;
     case GP_VERDICT_SMALL_BATCHES: {
@@ -201,9 +215,9 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             gp__fmt_ns((double)s->queue_wait_p50).s, gp__pct(d->compute));
         say(d->knob, sizeof d->knob,
             "if latency matters, lower max_delay_us (0 = dispatch as soon as a slot is free; "
-            "a batch still grows while every slot is busy); if device time per item matters, "
-            "set preferred sizes this load reaches (about %.0f items) so batches leave without "
-            "the timer, or raise the delay toward %.1f ms",
+            "a batch still grows while every slot is busy) or set a preferred size below the "
+            "%.1f items the timer collects (a batch leaves as soon as it reaches one); if "
+            "device time per item matters, raise the delay toward %.1f ms (a full batch)",
             short_mean(s, d), full_ms);
         break;
     }
@@ -269,6 +283,24 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             "moves");
         break;
     }
+    /* Callbacks that were not results: items/s counts them (a deadline passed, a cancel, a
+       failure), so say how many and the rate of results. */
+    uint64_t other = s->timed_out + s->canceled + s->failed;
+    size_t n = strlen(d->why);
+    if (s->completed && other * 20 >= s->completed && n < sizeof d->why)
+        say(d->why + n, sizeof d->why - n,
+            "; %.0f%% of the callbacks were not results (timed out %" PRIu64 ", canceled %" PRIu64
+            ", failed %" PRIu64 "): %s items/s completed OK",
+            100.0 * (double)other / (double)s->completed, s->timed_out, s->canceled, s->failed,
+            gp__fmt_count((double)s->completed_ok / d->wall_s).s);
+    /* Busy time counts when a batch's stage ends: with few batches, one still running is
+       missing from the fractions. */
+    n = strlen(d->why);
+    if (s->batches && s->batches < 4 && n < sizeof d->why)
+        say(d->why + n, sizeof d->why - n,
+            " (only %" PRIu64 " batch%s completed: a stage still running is not counted yet; "
+            "judge a longer window)",
+            s->batches, s->batches == 1 ? "" : "es");
 }
 
 void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {

@@ -766,7 +766,7 @@ GP_API void gp_stats_mark_free(gp_stats_mark *m);
 
 /* The doctor's verdicts: X(NAME, value, name, title). Values are pinned, only appended. */
 #define GP_VERDICT_MAP(X)                                                                          \
-    X(NO_WORK, 0, "no-work", "no batch has run yet")                                               \
+    X(NO_WORK, 0, "no-work", "no batch completed in the snapshot or window")                       \
     X(GPU_NOT_USED, 1, "gpu-not-used", "the GPU is not used: running on the host backend")         \
     X(PRODUCERS, 2, "producers", "producers starve the device")                                    \
     X(PREP, 3, "prep", "host pre-processing (prep workers) is the bottleneck")                     \

@@ -87,6 +87,16 @@ int main(void) {
     s.close_reasons[GP_CLOSE_SLOT_FREE] = 1000;
     s.close_bytes = 0;
     GPT_EQ(verdict(&s, "a max_delay_us or preferred sizes"), GP_VERDICT_COMPUTE);
+    /* Small batches are never told "more producers will not help" (batches of 2.4 of 64 at
+       100% compute ran 4x faster with 4x the producers); with a starved batcher, more
+       producers are the advice. */
+    GPT_CHECK(!says(&s, "will not help"));
+    s.starved_ns = 360 * MS;
+    GPT_EQ(verdict(&s, "the batcher found no item 36% of the time"), GP_VERDICT_COMPUTE);
+    GPT_CHECK(says(&s, "more producers, a max_delay_us or preferred sizes fill them"));
+    s.starved_ns = 0;
+    s.batch_items = 64000; /* full batches: more load cannot help */
+    GPT_EQ(verdict(&s, "More producers or slots will not help"), GP_VERDICT_COMPUTE);
     s.batch_items = s.submitted = s.completed = s.completed_ok = 64000;
     s.h2d_busy_ns = 970 * MS;
     GPT_EQ(verdict(&s, "H2D copies busy 97%"), GP_VERDICT_H2D);
@@ -150,8 +160,17 @@ int main(void) {
     s.batch_items = 4000;
     s.starved_ns = 600 * MS;
     GPT_EQ(verdict(&s, "2000 us max_delay_us timer"), GP_VERDICT_SMALL_BATCHES);
+    /* Preferred sizes help latency only below what the timer collects (4.0 items here); a
+       longer delay is what fills batches. */
+    GPT_CHECK(says(&s, "a preferred size below the 4.0 items the timer collects"));
+    GPT_CHECK(!says(&s, "preferred sizes this load reaches"));
     s.batch_items = 50000; /* batches near full: the delay does its job */
     GPT_EQ(verdict(&s, "producers submit"), GP_VERDICT_PRODUCERS);
+    /* The submit rate is the producers' (submitted), not the completions (a window's backlog
+       draining): 400 submitted over 1 s, 50 000 completed. */
+    s.submitted = 400;
+    GPT_EQ(verdict(&s, "producers submit 400 items/s"), GP_VERDICT_PRODUCERS);
+    s.submitted = 64000;
     /* Half the batches full, half left on the timer with 1 item each: the mean of all (32.5)
        is over half of max_batch, the timer's batches (1 item) are not: still small-batches
        ("the batches short of max_batch carrying at most half of it"). */
@@ -262,6 +281,32 @@ int main(void) {
     s.pad_useful = 100;
     s.compute_busy_ns = 400 * MS; /* heavy padding but nothing saturated: not the limit */
     GPT_EQ(verdict(&s, NULL), GP_VERDICT_MIXED);
+
+    /* Callbacks that were not results are named, with the rate of results: 23.4k of 30.6k
+       timed out (deadlines) and items/s counted them. */
+    s = base();
+    s.compute_busy_ns = 950 * MS;
+    s.completed = 30600;
+    s.completed_ok = 7200;
+    s.timed_out = 23400;
+    GPT_EQ(verdict(&s, "76% of the callbacks were not results (timed out 23400, canceled 0, "
+                       "failed 0): 7.20k items/s completed OK"),
+           GP_VERDICT_COMPUTE);
+    s.timed_out = 1000; /* 3%: no note */
+    s.completed_ok = 29600;
+    GPT_CHECK(!says(&s, "not results"));
+    /* Few batches: a stage still running is not counted yet; said, not hidden. */
+    s = base();
+    s.batches = 2;
+    s.batch_items = 128;
+    GPT_CHECK(says(&s, "only 2 batches completed: a stage still running is not counted yet"));
+    s.batches = 4;
+    GPT_CHECK(!says(&s, "only 4 batches"));
+    /* No batch in a window: said of the window, not of the pipeline's life. */
+    s = base();
+    s.batches = 0;
+    s.batch_items = 0;
+    GPT_EQ(verdict(&s, "no batch completed in this snapshot or window"), GP_VERDICT_NO_WORK);
 
     /* Names and values are pinned: tables, CSV, JSON and Prometheus labels use them. */
     static const char *const names[GP_VERDICT_COUNT_] = {
