@@ -119,18 +119,20 @@ static int parse_double(const char *s, double lo, double hi, double *out) {
 static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
     char *end;
     errno = 0;
-    if (*s == '-' || *s == '+') return -1;
+    if (*s < '0' || *s > '9') return -1; /* no sign, no leading space (strtoull takes both) */
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi) return -1;
     *out = v;
     return 0;
 }
 
-/* "1,2,4" -> values; -1 on a bad element, too many, or empty. */
+/* "1,2,4" -> values; -1 on a bad element, an empty one ("1,,2", a comma at either end), too
+   many, or none. */
 static int parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, int max) {
     int n = 0;
     char buf[512];
-    if (strlen(s) >= sizeof buf) return -1;
+    size_t len = strlen(s);
+    if (len >= sizeof buf || !len || s[0] == ',' || s[len - 1] == ',' || strstr(s, ",,")) return -1;
     strcpy(buf, s);
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -324,7 +326,8 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         } else if (!strcmp(a, "--baseline")) {
             o->naive = o->bound = 0;
             char buf[64];
-            if (strlen(val) >= sizeof buf)
+            size_t vn = strlen(val);
+            if (vn >= sizeof buf || !vn || val[0] == ',' || val[vn - 1] == ',' || strstr(val, ",,"))
                 return bad(a, val, "expected naive, bound, naive,bound or none");
             strcpy(buf, val);
             char *save = NULL;

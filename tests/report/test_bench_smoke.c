@@ -382,6 +382,11 @@ int main(int argc, char **argv) {
                          "--token-bytes 0",
                          "--vocab 0",
                          "--arrival rate=0.5", /* a window's batches would take minutes */
+                         "--batch 1,,2",
+                         "--batch 4,",
+                         "--batch ' 4'",
+                         "--inflight ,3",
+                         "--baseline ''",
                          "--batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,"
                          "25,26,27,28,29,30,31,32,33"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
