@@ -85,7 +85,9 @@ typedef enum gp_backend {
 
 typedef enum gp_full_policy {
     GP_FULL_BLOCK = 0, /* submit waits for space */
-    GP_FULL_FAIL = 1   /* submit returns GP_EAGAIN at once */
+    GP_FULL_FAIL = 1   /* submit returns GP_EAGAIN at once (shed the item or back off: a
+                          producer that retries at once takes the CPU the pipeline's own
+                          threads need to free space) */
 } gp_full_policy;
 
 typedef enum gp_destroy_mode {
