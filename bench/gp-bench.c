@@ -95,7 +95,10 @@ static const char usage[] =
     "                        item and the padding share per point\n"
     "  --report              print the doctor's full report for every point\n"
     "  -q, --quiet           no progress line on stderr\n"
-    "  -h, --help            this text\n";
+    "  -h, --help            this text\n"
+    "exit status: 0 every point ran; 1 the workload, a backend or a point failed (options the\n"
+    "workload cannot take among them); 2 a bad option or value, an output path that cannot be\n"
+    "written\n";
 
 /* ---- option parsing --------------------------------------------------------------------- */
 
