@@ -9,7 +9,8 @@
  * requests carry a token the scorer does not know: the compute fails just those
  * (gp_batch_fail_item), and their batchmates are answered as usual. At the end: every request
  * answered exactly once (scores checked), the canceled ones with GP_ECANCELED, the bad ones with
- * GP_EINVAL, and the numbers that show no padding moved: H2D bytes == the requests' bytes.
+ * GP_EINVAL, and the numbers that show no padding moved: H2D bytes <= the requests' bytes (a
+ * request canceled before its batch moves nothing).
  *
  * The host backend runs it anywhere; on the CUDA backend the same offsets are device arrays and
  * the compute would be a kernel (see docs/DESIGN.md §8.4).

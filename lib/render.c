@@ -321,9 +321,18 @@ static void write_report(const gp_stats *s, FILE *f) {
                 "  why:  backend AUTO found no usable GPU: %s. Every number below comes from "
                 "the host backend.\n",
                 s->fallback_reason[0] ? s->fallback_reason : "no reason recorded");
-        fprintf(f, "  knob: build with CUDA (cmake -DGP_WITH_CUDA=ON) and make the device "
-                   "visible (nvidia-smi, CUDA_VISIBLE_DEVICES, driver version); set "
-                   "backend=GP_BACKEND_CUDA to fail at create instead of falling back\n");
+        /* The reasons backends.c gives: a build without CUDA, an installation without its
+           module, or (else) a device or driver the runtime refused. */
+        const char *r = s->fallback_reason;
+        fprintf(f,
+                "  knob: %s; set backend=GP_BACKEND_CUDA to fail at create instead of falling "
+                "back\n",
+                strstr(r, "no CUDA backend")
+                    ? "build with CUDA (cmake -DGP_WITH_CUDA=ON, with the toolkit installed)"
+                : strstr(r, "CUDA module")
+                    ? "install the CUDA module (libgpupipe-cuda.so) beside libgpupipe"
+                    : "make the device visible (nvidia-smi, CUDA_VISIBLE_DEVICES, driver "
+                      "version)");
         fprintf(f, "pipeline bottleneck on the host backend: %s - %s\n",
                 gp_verdict_name(d.bottleneck), gp__verdict_title(d.bottleneck));
     } else {

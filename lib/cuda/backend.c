@@ -517,7 +517,11 @@ static void keep_note(cuda_ctx *c, const char *prefix, const char *msg) {
     int expected = 0;
     if (atomic_compare_exchange_strong_explicit(&c->note_set, &expected, 1, memory_order_acq_rel,
                                                 memory_order_relaxed)) {
-        snprintf(c->note, sizeof c->note, "%s%s", prefix, msg);
+        /* Truncated to the note on purpose (the front says the most). */
+        size_t cap = sizeof c->note - 1, a = strnlen(prefix, cap), b = strnlen(msg, cap - a);
+        memcpy(c->note, prefix, a);
+        memcpy(c->note + a, msg, b);
+        c->note[a + b] = '\0';
         atomic_store_explicit(&c->note_set, 2, memory_order_release);
     }
 }
@@ -834,7 +838,7 @@ static int elapsed_ns(cuda_ctx *c, cuda_dev *d, gp__event *e, int64_t *dt) {
 static int cuda_event_time_ns(void *ctx, gp__event *e, uint64_t *ns) {
     cuda_ctx *c = ctx;
     cuda_dev *d = e->dev;
-    int64_t dt;
+    int64_t dt = 0; /* set by elapsed_ns whatever it returns (gcc -O3 cannot see it) */
     if (!e->recorded) return GP_EINVAL;
     int rc = set_device(c, d);
     if (rc == GP_OK) rc = elapsed_ns(c, d, e, &dt);

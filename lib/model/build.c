@@ -722,7 +722,7 @@ static int build_lines(bctx *c, const gp__spec *sp, int *cur_io, int *stage_line
             rc = find_tag(c, &cur);
             break;
         case GP__SPEC_ADD: {
-            int other;
+            int other = 0; /* set by find_tag on GP_OK (gcc -O3 cannot see it) */
             if ((rc = find_tag(c, &other)) != GP_OK) break;
             if (c->ids >= 0 && c->vals[other].root == c->ids)
                 return lerr(c, "%s", "the saved value is the token ids: add vectors, not ids");

@@ -29,6 +29,10 @@ cmake -S "$src/tests/install/consumer" -B "$tmp/cm" -G Ninja -DCMAKE_PREFIX_PATH
 cmake --build "$tmp/cm" > "$tmp/cmb.log" || { cat "$tmp/cmb.log"; exit 1; }
 "$tmp/cm/consumer_shared"
 "$tmp/cm/consumer_static"
+if [ -f "$build/lib/libgpupipe-cuda.so" ]; then # gpupipe/cuda.h through the targets alone
+  "$tmp/cm/consumer_cuda_shared"
+  "$tmp/cm/consumer_cuda_static"
+fi
 
 # 2. pkg-config.
 export PKG_CONFIG_PATH="$libdir/pkgconfig"

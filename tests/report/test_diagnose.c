@@ -308,6 +308,29 @@ int main(void) {
     s.batch_items = 0;
     GPT_EQ(verdict(&s, "no batch completed in this snapshot or window"), GP_VERDICT_NO_WORK);
 
+    /* AUTO fell back: the report's knob follows the reason (a CUDA build on a machine without
+       a driver was told to build with CUDA). */
+    static const char *const reasons[][2] = {
+        {"this build has no CUDA backend (GP_WITH_CUDA=OFF or no toolkit at build time)",
+         "knob: build with CUDA"},
+        {"CUDA module libgpupipe-cuda.so not found (looked in /x)",
+         "knob: install the CUDA module"},
+        {"no NVIDIA driver: libcuda cannot be loaded", "knob: make the device visible"}};
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+        s = base();
+        s.fell_back = 1;
+        snprintf(s.fallback_reason, sizeof s.fallback_reason, "%s", reasons[i][0]);
+        FILE *f = tmpfile();
+        GPT_CHECK(f != NULL);
+        GPT_RC(gp_stats_report(&s, f), GP_OK);
+        static char text[16384];
+        rewind(f);
+        text[fread(text, 1, sizeof text - 1, f)] = '\0';
+        fclose(f);
+        GPT_CHECK(strstr(text, reasons[i][1]) != NULL);
+        GPT_CHECK(i == 0 || strstr(text, "build with CUDA") == NULL);
+    }
+
     /* Names and values are pinned: tables, CSV, JSON and Prometheus labels use them. */
     static const char *const names[GP_VERDICT_COUNT_] = {
         "no-work",   "gpu-not-used",  "producers", "prep",     "h2d",   "compute", "d2h",
