@@ -1,6 +1,7 @@
 /* A consumer of gpupipe/cuda.h built with pkg-config's flags alone, and with each CMake target
-   alone (tests/install/run.sh, CUDA builds): the header compiles, gp_cuda_cudnn is declared in a cuDNN build, and on a host
-   batch the accessors return NULL / -1 (cuda.h) without touching CUDA. */
+   alone (tests/install/run.sh, CUDA builds): the header compiles, gp_cuda_cudnn is declared in a
+   cuDNN build, and on a host batch the accessors return NULL / -1 (cuda.h) without touching CUDA.
+ */
 #include <stdio.h>
 #include <string.h>
 
