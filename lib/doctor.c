@@ -49,6 +49,18 @@ static void say(char *buf, size_t len, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* say() after what buf holds already (truncated as say() is). */
+static void say_more(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say_more(char *buf, size_t len, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    if (n + 1 >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, len - n, fmt, ap);
+    va_end(ap);
+}
+
 /* "h2d 12%, compute 95%, d2h 3%" */
 static void stage_mix(const gp_diagnosis *d, char *buf, size_t len) {
     say(buf, len, "h2d %.0f%%, compute %.0f%%, d2h %.0f%%", gp__pct(d->h2d), gp__pct(d->compute),
@@ -286,21 +298,19 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
     /* Callbacks that were not results: items/s counts them (a deadline passed, a cancel, a
        failure), so say how many and the rate of results. */
     uint64_t other = s->timed_out + s->canceled + s->failed;
-    size_t n = strlen(d->why);
-    if (s->completed && other * 20 >= s->completed && n < sizeof d->why)
-        say(d->why + n, sizeof d->why - n,
-            "; %.0f%% of the callbacks were not results (timed out %" PRIu64 ", canceled %" PRIu64
-            ", failed %" PRIu64 "): %s items/s completed OK",
-            100.0 * (double)other / (double)s->completed, s->timed_out, s->canceled, s->failed,
-            gp__fmt_count((double)s->completed_ok / d->wall_s).s);
+    if (s->completed && other * 20 >= s->completed)
+        say_more(d->why, sizeof d->why,
+                 "; %.0f%% of the callbacks were not results (timed out %" PRIu64
+                 ", canceled %" PRIu64 ", failed %" PRIu64 "): %s items/s completed OK",
+                 100.0 * (double)other / (double)s->completed, s->timed_out, s->canceled, s->failed,
+                 gp__fmt_count((double)s->completed_ok / d->wall_s).s);
     /* Busy time counts when a batch's stage ends: with few batches, one still running is
        missing from the fractions. */
-    n = strlen(d->why);
-    if (s->batches && s->batches < 4 && n < sizeof d->why)
-        say(d->why + n, sizeof d->why - n,
-            " (only %" PRIu64 " batch%s completed: a stage still running is not counted yet; "
-            "judge a longer window)",
-            s->batches, s->batches == 1 ? "" : "es");
+    if (s->batches && s->batches < 4)
+        say_more(d->why, sizeof d->why,
+                 " (only %" PRIu64 " batch%s completed: a stage still running is not counted yet; "
+                 "judge a longer window)",
+                 s->batches, s->batches == 1 ? "" : "es");
 }
 
 void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {

@@ -86,7 +86,6 @@ static int parse_double(tok v, double *out) {
     return 1;
 }
 
-/* Comma-separated floats, at most `max`. */
 /* Comma-separated numbers, at most `max`: 0 on a bad number (then *n == 0) or one too many
    (then *n == max). */
 static int parse_floats(tok v, float *out, int max, int *n) {
@@ -153,11 +152,14 @@ static int parse_ref(tok v, char *out) {
     return 1;
 }
 
-#define GP__STR_(x) #x
-#define GP__STR(x) GP__STR_(x)
-static const char too_many_values[] =
-    "bad value (at most " GP__STR(GP__SPEC_MAX_CH) " values: one for every channel, or one per "
-                                                   "channel)";
+/* mean=/std= with a value past GP__SPEC_MAX_CH (parse_floats: *n == max). */
+static int too_many_values(lctx *c, tok t) {
+    char what[96];
+    snprintf(what, sizeof what,
+             "bad value (at most %d values: one for every channel, or one per channel)",
+             GP__SPEC_MAX_CH);
+    return lerr(c, what, t);
+}
 
 static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen) {
     const char *eq = memchr(t.p, '=', t.n);
@@ -219,7 +221,7 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
         break;
     case GP__O_MEAN:
         ok = parse_floats(val, l->mean, GP__SPEC_MAX_CH, &l->n_mean);
-        if (!ok && l->n_mean == GP__SPEC_MAX_CH) return lerr(c, too_many_values, t);
+        if (!ok && l->n_mean == GP__SPEC_MAX_CH) return too_many_values(c, t);
         break;
     case GP__O_DIM:
         ok = tok_is(val, "1") || tok_is(val, "-1");
@@ -240,7 +242,7 @@ static int parse_option(lctx *c, gp__spec_line *l, tok t, int allowed, int *seen
         break;
     case GP__O_STD:
         ok = parse_floats(val, l->std, GP__SPEC_MAX_CH, &l->n_std);
-        if (!ok && l->n_std == GP__SPEC_MAX_CH) return lerr(c, too_many_values, t);
+        if (!ok && l->n_std == GP__SPEC_MAX_CH) return too_many_values(c, t);
         for (int i = 0; ok && i < l->n_std; i++)
             ok = l->std[i] != 0.0f;
         break;
