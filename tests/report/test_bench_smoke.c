@@ -351,6 +351,17 @@ static void write_short_positions_model(const char *path) {
     write_model(path, &t, "input i32 *\nembedding e position=p\npool mean\n");
 }
 
+/* gp-bench refuses `args` with exit `rc`, naming `needle` after "gp-bench: " on stderr, and
+   runs no sweep (no table on stdout). */
+static void expect_refused(const char *args, int rc, const char *needle) {
+    char *out, *err;
+    GPT_EQ(run(args, &out, &err), rc);
+    GPT_CHECK(strstr(err, "gp-bench: ") != NULL && strstr(err, needle) != NULL);
+    GPT_CHECK(strstr(out, " batch ") == NULL);
+    free(out);
+    free(err);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
@@ -396,52 +407,31 @@ int main(int argc, char **argv) {
         free(out);
         free(err);
     }
-    GPT_EQ(run("--batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,"
-               "28,29,30,31,32,33",
-               &out, &err),
-           2);
-    GPT_CHECK(strstr(err, "expected a list of at most 32 sizes") != NULL);
-    free(out);
-    free(err);
+    expect_refused("--batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,"
+                   "26,27,28,29,30,31,32,33",
+                   2, "expected a list of at most 32 sizes");
     /* Options the workload does not read are refused, not ignored. */
-    GPT_EQ(run("--backend host --precision fp16 --duration 0.05", &out, &err), 1);
-    GPT_CHECK(strstr(err, "--precision: the synthetic workload has no layers") != NULL);
-    free(out);
-    free(err);
-    GPT_EQ(run("--backend host --vocab 5 --duration 0.05", &out, &err), 1);
-    GPT_CHECK(strstr(err, "--vocab: the synthetic workload") != NULL);
-    free(out);
-    free(err);
-    GPT_EQ(run("--backend host --workload mlp --vocab 5 --duration 0.05", &out, &err), 1);
-    GPT_CHECK(strstr(err, "--vocab: the model's input f32[784] is not token ids") != NULL);
-    free(out);
-    free(err);
+    expect_refused("--backend host --precision fp16 --duration 0.05", 1,
+                   "--precision: the synthetic workload has no layers");
+    expect_refused("--backend host --vocab 5 --duration 0.05", 1,
+                   "--vocab: the synthetic workload");
+    expect_refused("--backend host --workload mlp --vocab 5 --duration 0.05", 1,
+                   "--vocab: the model's input f32[784] is not token ids");
     /* Output paths are checked before the sweep (they were found unwritable after it). */
     snprintf(args, sizeof args, "--backend host --json '%s/no/such/dir/x.json'", dir);
-    GPT_EQ(run(args, &out, &err), 2);
-    GPT_CHECK(strstr(err, "gp-bench: --json ") != NULL && strstr(err, "no directory") != NULL);
-    GPT_CHECK(strstr(out, "batch") == NULL); /* no sweep ran */
-    free(out);
-    free(err);
-    GPT_EQ(run("--backend host --csv ''", &out, &err), 2);
-    GPT_CHECK(strstr(err, "an empty path") != NULL);
-    free(out);
-    free(err);
+    char why[700];
+    snprintf(why, sizeof why, "--json %s/no/such/dir/x.json: no directory", dir);
+    expect_refused(args, 2, why);
+    expect_refused("--backend host --csv ''", 2, "an empty path");
     char link[600], target[600];
     snprintf(link, sizeof link, "%s/dangling.json", dir);
     snprintf(target, sizeof target, "%s/no/such/dir/x.json", dir);
     unlink(link);
     GPT_CHECK(symlink(target, link) == 0);
     snprintf(args, sizeof args, "--backend host --json '%s'", link);
-    GPT_EQ(run(args, &out, &err), 2);
-    GPT_CHECK(strstr(err, "a symbolic link to a missing file") != NULL);
-    free(out);
-    free(err);
+    expect_refused(args, 2, "a symbolic link to a missing file");
     snprintf(args, sizeof args, "--backend host --svg '%s'", dir);
-    GPT_EQ(run(args, &out, &err), 2);
-    GPT_CHECK(strstr(err, "is a directory") != NULL);
-    free(out);
-    free(err);
+    expect_refused(args, 2, "is a directory");
     GPT_EQ(run("--help", &out, &err), 0);
     GPT_CHECK(strstr(out, "--arrival") != NULL);
     free(out);
