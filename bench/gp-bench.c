@@ -129,13 +129,18 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
     return 0;
 }
 
-/* "1,2,4" -> values; -1 on a bad element, an empty one ("1,,2", a comma at either end), too
-   many, or none. */
+/* A comma-separated list with an empty element ("", "1,,2", a comma at either end), which
+   strtok_r would skip. */
+static int empty_element(const char *s) {
+    size_t len = strlen(s);
+    return !len || s[0] == ',' || s[len - 1] == ',' || strstr(s, ",,") != NULL;
+}
+
+/* "1,2,4" -> values; -1 on a bad element, an empty one, too many, or none. */
 static int parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, int max) {
     int n = 0;
     char buf[512];
-    size_t len = strlen(s);
-    if (len >= sizeof buf || !len || s[0] == ',' || s[len - 1] == ',' || strstr(s, ",,")) return -1;
+    if (strlen(s) >= sizeof buf || empty_element(s)) return -1;
     strcpy(buf, s);
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -148,7 +153,7 @@ static int parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, in
 /* "packed,padmax", "both", "all": the modes in the order given, each once. */
 static int parse_packing(const char *s, gb_opts *o) {
     char buf[64];
-    if (strlen(s) >= sizeof buf) return -1;
+    if (strlen(s) >= sizeof buf || empty_element(s)) return -1;
     strcpy(buf, s);
     o->npacking = 0;
     char *save = NULL;
@@ -329,8 +334,7 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         } else if (!strcmp(a, "--baseline")) {
             o->naive = o->bound = 0;
             char buf[64];
-            size_t vn = strlen(val);
-            if (vn >= sizeof buf || !vn || val[0] == ',' || val[vn - 1] == ',' || strstr(val, ",,"))
+            if (strlen(val) >= sizeof buf || empty_element(val))
                 return bad(a, val, "expected naive, bound, naive,bound or none");
             strcpy(buf, val);
             char *save = NULL;

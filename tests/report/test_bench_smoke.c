@@ -398,6 +398,7 @@ int main(int argc, char **argv) {
                          "--batch ' 4'",
                          "--inflight ,3",
                          "--baseline ''",
+                         "--packing packed,,padmax",
                          "--batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,"
                          "25,26,27,28,29,30,31,32,33"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
