@@ -202,7 +202,8 @@ void gb_lengths_stats(const gb_lengths *l, double *mean, uint32_t *p50, uint32_t
     free(v);
 }
 
-int gb_check_writable(const char *path, char *why, size_t len) {
+/* 0 when `path` can be written, else -1 and why. */
+static int gb_check_writable(const char *path, char *why, size_t len) {
     struct stat st;
     if (!*path) {
         snprintf(why, len, "'': an empty path");
@@ -247,6 +248,17 @@ int gb_check_writable(const char *path, char *why, size_t len) {
     if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) {
         snprintf(why, len, "%s: directory %s: %s", path, dir, strerror(errno));
         return -1;
+    }
+    return 0;
+}
+
+int gb_check_outputs(const char *tool, const char *const (*outputs)[2], size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char why[600];
+        if (outputs[i][1] && gb_check_writable(outputs[i][1], why, sizeof why) != 0) {
+            fprintf(stderr, "%s: %s %s\n", tool, outputs[i][0], why);
+            return -1;
+        }
     }
     return 0;
 }

@@ -1223,14 +1223,8 @@ int main(int argc, char **argv) {
     int prc = parse_args(argc, argv, &o);
     if (prc) return prc;
     /* The outputs' paths, before a sweep of minutes rather than after it. */
-    const char *outputs[][2] = {{"--csv", o.csv}, {"--json", o.json}, {"--svg", o.svg}};
-    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
-        char why[600];
-        if (outputs[i][1] && gb_check_writable(outputs[i][1], why, sizeof why) != 0) {
-            fprintf(stderr, "gp-bench: %s %s\n", outputs[i][0], why);
-            return 2;
-        }
-    }
+    const char *const outputs[][2] = {{"--csv", o.csv}, {"--json", o.json}, {"--svg", o.svg}};
+    if (gb_check_outputs("gp-bench", outputs, 3) != 0) return 2;
     run_info(&r, argc, argv, cmd, sizeof cmd);
     o.command = cmd;
     r.o = &o;

@@ -151,9 +151,10 @@ void gb_hist_add(gb_hist *h, uint64_t ns);
 uint64_t gb_hist_quantile(const gb_hist *h, double q);
 /* `s` (NULL: "") as a JSON string literal, escaped. */
 void gb_json_str(FILE *f, const char *s);
-/* 0 when `path` can be written (an existing file we may write, or a new one in a directory we
-   may write), else -1 and why: checked before a run, not found after it. */
-int gb_check_writable(const char *path, char *why, size_t len);
+/* Output paths, checked before a run, not found unwritable after it: each {flag, path} given
+   (NULL paths skipped) must be an existing file we may write or a new one in a directory we
+   may write; the first that is not is printed as "TOOL: FLAG why" on stderr and gives -1. */
+int gb_check_outputs(const char *tool, const char *const (*outputs)[2], size_t n);
 
 /* Parse a --lengths value into *l; 0, or -1 with the reason in `why`. */
 int gb_lengths_parse(const char *s, gb_lengths *l, char *why, size_t len);

@@ -43,7 +43,7 @@
 #include <gpupipe/gpupipe.h>
 #include <gpupipe/model.h>
 
-#include "gp-bench.h" /* gb_check_writable (gp-bench-util.c) */
+#include "gp-bench.h" /* gb_check_outputs (gp-bench-util.c) */
 
 enum { EXIT_RUN = 1, EXIT_USAGE = 2, EXIT_INPUT = 3, EXIT_NODEV = 4 };
 
@@ -522,14 +522,8 @@ int main(int argc, char **argv) {
         return usage_error("nothing to do: give --input X.npy --output Y.npy to run the model, "
                            "or --describe to print it");
     /* The outputs' paths, before the run (gp-bench-util.c). */
-    const char *outputs[][2] = {{"--output", out_path}, {"--report", report_path}};
-    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
-        char why[600];
-        if (outputs[i][1] && gb_check_writable(outputs[i][1], why, sizeof why) != 0) {
-            fprintf(stderr, "gp-infer: %s %s\n", outputs[i][0], why);
-            return EXIT_USAGE;
-        }
-    }
+    const char *const outputs[][2] = {{"--output", out_path}, {"--report", report_path}};
+    if (gb_check_outputs("gp-infer", outputs, 2) != 0) return EXIT_USAGE;
     opt.spec_path = spec;
     if (max_tokens) opt.max_tokens = max_tokens;
 
