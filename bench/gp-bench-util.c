@@ -254,7 +254,7 @@ static int gb_check_writable(const char *path, char *why, size_t len) {
 
 int gb_check_outputs(const char *tool, const char *const (*outputs)[2], size_t n) {
     for (size_t i = 0; i < n; i++) {
-        char why[600];
+        char why[8192]; /* a path and its directory, up to PATH_MAX each */
         if (outputs[i][1] && gb_check_writable(outputs[i][1], why, sizeof why) != 0) {
             fprintf(stderr, "%s: %s %s\n", tool, outputs[i][0], why);
             return -1;
