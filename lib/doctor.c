@@ -49,16 +49,19 @@ static void say(char *buf, size_t len, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* say() after what buf holds already (truncated as say() is). */
+/* A clause after what buf holds already: all of it, or none where it would not fit (a text is
+   never cut mid-clause; test_diagnose holds the longest combinations to fit). */
 static void say_more(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void say_more(char *buf, size_t len, const char *fmt, ...) {
-    size_t n = strlen(buf);
-    if (n + 1 >= len) return;
+    char more[sizeof((gp_diagnosis *)0)->why];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf + n, len - n, fmt, ap);
+    int m = vsnprintf(more, sizeof more, fmt, ap);
     va_end(ap);
+    size_t n = strlen(buf);
+    if (m < 0 || (size_t)m >= sizeof more || n + (size_t)m + 1 > len) return;
+    memcpy(buf + n, more, (size_t)m + 1);
 }
 
 /* "h2d 12%, compute 95%, d2h 3%" */
@@ -88,8 +91,10 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
     switch (d->bottleneck) {
     case GP_VERDICT_NO_WORK:
         say(d->why, sizeof d->why,
-            "%" PRIu64 " items submitted, no batch completed in this snapshot or window",
-            s->submitted);
+            "%" PRIu64 " item%s submitted, no batch completed in this snapshot or window",
+            s->submitted, s->submitted == 1 ? "" : "s");
+        if (s->batches)
+            say_more(d->why, sizeof d->why, " (%" PRIu64 " dispatched, still running)", s->batches);
         say(d->knob, sizeof d->knob, "submit work, then ask again");
         break;
     case GP_VERDICT_PRODUCERS: {
@@ -98,12 +103,11 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             say(held, sizeof held, " and held a partial batch for max_delay_us %.0f%%",
                 gp__pct(d->delay_wait));
         say(d->why, sizeof d->why,
-            "compute busy %.0f%% (%s) - producers submit %s items/s but one batch of %.1f "
-            "items takes %s of compute (the device could take ~%s items/s at this batch size): "
-            "the batcher found no item waiting %.0f%% of the time%s, the GPU is starved",
-            gp__pct(d->compute), mix, gp__fmt_count((double)s->submitted / d->wall_s).s,
-            d->mean_batch, gp__fmt_ns(d->batch_compute_us * 1e3).s,
-            gp__fmt_count(d->device_items_per_s).s, gp__pct(d->starved), held);
+            "compute busy %.0f%%: producers submit %s items/s, the device could take ~%s "
+            "items/s at batches of %.1f; the batcher found no item %.0f%% of the time%s: the "
+            "GPU is starved",
+            gp__pct(d->compute), gp__fmt_count((double)s->submitted / d->wall_s).s,
+            gp__fmt_count(d->device_items_per_s).s, d->mean_batch, gp__pct(d->starved), held);
         say(d->knob, sizeof d->knob,
             "add producer threads, or move pre-processing off the producers (prep_workers with "
             "gp_pipeline_submit_prep); if this is simply the offered load, the GPU has "
@@ -164,28 +168,28 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         /* Small batches with a batcher that found no item: each batch pays the compute's
            fixed cost for few items, and more offered load fills them (more producers help). */
         int hungry = small && !by_bytes && d->starved >= 0.10;
-        char fill[256] = "";
+        d->knob[0] = '\0';
+        if (serial)
+            say_more(d->knob, sizeof d->knob,
+                     "inflight=1 runs the copies in series with the compute: raise inflight; ");
         if (hungry)
-            say(fill, sizeof fill,
-                "batches average %.1f of %" PRIu64 " and the batcher found no item %.0f%% of "
-                "the time: more producers, a max_delay_us or preferred sizes fill them (each "
-                "batch pays a fixed cost); ",
-                d->mean_batch, s->max_batch, gp__pct(d->starved));
-        say(d->knob, sizeof d->knob,
-            "%s%s%sto go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
-            "layers%s; raise max_batch if latency allows.%s",
-            serial ? "inflight=1 runs the copies in series with the compute: raise inflight to "
-                     "hide them; "
-                   : "",
-            fill,
-            hungry              ? ""
-            : small && by_bytes ? "batches close on the byte budget (close reason bytes): a "
-                                  "larger max_batch_bytes lets each carry more items; "
-            : small ? "batches average far below max_batch: a max_delay_us or preferred sizes "
-                      "let each batch carry more items; "
-                    : "",
-            graphs ? ", CUDA graphs for small models (cuda_graphs=1)" : "",
-            serial || small ? "" : " More producers or slots will not help");
+            say_more(d->knob, sizeof d->knob,
+                     "batches average %.1f of %" PRIu64 " and the batcher found no item %.0f%% "
+                     "of the time: more producers, a max_delay_us or preferred sizes fill them; ",
+                     d->mean_batch, s->max_batch, gp__pct(d->starved));
+        else if (small && by_bytes)
+            say_more(d->knob, sizeof d->knob,
+                     "batches close on the byte budget (close reason bytes): a larger "
+                     "max_batch_bytes lets each carry more items; ");
+        else if (small)
+            say_more(d->knob, sizeof d->knob,
+                     "batches average far below max_batch: a max_delay_us or preferred sizes "
+                     "let each batch carry more items; ");
+        say_more(d->knob, sizeof d->knob,
+                 "to go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
+                 "layers%s; raise max_batch if latency allows.%s",
+                 graphs ? ", CUDA graphs for small models (cuda_graphs=1)" : "",
+                 serial || small ? "" : " More producers or slots will not help");
         break;
     }
     case GP_VERDICT_PADDING:
@@ -295,22 +299,21 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             "moves");
         break;
     }
+    /* Busy time counts when a batch completes: with few batches, one still running is missing
+       from the fractions. */
+    if (d->bottleneck != GP_VERDICT_NO_WORK && s->batches < 4)
+        say_more(d->why, sizeof d->why,
+                 " (only %" PRIu64 " batch%s dispatched: judge a longer window)", s->batches,
+                 s->batches == 1 ? "" : "es");
     /* Callbacks that were not results: items/s counts them (a deadline passed, a cancel, a
        failure), so say how many and the rate of results. */
     uint64_t other = s->timed_out + s->canceled + s->failed;
     if (s->completed && other * 20 >= s->completed)
         say_more(d->why, sizeof d->why,
-                 "; %.0f%% of the callbacks were not results (timed out %" PRIu64
-                 ", canceled %" PRIu64 ", failed %" PRIu64 "): %s items/s completed OK",
+                 "; %.0f%% of callbacks not results (timed out %" PRIu64 ", canceled %" PRIu64
+                 ", failed %" PRIu64 "), %s items/s OK",
                  100.0 * (double)other / (double)s->completed, s->timed_out, s->canceled, s->failed,
                  gp__fmt_count((double)s->completed_ok / d->wall_s).s);
-    /* Busy time counts when a batch's stage ends: with few batches, one still running is
-       missing from the fractions. */
-    if (s->batches && s->batches < 4)
-        say_more(d->why, sizeof d->why,
-                 " (only %" PRIu64 " batch%s completed: a stage still running is not counted yet; "
-                 "judge a longer window)",
-                 s->batches, s->batches == 1 ? "" : "es");
 }
 
 void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {
@@ -347,7 +350,9 @@ void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {
                      : 0.0;
 
     gp_verdict v = GP_VERDICT_MIXED;
-    if (s->batches == 0) {
+    if (s->batches == 0 || s->completed == 0) {
+        /* No batch dispatched, or none completed yet (a completed batch has run callbacks):
+           the busy fractions have nothing to say. */
         v = GP_VERDICT_NO_WORK;
     } else {
         /* The busiest resource, if it is saturated, limits everything upstream of it. */

@@ -289,8 +289,8 @@ int main(void) {
     s.completed = 30600;
     s.completed_ok = 7200;
     s.timed_out = 23400;
-    GPT_EQ(verdict(&s, "76% of the callbacks were not results (timed out 23400, canceled 0, "
-                       "failed 0): 7.20k items/s completed OK"),
+    GPT_EQ(verdict(&s, "76% of callbacks not results (timed out 23400, canceled 0, failed 0), "
+                       "7.20k items/s OK"),
            GP_VERDICT_COMPUTE);
     s.timed_out = 1000; /* 3%: no note */
     s.completed_ok = 29600;
@@ -299,9 +299,55 @@ int main(void) {
     s = base();
     s.batches = 2;
     s.batch_items = 128;
-    GPT_CHECK(says(&s, "only 2 batches completed: a stage still running is not counted yet"));
+    GPT_CHECK(says(&s, "only 2 batches dispatched: judge a longer window"));
     s.batches = 4;
     GPT_CHECK(!says(&s, "only 4 batches"));
+    /* A batch dispatched and still running (no callback yet): no batch completed, so no-work,
+       not "producers" from a batcher that idles behind it (its busy time is not counted yet). */
+    s = base();
+    s.batches = 1;
+    s.batch_items = 1;
+    s.submitted = 1;
+    s.completed = s.completed_ok = 0;
+    s.compute_busy_ns = s.h2d_busy_ns = s.d2h_busy_ns = s.callback_busy_ns = 0;
+    s.starved_ns = 900 * MS;
+    GPT_EQ(verdict(&s, "no batch completed in this snapshot or window (1 dispatched, still "
+                       "running)"),
+           GP_VERDICT_NO_WORK);
+    /* Every clause fits whole (a clause that would not fit is left out, never cut): the
+       longest combinations, with the largest numbers. Compute: one slot, small batches of a
+       starved batcher, graphs to advise. */
+    s = base();
+    s.compute_busy_ns = 940 * MS;
+    s.inflight = 1;
+    s.h2d_busy_ns = 900 * MS;
+    s.max_batch = 1u << 20;
+    s.starved_ns = 999 * MS;
+    s.batches = 3;
+    s.batch_items = 7;
+    s.timed_out = 900000000000ull;
+    s.completed = s.timed_out + 64000;
+    GPT_EQ(verdict(&s, "inflight=1 runs the copies in series"), GP_VERDICT_COMPUTE);
+    static const char *const compute_says[] = {
+        "more producers, a max_delay_us or preferred sizes fill them",
+        "to go faster make the compute cheaper",
+        "CUDA graphs for small models (cuda_graphs=1)",
+        "raise max_batch if latency allows.",
+        "of callbacks not results",
+        "only 3 batches dispatched"};
+    for (size_t i = 0; i < sizeof compute_says / sizeof compute_says[0]; i++)
+        GPT_CHECK(says(&s, compute_says[i]));
+    /* Producers: held for the delay, not results, few batches. */
+    s.compute_busy_ns = 100 * MS;
+    s.h2d_busy_ns = 100 * MS;
+    s.inflight = 64;
+    s.max_delay_us = 60000000;
+    s.delay_wait_ns = 999 * MS;
+    s.submitted = 900000000000ull;
+    GPT_EQ(verdict(&s, "the GPU is starved"), GP_VERDICT_PRODUCERS);
+    GPT_CHECK(says(&s, "held a partial batch for max_delay_us 100%"));
+    GPT_CHECK(says(&s, "of callbacks not results"));
+    GPT_CHECK(says(&s, "only 3 batches dispatched"));
     /* No batch in a window: said of the window, not of the pipeline's life. */
     s = base();
     s.batches = 0;
