@@ -90,7 +90,8 @@ static uint64_t skip_dead(batcher *b, uint64_t end, uint64_t now) {
 }
 
 /* Published items at the head that one batch may take: at most max_batch and, variable-size,
-   at most max_batch_bytes of input (*budget set when that was the limit). */
+   at most batch_bytes of input (max_batch_bytes, less in a small arena; *budget set when
+   that was the limit). */
 static uint64_t count_published(batcher *b, uint64_t end, int *budget) {
     gp_pipeline *p = b->p;
     uint64_t n = 0, max = p->cfg.max_batch, bytes = 0;
@@ -98,7 +99,7 @@ static uint64_t count_published(batcher *b, uint64_t end, int *budget) {
     while (n < max && b->head + n < end && gp__ring_is_published(&p->ring, b->head + n)) {
         if (p->var_in) {
             uint32_t len = gp__ring_item(&p->ring, b->head + n)->in_len;
-            if (bytes + len > p->cfg.max_batch_bytes) {
+            if (bytes + len > p->batch_bytes) {
                 *budget = 1;
                 break;
             }

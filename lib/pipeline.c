@@ -74,10 +74,11 @@ static int check_variable(gp_config *c, char *err, size_t len) {
                            c->arena_bytes ? "arena_bytes" : "max_batch_bytes");
     } else {
         if (c->max_batch_bytes == 0) {
-            if (c->max_item_in_bytes > ARENA_LIMIT / c->max_batch)
+            if (c->max_item_in_bytes > (ARENA_LIMIT / 2) / c->max_batch)
                 return invalid(err, len,
-                               "config.max_batch_bytes: max_batch * max_item_in_bytes is over "
-                               "2 GiB; set a budget");
+                               "config.max_batch_bytes: its default, max_batch (%zu) * "
+                               "max_item_in_bytes (%zu), is over 1 GiB; set a budget",
+                               c->max_batch, c->max_item_in_bytes);
             c->max_batch_bytes = c->max_batch * c->max_item_in_bytes;
         }
         if (c->max_batch_bytes < c->max_item_in_bytes || c->max_batch_bytes > ARENA_LIMIT / 2)
@@ -591,6 +592,14 @@ int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_
 
     if ((rc = open_backend(p)) != GP_OK) goto fail;
     p->var_in = c->max_item_in_bytes > 0;
+    if (p->var_in) {
+        /* A full arena holds more than arena - 2 * max_item_in_bytes of items (a gap before
+           the wrap, and less than an item free): a budget no larger closes a batch then,
+           instead of producers waiting out max_delay_us for space. */
+        uint64_t item = c->max_item_in_bytes, fits = c->arena_bytes - 2 * item;
+        p->batch_bytes = c->max_batch_bytes;
+        if (p->batch_bytes > fits) p->batch_bytes = fits > item ? fits : item;
+    }
     p->var_out = c->max_item_out_bytes > 0;
     void *in = NULL, *outb = NULL;
     size_t in_bytes = p->var_in ? c->arena_bytes : c->capacity * c->item_in_bytes;
@@ -637,8 +646,17 @@ fail:
     return rc;
 }
 
+/* A mode that is neither DRAIN nor CANCEL, for a pipeline not shut yet (after, it is ignored). */
+static int bad_mode(gp_pipeline *p, gp_destroy_mode mode, const char *call) {
+    if (p->shut || mode == GP_DESTROY_DRAIN || mode == GP_DESTROY_CANCEL) return 0;
+    GP__ERR(&p->err, GP_EINVAL, "%s: mode %d is not a gp_destroy_mode (nothing stopped)", call,
+            (int)mode);
+    return 1;
+}
+
 int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode) {
     if (!p || from_own_thread(p, "gp_pipeline_shutdown")) return GP_EINVAL;
+    if (bad_mode(p, mode, "gp_pipeline_shutdown")) return GP_EINVAL;
     if (!p->shut) {
         stop_threads(p, mode == GP_DESTROY_CANCEL, 1, 1);
         atomic_store_explicit(&p->stats.t_end_ns, gp__now_ns(), memory_order_release);
@@ -650,6 +668,7 @@ int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode) {
 int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode) {
     if (!p) return GP_OK;
     if (from_own_thread(p, "gp_pipeline_destroy")) return GP_EINVAL; /* nothing is freed */
+    if (bad_mode(p, mode, "gp_pipeline_destroy")) return GP_EINVAL;
     int rc = gp_pipeline_shutdown(p, mode);
     wait_calls(p); /* a submit that overlapped a destroy without a prior shutdown */
     free_all(p);

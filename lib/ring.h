@@ -165,8 +165,8 @@ uint64_t gp__ring_claimed(gp__ring *r);
 /* The claimed indices not yet released, read once each (a snapshot, as the counters are):
    *claimed as gp__ring_claimed; *open how many of them are not accepted yet (a submit still
    copying, an open reservation; a prep item is accepted once filled, before its worker
-   publishes it); *accepted_end one past the last accepted (or published) one, `released` when
-   none. Any thread; O(capacity) at most. */
+   publishes it); *accepted_end one past the last accepted one (an abandoned reservation's
+   published index is not accepted), `released` when none. Any thread; O(capacity) at most. */
 void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *open, uint64_t *accepted_end);
 
 /* Largest contiguous run of ring slots starting at idx, at most n long (a span wraps at the

@@ -375,7 +375,10 @@ typedef struct gp_config {
     size_t max_batch_bytes;    /* input bytes a batch may carry (a token budget), from
                                   max_item_in_bytes to 1 GiB; a batch closes when the next item
                                   would not fit; default 0: max_batch * max_item_in_bytes (which
-                                  must then be at most 1 GiB) */
+                                  must then be at most 1 GiB). In an arena smaller than the
+                                  budget + 2 * max_item_in_bytes, batches carry at most
+                                  arena_bytes - 2 * max_item_in_bytes (at least one item), so a
+                                  full arena always closes a batch */
 } gp_config;
 
 /* Fill `cfg` with defaults (and struct_size). Any thread. */
@@ -629,7 +632,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(COUNT, uint64_t, canceled, , "items", "items_completed_total{status=\"canceled\"}",          \
       "callbacks with GP_ECANCELED")                                                               \
     X(COUNT, uint64_t, failed, , "items", "items_completed_total{status=\"failed\"}",              \
-      "callbacks with GP_ECOMPUTE, GP_EDEVICE or a prep failure")                                  \
+      "callbacks with any other code: GP_ECOMPUTE, GP_EDEVICE, a prep failure's, or the "          \
+      "code a compute gave gp_batch_fail_item")                                                    \
     X(COUNT, uint64_t, rejected_full, , "items", "items_rejected_total",                           \
       "submits that returned GP_EAGAIN because the ring was full")                                 \
     X(COUNT, uint64_t, batches, , "batches", "", "batches dispatched")                             \
@@ -671,7 +675,7 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(COUNT, uint64_t, graph_replays, , "batches", "graph_replays_total",                          \
       "batches run as a CUDA graph replay (0 on host)")                                            \
     X(COUNT, uint64_t, graph_eager, , "batches", "graph_eager_batches_total",                      \
-      "batches run without a CUDA graph")                                                          \
+      "batches run without a CUDA graph (CUDA backend; 0 on host)")                                \
     X(TEXT, char, graph_eager_reason, [96], "", "", "why batches ran without a CUDA graph")        \
     X(NS, uint64_t, latency_sum_ns, , "ns", "",                                                    \
       "sum of submit to callback over completed items (the latency histogram's sum)")              \
@@ -818,7 +822,8 @@ typedef struct gp_diagnosis {
     double device_items_per_s; /* mean_batch / compute time per batch */
     double h2d_gbps, d2h_gbps; /* bytes moved per wall second, 1e9 */
     char why[384];             /* the numbers that prove the bottleneck */
-    char knob[384];            /* what to turn */
+    char knob[384];            /* what to turn (why and knob: clauses that would not fit are
+                                  left out whole, never cut) */
     /* Appended in 0.2.0. */
     double padding; /* share of the elements computes processed that were padding (their
                        gp_batch_report_padding sums; 0 when none reported) */
@@ -832,7 +837,8 @@ typedef struct gp_diagnosis {
  * at least 70% of wall time; otherwise small-batches (max_delay_us set, at least half the
  * batches left on the delay timer, the batches short of max_batch carrying at most half of it
  * on average), inflight (a batch waited for a free slot at least 50% of the time), producers
- * (the batcher waited for items at least 40%), else mixed; no-work before the first batch. When
+ * (the batcher waited for items at least 40%), else mixed; no-work while no batch was dispatched
+ * or no callback has run (a batch still running is not counted yet). When
  * compute is the bottleneck and the computes reported (gp_batch_report_padding) that at least a
  * third of their elements were padding, the verdict is padding. The verdict is gpu-not-used when
  * AUTO fell back, with the bottleneck still named. s->struct_size: fields past it read as 0.
@@ -845,7 +851,8 @@ GP_API int gp_stats_diagnose(const gp_stats *s, gp_diagnosis *d);
  * Render a snapshot or a window `s` (struct_size as for gp_stats_diagnose) to `f`:
  *  - report: the doctor's verdict (a pipeline that AUTO moved to the host says so first, with
  *    the reason), why, the knob, then the numbers behind it and every counter;
- *  - json: one JSON object with every gp_stats field, the derived fractions and the diagnosis;
+ *  - json: one JSON object with every gp_stats field (the CONFIG fields in a nested "config"
+ *    object), the derived fractions and the diagnosis;
  *  - prometheus: text exposition format 0.0.4: counters in seconds and bytes with HELP and TYPE
  *    lines, batch sizes, queue wait and latency as histograms (latency in seconds), the verdict.
  * Writes only to `f`, then flushes it, so a failed write is reported here rather than at the

@@ -710,6 +710,55 @@ static void budget(void) {
            "budget) + 1\n");
 }
 
+/* An arena smaller than the byte budget (2 items' room, a 1024-byte budget) with a long
+   max_delay_us: a full arena closes a batch (the budget is cut to what a full arena always
+   holds), where the batch used to wait out the delay with its producer blocked for space. And
+   the default budget's error names the default, not a value the caller never set. */
+static void small_arena(void) {
+    gp_config c;
+    gpt_config(&c, backend);
+    c.max_item_in_bytes = 16;
+    c.max_item_out_bytes = 8;
+    c.arena_bytes = 32;
+    c.max_batch_bytes = 1024;
+    c.max_batch = 64;
+    c.inflight = 1;
+    c.max_delay_us = 2 * 1000 * 1000;
+    c.compute = budget_compute;
+    gpt_gate_init(&gate);
+    gpt_gate_open(&gate);
+    gp_pipeline *p = gpt_create(&c);
+    uint8_t in[16] = {1};
+    gp_submit_args a;
+    gp_submit_args_init(&a);
+    a.input = in;
+    a.input_bytes = 16;
+    a.output_bytes = 8;
+    a.done = cancel_done;
+    a.user = (void *)(intptr_t)10;
+    uint64_t t0 = gp_now_ns();
+    for (int i = 0; i < 3; i++) /* the third blocks until the arena has room */
+        GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
+    uint64_t submit_ms = (gp_now_ns() - t0) / 1000000;
+    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gpt_gate_destroy(&gate);
+    printf("small arena: 3 items of 16 bytes into a 32-byte arena in %llu ms (max_delay_us 2 s)\n",
+           (unsigned long long)submit_ms);
+    GPT_CHECK(submit_ms < 1000);
+
+    gp_config_init(&c);
+    c.backend = GP_BACKEND_HOST;
+    c.max_item_in_bytes = 32u << 20;
+    c.item_out_bytes = 8;
+    c.compute = budget_compute;
+    char err[256] = "";
+    GPT_RC(gp_pipeline_create(&c, &p, err, sizeof err), GP_EINVAL);
+    printf("default budget over 1 GiB: %s\n", err);
+    GPT_CHECK(strstr(err, "its default, max_batch (64) * max_item_in_bytes (33554432), is over "
+                          "1 GiB") != NULL);
+}
+
 int main(int argc, char **argv) {
     backend = gpt_backend(argc, argv);
     packed(0);
@@ -721,5 +770,6 @@ int main(int argc, char **argv) {
     cancel_race(GP_DESTROY_CANCEL);
     padding();
     budget();
+    small_arena();
     return 0;
 }
