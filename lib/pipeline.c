@@ -69,9 +69,11 @@ static int sim_ok(double v) {
 /* Variable-size items (docs/DESIGN.md §8): the budget, the arenas. Fills the defaults. */
 static int check_variable(gp_config *c, char *err, size_t len) {
     if (!c->max_item_in_bytes) {
-        if (c->arena_bytes || c->max_batch_bytes)
+        if (c->arena_bytes || c->max_batch_bytes || c->item_in_multiple)
             return invalid(err, len, "config.%s: only for variable-size inputs (max_item_in_bytes)",
-                           c->arena_bytes ? "arena_bytes" : "max_batch_bytes");
+                           c->arena_bytes       ? "arena_bytes"
+                           : c->max_batch_bytes ? "max_batch_bytes"
+                                                : "item_in_multiple");
     } else {
         if (c->max_batch_bytes == 0) {
             if (c->max_item_in_bytes > (ARENA_LIMIT / 2) / c->max_batch)
@@ -86,6 +88,11 @@ static int check_variable(gp_config *c, char *err, size_t len) {
                            "config.max_batch_bytes: %zu not in max_item_in_bytes (%zu)..1 GiB: "
                            "every item must fit a batch alone",
                            c->max_batch_bytes, c->max_item_in_bytes);
+        if (c->item_in_multiple > c->max_item_in_bytes)
+            return invalid(err, len,
+                           "config.item_in_multiple: %zu is over max_item_in_bytes (%zu): no "
+                           "input could be a whole number of it",
+                           c->item_in_multiple, c->max_item_in_bytes);
         if (c->arena_bytes == 0) {
             uint64_t want = 4 * (uint64_t)c->inflight * c->max_batch_bytes;
             if (want < 2 * (uint64_t)c->max_item_in_bytes) want = 2 * c->max_item_in_bytes;
@@ -706,6 +713,10 @@ static int item_sizes_slow(gp_pipeline *p, size_t in, size_t out, uint32_t *in_l
                        p->var_in ? "item of %zu bytes: not in 1..max_item_in_bytes (%zu)"
                                  : "item of %zu bytes: item_in_bytes is %zu",
                        in, p->var_in ? c->max_item_in_bytes : c->item_in_bytes);
+    if (p->var_in && c->item_in_multiple && in % c->item_in_multiple)
+        return GP__ERR(&p->err, GP_EINVAL,
+                       "item of %zu bytes: not a whole number of item_in_multiple (%zu bytes)", in,
+                       c->item_in_multiple);
     if (p->var_out ? out > c->max_item_out_bytes : (out != 0 && out != c->item_out_bytes))
         return GP__ERR(&p->err, GP_EINVAL,
                        p->var_out ? "output of %zu bytes: over max_item_out_bytes (%zu)"
@@ -816,7 +827,13 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     unsigned call = call_enter(p); /* as submit_copy */
     if (!a->done || (!a->prep_src && a->prep_src_bytes) || a->input || p->cfg.prep_workers == 0)
-        return call_leave(p, call, GP_EINVAL);
+        return call_leave(p, call,
+                          GP__ERR(&p->err, GP_EINVAL, "%s",
+                                  !a->done   ? "done is NULL"
+                                  : a->input ? "input and prep_src are both set: one or the other"
+                                  : !a->prep_src ? "prep_src is NULL with prep_src_bytes > 0"
+                                                 : "prep_src needs prep workers "
+                                                   "(config.prep_workers is 0)"));
     if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN);
     if (a->prep_src_bytes > UINT32_MAX)
         return call_leave(p, call,
@@ -837,16 +854,22 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
 /* One item, copied in or handed to the prep pool. */
 static int submit_item(gp_pipeline *p, const gp_submit_args *a, int prep, uint64_t *seq) {
     if (prep) return submit_prep_item(p, a, seq);
-    if (!a->done || !a->input) return GP_EINVAL;
+    if (!a->done || !a->input)
+        return GP__ERR(&p->err, GP_EINVAL, "%s is NULL", !a->done ? "done" : "input");
     return submit_copy(p, a->input, a->input_bytes, a->output_bytes, a->deadline_ns, a->done,
                        a->user, seq);
 }
 
 int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *args, uint64_t *seq) {
     gp_submit_args a;
-    if (!p || !args || args->struct_size < offsetof(gp_submit_args, user) + sizeof args->user ||
+    if (!p) return GP_EINVAL;
+    if (!args) return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_submit_ex: args is NULL");
+    if (args->struct_size < offsetof(gp_submit_args, user) + sizeof args->user ||
         args->struct_size > sizeof a)
-        return GP_EINVAL;
+        return GP__ERR(&p->err, GP_EINVAL,
+                       "gp_submit_args.struct_size: %zu not in %zu..%zu (gp_submit_args_init)",
+                       args->struct_size, offsetof(gp_submit_args, user) + sizeof args->user,
+                       sizeof a);
     gp_submit_args_init(&a);
     memcpy(&a, args, args->struct_size);
     return submit_item(p, &a, a.prep_src != NULL, seq);
@@ -854,7 +877,8 @@ int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *args, uint64_t *
 
 int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
                                 uint64_t deadline_ns, gp_done_fn done, void *user) {
-    if (!p || !input || !done) return GP_EINVAL;
+    if (!p) return GP_EINVAL;
+    if (!input || !done) return GP__ERR(&p->err, GP_EINVAL, "%s is NULL", !done ? "done" : "input");
     return submit_copy(p, input, bytes, 0, deadline_ns, done, user, NULL);
 }
 
@@ -865,7 +889,11 @@ int gp_pipeline_submit(gp_pipeline *p, const void *input, size_t bytes, gp_done_
 
 int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes, uint64_t deadline_ns,
                             gp_done_fn done, void *user) {
-    if (!p || p->var_in) return GP_EINVAL; /* variable-size: gp_submit_args.prep_src */
+    if (!p) return GP_EINVAL;
+    if (p->var_in)
+        return GP__ERR(&p->err, GP_EINVAL,
+                       "gp_pipeline_submit_prep: variable-size inputs are submitted with "
+                       "gp_submit_args.prep_src and input_bytes");
     gp_submit_args a;
     gp_submit_args_init(&a);
     a.input_bytes = p->cfg.item_in_bytes;
@@ -882,7 +910,8 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
     uint64_t idx;
     uint32_t in_len, out_len;
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
-    if (!p || !r) return GP_EINVAL;
+    if (!p) return GP_EINVAL;
+    if (!r) return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_reserve: r is NULL");
     unsigned call = call_enter(p); /* as submit_copy */
     if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN);
     int rc = item_sizes(p, input_bytes, output_bytes, &in_len, &out_len);
@@ -899,7 +928,12 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
 }
 
 int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r) {
-    if (!p || !r || p->var_in) return GP_EINVAL; /* variable-size: gp_pipeline_reserve_ex */
+    if (!p) return GP_EINVAL;
+    if (!r || p->var_in)
+        return GP__ERR(&p->err, GP_EINVAL, "%s",
+                       !r ? "gp_pipeline_reserve: r is NULL"
+                          : "gp_pipeline_reserve: variable-size inputs reserve with "
+                            "gp_pipeline_reserve_ex and their size");
     return gp_pipeline_reserve_ex(p, p->cfg.item_in_bytes, 0, r);
 }
 
@@ -916,10 +950,19 @@ static int reservation_open(gp_pipeline *p, const gp_reservation *r) {
            r->bytes == gp__ring_item(&p->ring, r->seq)->in_len;
 }
 
+static int not_open(gp_pipeline *p, const char *call) {
+    return GP__ERR(&p->err, GP_EINVAL,
+                   "%s: not an open reservation of this pipeline (committed or abandoned "
+                   "already, or not from gp_pipeline_reserve)",
+                   call);
+}
+
 int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user) {
-    if (!p || !r || !done) return GP_EINVAL;
+    if (!p) return GP_EINVAL;
+    if (!r || !done)
+        return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_commit: %s is NULL", !r ? "r" : "done");
     unsigned call = call_enter(p);
-    if (!reservation_open(p, r)) return call_leave(p, call, GP_EINVAL);
+    if (!reservation_open(p, r)) return call_leave(p, call, not_open(p, "gp_pipeline_commit"));
     fill(p, r->seq, done, user, r->deadline_ns, gp__ring_item(&p->ring, r->seq)->out_len);
     publish(p, r->seq);
     r->data = NULL;
@@ -927,9 +970,10 @@ int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void 
 }
 
 int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r) {
-    if (!p || !r) return GP_EINVAL;
+    if (!p) return GP_EINVAL;
+    if (!r) return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_abandon: r is NULL");
     unsigned call = call_enter(p);
-    if (!reservation_open(p, r)) return call_leave(p, call, GP_EINVAL);
+    if (!reservation_open(p, r)) return call_leave(p, call, not_open(p, "gp_pipeline_abandon"));
     /* The reserved sizes stay: a compute never sees an empty output, dead item or not. */
     fill(p, r->seq, NULL, NULL, 0, gp__ring_item(&p->ring, r->seq)->out_len);
     publish(p, r->seq);
@@ -1003,10 +1047,17 @@ static void infer_done(void *user, int status, const void *output, size_t bytes)
 
 int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *output,
                       size_t out_bytes) {
-    if (!p || !input || !output ||
-        (p->var_out ? out_bytes == 0 || out_bytes > p->cfg.max_item_out_bytes
-                    : out_bytes != p->cfg.item_out_bytes))
-        return GP_EINVAL;
+    if (!p) return GP_EINVAL;
+    if (!input || !output)
+        return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_infer: %s is NULL",
+                       !input ? "input" : "output");
+    if (p->var_out ? out_bytes == 0 || out_bytes > p->cfg.max_item_out_bytes
+                   : out_bytes != p->cfg.item_out_bytes)
+        return GP__ERR(&p->err, GP_EINVAL,
+                       p->var_out ? "gp_pipeline_infer: output of %zu bytes: not in "
+                                    "1..max_item_out_bytes (%zu)"
+                                  : "gp_pipeline_infer: output of %zu bytes: item_out_bytes is %zu",
+                       out_bytes, p->var_out ? p->cfg.max_item_out_bytes : p->cfg.item_out_bytes);
     /* After shutdown began the submit below says GP_ESHUTDOWN without waiting. */
     if (!shut(p) && from_own_thread(p, "gp_pipeline_infer")) return GP_EINVAL;
     infer_wait w = {.out = output};
@@ -1096,8 +1147,16 @@ static void read_stats(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat)
     if (p->ops && p->ops->stats) p->ops->stats(p->dev, s);
 }
 
+static int bad_stats(gp_pipeline *p, const char *call, const gp_stats *s) {
+    if (!s) return GP__ERR(&p->err, GP_EINVAL, "%s: the gp_stats is NULL", call);
+    return GP__ERR(&p->err, GP_EINVAL, "%s: gp_stats.struct_size %zu not in %zu..%zu", call,
+                   s->struct_size, offsetof(gp_stats, backend) + sizeof s->backend,
+                   sizeof(gp_stats));
+}
+
 int gp_pipeline_stats(gp_pipeline *p, gp_stats *s) {
-    if (!p || !gp__stats_size_ok(s)) return GP_EINVAL;
+    if (!p) return GP_EINVAL;
+    if (!gp__stats_size_ok(s)) return bad_stats(p, "gp_pipeline_stats", s);
     gp_stats full;
     uint64_t qw[GP__HIST_BUCKETS], lat[GP__HIST_BUCKETS];
     read_stats(p, &full, qw, lat);
@@ -1107,20 +1166,23 @@ int gp_pipeline_stats(gp_pipeline *p, gp_stats *s) {
 
 int gp_pipeline_mark(gp_pipeline *p, gp_stats_mark **out) {
     if (out) *out = NULL;
-    if (!p || !out) return GP_EINVAL;
+    if (!p) return GP_EINVAL;
+    if (!out) return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_mark: out is NULL");
     gp_stats_mark *m = gp__stats_mark_new(p, p->stats.t_create_ns);
-    if (!m) return GP_ENOMEM;
+    if (!m) return GP__ERR(&p->err, GP_ENOMEM, "gp_pipeline_mark: %zu bytes", sizeof *m);
     read_stats(p, &m->s, m->queue_wait, m->latency);
     *out = m;
     return GP_OK;
 }
 
 int gp_pipeline_stats_since(gp_pipeline *p, const gp_stats_mark *m, gp_stats *out) {
-    if (!p || !m || m->owner != p || m->owner_born != p->stats.t_create_ns ||
-        !gp__stats_size_ok(out))
-        return GP_EINVAL;
+    if (!p) return GP_EINVAL;
+    if (!m || m->owner != p || m->owner_born != p->stats.t_create_ns)
+        return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_stats_since: %s",
+                       !m ? "the mark is NULL" : "a mark taken on another pipeline");
+    if (!gp__stats_size_ok(out)) return bad_stats(p, "gp_pipeline_stats_since", out);
     gp_stats_mark *now = gp__stats_mark_new(p, 0); /* scratch: the histograms are 16 KiB */
-    if (!now) return GP_ENOMEM;
+    if (!now) return GP__ERR(&p->err, GP_ENOMEM, "gp_pipeline_stats_since: %zu bytes", sizeof *now);
     read_stats(p, &now->s, now->queue_wait, now->latency);
     gp_stats full;
     gp__stats_window(m, now, &full);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fmt.h"
+#include "pipeline.h"
 #include "stats.h"
 
 /* Flush so a write error inside the FILE buffer surfaces here, not at the caller's fclose. */
@@ -425,9 +426,12 @@ int gp_stats_prometheus(const gp_stats *s, FILE *f) {
 
 static int render_pipeline(gp_pipeline *p, FILE *f, writer w) {
     gp_stats s = {.struct_size = sizeof s};
-    if (!p || !f) return GP_EINVAL;
+    if (!p) return GP_EINVAL;
+    if (!f) return GP__ERR(&p->err, GP_EINVAL, "rendering the stats: the FILE is NULL");
     int rc = gp_pipeline_stats(p, &s);
-    return rc != GP_OK ? rc : render(&s, f, w);
+    if (rc == GP_OK && (rc = render(&s, f, w)) == GP_EIO)
+        GP__ERR(&p->err, GP_EIO, "rendering the stats: the stream reported a write error");
+    return rc;
 }
 
 int gp_pipeline_report(gp_pipeline *p, FILE *f) {

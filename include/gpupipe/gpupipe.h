@@ -379,6 +379,11 @@ typedef struct gp_config {
                                   budget + 2 * max_item_in_bytes, batches carry at most
                                   arena_bytes - 2 * max_item_in_bytes (at least one item), so a
                                   full arena always closes a batch */
+    /* Appended after 0.2.0. */
+    size_t item_in_multiple; /* variable-size inputs: each input's bytes must be a whole
+                                number of these (a token's bytes: gp_model_configure sets it),
+                                else the submit returns GP_EINVAL and the item never joins a
+                                batch; at most max_item_in_bytes; default 0: any size */
 } gp_config;
 
 /* Fill `cfg` with defaults (and struct_size). Any thread. */

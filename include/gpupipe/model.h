@@ -16,9 +16,11 @@
  *
  * The spec comes from (first found): options.spec_text, options.spec_path, the safetensors
  * `__metadata__` key "gpupipe.spec", or a file beside the weights ("net.safetensors" ->
- * "net.spec"). Loading is strict: a malformed file, an unknown dtype, a missing tensor or a
- * shape that does not fit the spec fails with GP_EMODEL and a message naming the tensor or
- * spec line and the problem.
+ * "net.spec"). Loading is strict: a malformed file, a tensor the spec names that is missing,
+ * not a float type (F32, F16, BF16, F64) or of a shape that does not fit the spec fails with
+ * GP_EMODEL and a message naming the tensor or spec line and the problem. Tensors the spec does
+ * not name may have any dtype, one this library does not know included (only their offsets
+ * are checked).
  *
  * Layers follow PyTorch semantics (eval mode): the host backend runs the host implementation
  * in fp32; the CUDA backend runs cuBLASLt/cuDNN layers in the configured precision.
@@ -60,7 +62,8 @@
  *
  * Variable-length inputs (`*` as the first dimension): a pipeline configured with the model
  * takes items of any whole number of tokens, 1..options.max_tokens, packed with no padding
- * (gpupipe.h, variable-size items). linear, the activations, add, layernorm and l2norm work
+ * (gpupipe.h, variable-size items); a submit of any other size returns GP_EINVAL (the item
+ * never joins a batch). linear, the activations, add, layernorm and l2norm work
  * token by token; attention lets each item's tokens attend to that item's tokens only;
  * globalavgpool (= pool mean) and pool cls give one value per item; the model's output must be
  * per item (pool before the output). With a position table shorter than options.max_tokens,
@@ -221,7 +224,7 @@ GP_API int gp_model_input_info(const gp_model *m, gp_tensor_info *info);
 GP_API int gp_model_output_info(const gp_model *m, gp_tensor_info *info);
 
 /* Bytes of one input / output item (0 for NULL; the input of a variable-length model: the
-   largest item, options.max_tokens tokens). */
+   largest item, options.max_tokens tokens, or the position table's rows when it has fewer). */
 GP_API size_t gp_model_input_bytes(const gp_model *m);
 GP_API size_t gp_model_output_bytes(const gp_model *m);
 
@@ -252,9 +255,15 @@ GP_API int gp_model_describe(const gp_model *m, FILE *f);
 /*
  * Make `m` the compute of `cfg`: sets compute, compute_user, compute_setup, compute_teardown,
  * item_in_bytes and item_out_bytes (and max_batch when options.max_batch was nonzero). A
- * variable-length model sets max_item_in_bytes (options.max_tokens tokens) instead of
- * item_in_bytes, and max_batch_bytes when options.max_batch_tokens is set. Other
- * fields are left alone. One model may serve several pipelines at once; it must outlive them.
+ * variable-length model sets max_item_in_bytes (options.max_tokens tokens, or the position
+ * table's rows when it has fewer) instead of item_in_bytes, max_batch_bytes
+ * (options.max_batch_tokens tokens; 0, the default budget, when that is not set) and
+ * item_in_multiple (one token's bytes: an item that is not whole tokens fails at submit with
+ * GP_EINVAL, alone). The fields of the other kind are cleared (item_in_bytes for a
+ * variable-length model; max_item_in_bytes, max_batch_bytes, arena_bytes and item_in_multiple
+ * for a fixed-size one; max_item_out_bytes always), as far as cfg->struct_size reaches, so one
+ * gp_config may be configured again for another model. Other fields are left alone. One model
+ * may serve several pipelines at once; it must outlive them.
  * The compute dispatches on the batch's backend: host runs the host layers on the slot's
  * thread; CUDA enqueues the device layers on the slot's stream (GP_ENOTSUP at create when
  * this build has no CUDA layers).

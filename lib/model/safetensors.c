@@ -19,7 +19,7 @@ static const struct {
     [GP__ST_U32] = {"U32", 4},         [GP__ST_F32] = {"F32", 4},
     [GP__ST_F64] = {"F64", 8},         [GP__ST_I64] = {"I64", 8},
     [GP__ST_U64] = {"U64", 8},         [GP__ST_F8_E4M3] = {"F8_E4M3", 1},
-    [GP__ST_F8_E5M2] = {"F8_E5M2", 1},
+    [GP__ST_F8_E5M2] = {"F8_E5M2", 1}, [GP__ST_OTHER] = {"other", 0},
 };
 
 const char *gp__st_dtype_name(gp__st_dtype t) {
@@ -60,13 +60,15 @@ static int parse_tensor(const char *name, const gp__jval *v, size_t data_len, gp
                               : "data_offsets");
     if (dt->kind != GP__J_STRING)
         return gp__errf(e, GP_EMODEL, "tensor '%s': dtype is not a string", name);
-    int found = -1;
-    for (int d = 0; d < GP__ST_DTYPE_COUNT_; d++)
-        if (strlen(dt->str) == dt->len && strcmp(dt->str, dtypes[d].name) == 0) found = d;
-    if (found < 0)
-        return gp__errf(e, GP_EMODEL, "tensor '%s': unknown dtype '%.32s'", name, dt->str);
+    if (strlen(dt->str) != dt->len || dt->len == 0 || dt->len > 32)
+        return gp__errf(e, GP_EMODEL, "tensor '%s': dtype '%.32s' is not a dtype name", name,
+                        dt->str);
+    int found = GP__ST_OTHER; /* a dtype this library does not know: its offsets are checked */
+    for (int d = 0; d < GP__ST_OTHER; d++)
+        if (strcmp(dt->str, dtypes[d].name) == 0) found = d;
     t->name = name;
     t->dtype = (gp__st_dtype)found;
+    t->dtype_str = dt->str;
 
     if (sh->kind != GP__J_ARRAY)
         return gp__errf(e, GP_EMODEL, "tensor '%s': shape is not an array", name);
@@ -100,7 +102,7 @@ static int parse_tensor(const char *name, const gp__jval *v, size_t data_len, gp
         return gp__errf(e, GP_EMODEL,
                         "tensor '%s': data_offsets end %llu is outside the data (%zu bytes)", name,
                         (unsigned long long)t->end, data_len);
-    if (t->end - t->begin != bytes)
+    if (found != GP__ST_OTHER && t->end - t->begin != bytes)
         return gp__errf(e, GP_EMODEL,
                         "tensor '%s': shape x %s size = %zu bytes but data_offsets span %llu", name,
                         dtypes[found].name, bytes, (unsigned long long)(t->end - t->begin));
@@ -301,9 +303,11 @@ int gp__st_read_f32(const gp__st *st, const gp__st_tensor *t, float *dst, gp__er
         return GP_OK;
     default:
         return gp__errf(e, GP_EMODEL,
-                        "tensor '%s': dtype %s is not a float type (F32, F16, BF16, "
-                        "F64)",
-                        t->name, gp__st_dtype_name(t->dtype));
+                        t->dtype == GP__ST_OTHER
+                            ? "tensor '%s': unknown dtype '%.32s' (a float type is needed: F32, "
+                              "F16, BF16, F64)"
+                            : "tensor '%s': dtype %s is not a float type (F32, F16, BF16, F64)",
+                        t->name, t->dtype_str);
     }
 }
 
@@ -376,8 +380,7 @@ int gp__st_build(const gp__st_entry *t, size_t n, const char *spec, void **out, 
     }
     for (size_t i = 0; i < n; i++) {
         size_t numel = 1, bytes;
-        if ((unsigned)t[i].dtype >= GP__ST_DTYPE_COUNT_ || t[i].rank < 0 ||
-            t[i].rank > GP__ST_MAX_RANK) {
+        if ((unsigned)t[i].dtype >= GP__ST_OTHER || t[i].rank < 0 || t[i].rank > GP__ST_MAX_RANK) {
             free(h.p);
             return gp__errf(e, GP_EINVAL, "tensor '%s': bad dtype or rank", t[i].name);
         }

@@ -1,6 +1,6 @@
 /*
- * safetensors images: strict parsing (header length bounded, JSON well formed, dtypes known,
- * offsets inside the data and non-overlapping, shape x dtype size = byte span) and building
+ * safetensors images: strict parsing (header length bounded, JSON well formed, offsets inside
+ * the data and non-overlapping, shape x dtype size = byte span for every known dtype) and building
  * (the demo models and the tests write images with it).
  *
  * Layout: 8-byte little-endian header length N, N bytes of JSON (an object: tensor name ->
@@ -36,12 +36,16 @@ typedef enum gp__st_dtype {
     GP__ST_U64,
     GP__ST_F8_E4M3,
     GP__ST_F8_E5M2,
+    /* Any other dtype string (F8_E8M0, C64, a later one): its size is unknown, so only its
+       offsets are checked; fine in a tensor the spec does not name, refused in one it does. */
+    GP__ST_OTHER,
     GP__ST_DTYPE_COUNT_
 } gp__st_dtype;
 
 typedef struct gp__st_tensor {
     const char *name; /* points into the parsed header */
     gp__st_dtype dtype;
+    const char *dtype_str; /* as the header spells it (points into the parsed header) */
     int rank;
     uint64_t shape[GP__ST_MAX_RANK];
     uint64_t begin, end; /* byte span in the data section */

@@ -153,6 +153,57 @@ static void open_reservation(void) {
            "one after it\n");
 }
 
+/* A call on a pipeline that fails records its own detail: the caller never reads an older,
+   unrelated error (or GP_OK) for it. Each call below returned its code with the last error
+   left as it was before. */
+static void expect_detail(gp_pipeline *p, int rc, int want, const char *says) {
+    char msg[512];
+    GPT_RC(rc, want);
+    GPT_RC(gp_pipeline_last_error(p, msg, sizeof msg), want);
+    if (!strstr(msg, says)) fprintf(stderr, "last error '%s' does not say '%s'\n", msg, says);
+    GPT_CHECK(strstr(msg, says) != NULL);
+}
+
+static void details(void) {
+    gp_config c;
+    base(&c);
+    gp_pipeline *p = make(&c), *q = make(&c);
+    unsigned char in[ITEM] = {1}, out[ITEM];
+    done_log d = {0};
+    expect_detail(p, gp_pipeline_submit(p, NULL, ITEM, on_done, &d), GP_EINVAL, "input is NULL");
+    expect_detail(p, gp_pipeline_submit(p, in, ITEM, NULL, &d), GP_EINVAL, "done is NULL");
+    gp_submit_args a;
+    gp_submit_args_init(&a);
+    a.struct_size = 3;
+    expect_detail(p, gp_pipeline_submit_ex(p, &a, NULL), GP_EINVAL,
+                  "gp_submit_args.struct_size: 3 not in");
+    gp_submit_args_init(&a);
+    a.prep_src = in;
+    a.done = on_done;
+    expect_detail(p, gp_pipeline_submit_ex(p, &a, NULL), GP_EINVAL, "needs prep workers");
+    expect_detail(p, gp_pipeline_infer(p, in, ITEM, out, 4), GP_EINVAL,
+                  "output of 4 bytes: item_out_bytes is 16");
+    gp_reservation r = {0};
+    expect_detail(p, gp_pipeline_commit(p, &r, on_done, &d), GP_EINVAL, "not an open reservation");
+    gp_stats st = {.struct_size = 1};
+    expect_detail(p, gp_pipeline_stats(p, &st), GP_EINVAL, "struct_size 1 not in");
+    gp_stats_mark *m = NULL;
+    GPT_RC(gp_pipeline_mark(q, &m), GP_OK);
+    st.struct_size = sizeof st;
+    expect_detail(p, gp_pipeline_stats_since(p, m, &st), GP_EINVAL,
+                  "a mark taken on another pipeline");
+    gp_stats_mark_free(m);
+    FILE *ro = fopen("/dev/null", "r");
+    GPT_CHECK(ro != NULL);
+    expect_detail(p, gp_pipeline_report(p, ro), GP_EIO, "write error");
+    fclose(ro);
+    expect_detail(p, gp_pipeline_shutdown(p, (gp_destroy_mode)9), GP_EINVAL,
+                  "mode 9 is not a gp_destroy_mode");
+    GPT_RC(gp_pipeline_destroy(q, GP_DESTROY_DRAIN), GP_OK);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("ok  every failing call on a pipeline leaves its own detail in the last error\n");
+}
+
 /* A mode that is not a gp_destroy_mode: GP_EINVAL with a detail, nothing stopped (it ran as
    DRAIN before); once shut, destroy ignores the mode as documented. */
 static void bad_destroy_mode(void) {
@@ -507,6 +558,7 @@ int main(void) {
     cancel_done();
     open_reservation();
     bad_destroy_mode();
+    details();
     setup_teardown();
     destroy_waits();
     stale_mark();

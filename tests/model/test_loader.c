@@ -73,6 +73,20 @@ static void structure(void) {
     expect("extra unused tensors (int)",
            "{" FC_OK ",\"steps\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[60,68]}}", 68,
            spec_lin, GP_OK, NULL);
+    /* Dtypes this library does not know (newer safetensors: F8_E8M0 scales, complex C64) in
+       tensors the spec does not name: loaded, only their offsets checked (docs/MODELS.md). */
+    expect("extra unused tensor, dtype unknown here",
+           "{" FC_OK ",\"scale\":{\"dtype\":\"F8_E8M0\",\"shape\":[4],\"data_offsets\":[60,"
+           "64]},\"z\":{\"dtype\":\"C64\",\"shape\":[2],\"data_offsets\":[64,80]}}",
+           80, spec_lin, GP_OK, NULL);
+    expect("extra unused tensor, dtype unknown here, past the end",
+           "{" FC_OK ",\"scale\":{\"dtype\":\"F8_E8M0\",\"shape\":[4],\"data_offsets\":[60,"
+           "99]}}",
+           64, spec_lin, GP_EMODEL, "tensor 'scale': data_offsets end 99 is outside the data");
+    expect("extra unused tensor, dtype overlapping",
+           "{" FC_OK ",\"scale\":{\"dtype\":\"F8_E8M0\",\"shape\":[4],\"data_offsets\":[40,"
+           "64]}}",
+           64, spec_lin, GP_EMODEL, "overlap");
 
     size_t len;
     uint8_t *img = image("{}", 2, 0, &len);

@@ -162,6 +162,7 @@ int main(int argc, char **argv) {
     GPT_RC(gp_model_configure(m, &c), GP_OK);
     GPT_EQ(c.item_in_bytes, 0);
     GPT_EQ(c.max_item_in_bytes, 512 * F * sizeof(float));
+    GPT_EQ(c.item_in_multiple, F * sizeof(float)); /* whole tokens, checked at submit */
     c.max_batch = 32;
     c.max_item_in_bytes = MAXT * F * sizeof(float); /* this service's longest item */
     c.max_batch_bytes = 200 * F * sizeof(float);    /* a token budget */
@@ -171,18 +172,46 @@ int main(int argc, char **argv) {
                                   (void *)(uintptr_t)k),
                GP_OK);
     GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
-    /* An item that is not whole tokens fails its batch, with a message. */
+    /* An item that is not whole tokens is refused at submit, alone, with a message: it never
+       joins a batch, so its batchmates do not fail with it (they did, GP_ECOMPUTE, when the
+       compute found it). */
     atomic_store(&D.calls[0], 0);
     float ragged_item[F + 1] = {0};
-    GPT_RC(gp_pipeline_submit(p, ragged_item, sizeof ragged_item - 2, done, (void *)0), GP_OK);
+    GPT_RC(gp_pipeline_submit(p, (const char *)D.x + D.off[1], D.off[2] - D.off[1], done,
+                              (void *)(uintptr_t)1),
+           GP_OK);
+    GPT_RC(gp_pipeline_submit(p, ragged_item, sizeof ragged_item - 2, done, (void *)0), GP_EINVAL);
+    GPT_RC(gp_pipeline_submit(p, (const char *)D.x + D.off[2], D.off[3] - D.off[2], done,
+                              (void *)(uintptr_t)2),
+           GP_OK);
     GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
-    GPT_EQ(atomic_load(&D.calls[0]), 1);
-    GPT_EQ(atomic_load(&D.bad), 1);
-    GPT_RC(gp_model_last_error(m, err, sizeof err), GP_EINVAL);
-    GPT_CHECK(strstr(err, "whole tokens") != NULL);
+    GPT_EQ(atomic_load(&D.calls[0]), 0);
+    GPT_EQ(atomic_load(&D.bad), 0);
+    GPT_RC(gp_pipeline_last_error(p, err, sizeof err), GP_EINVAL);
+    printf("a part-token item: %s\n", err);
+    GPT_CHECK(strstr(err, "not a whole number of item_in_multiple (32 bytes)") != NULL);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
-    for (size_t k = 1; k < N; k++)
+    GPT_EQ(atomic_load(&D.calls[1]), 2);
+    GPT_EQ(atomic_load(&D.calls[2]), 2);
+    for (size_t k = 3; k < N; k++)
         GPT_EQ(atomic_load(&D.calls[k]), 1);
+
+    /* One gp_config configured again for a fixed-size model: the variable-size fields go
+       (create refused "set one, not both" when they stayed), and back. */
+    gp_model *fixed;
+    GPT_RC(mt_load(&t, "input f32 8\nlinear l1\nrelu\nlinear l2\n", &fixed, err, sizeof err),
+           GP_OK);
+    GPT_RC(gp_model_configure(fixed, &c), GP_OK);
+    GPT_EQ(c.item_in_bytes, F * sizeof(float));
+    GPT_CHECK(c.max_item_in_bytes == 0 && c.max_batch_bytes == 0 && c.arena_bytes == 0 &&
+              c.item_in_multiple == 0 && c.max_item_out_bytes == 0);
+    p = gpt_create(&c);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    GPT_RC(gp_model_configure(m, &c), GP_OK);
+    GPT_CHECK(c.item_in_bytes == 0 && c.max_batch_bytes == 0);
+    p = gpt_create(&c);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gp_model_free(fixed);
     double e_pipe = mt_rel_err(D.got, D.want, N * OUT); /* the failed call wrote nothing */
     double tol = backend == GP_BACKEND_HOST ? 1e-5 : 1e-4;
     printf("%s pipeline: max rel. error %.2e (limit %.0e)\n", gp_backend_name(backend), e_pipe,
