@@ -127,8 +127,8 @@ static int load_cuda(const gp__backend **out, char *why, size_t len) {
     rc = open_module(GP__MODULE_FILE, out, &missing, why, len);
     if (rc != GP_OK && missing)
         snprintf(why, len,
-                 "CUDA module %s not found (looked in %s and the loader's search path): this "
-                 "installation has no CUDA support; install the module beside libgpupipe",
+                 "CUDA module %s not found: this installation has no CUDA support; install "
+                 "the module beside libgpupipe (looked in %s and the loader's search path)",
                  GP__MODULE_FILE, dir[0] ? dir : "the library's directory");
     return rc;
 }

@@ -89,10 +89,9 @@ static void finish_device_batch(gp_pipeline *p, gp__batchrec *r) {
                                                memory_order_relaxed);
             GP__ERR(&p->err, gp__st_code(st),
                     "%zu item%s of the batch of %llu items at seq %llu failed alone (the first: "
-                    "item %zu, seq %llu, %s)%s%s",
+                    "item %zu, seq %llu, with this code)%s%s",
                     nf, nf == 1 ? "" : "s", (unsigned long long)r->n, (unsigned long long)r->first,
-                    k, (unsigned long long)(r->first + k), gp_err_name(gp__st_code(st)),
-                    s->err[0] ? ": " : "", s->err);
+                    k, (unsigned long long)(r->first + k), s->err[0] ? ": " : "", s->err);
         }
     }
     if (rc == GP_OK && enqueued) record_timings(p, s, r);

@@ -11,7 +11,8 @@
  *
  * Rules that hold for every function below:
  *  - Fallible calls return GP_OK (0) or a negative GP_E* code.
- *  - When a function that takes a callback returns an error, the callback is never called.
+ *  - When a function that takes a callback returns an error, the callback is never called
+ *    (the log callback excepted: it may get the error's detail, as an ERROR line).
  *  - The library never prints, exits or aborts; it reports through return codes,
  *    gp_pipeline_last_error() and the optional log callback.
  */
@@ -220,8 +221,8 @@ GP_API int gp_batch_fail_item(const gp_batch *b, size_t k, int code);
  * Tell the pipeline how much of this batch's work was padding: `useful` of `total` elements (any
  * unit the compute chooses, e.g. tokens). The stats keep the sums and the doctor's `padding`
  * verdict reads them. Any compute, any backend. Calls made while CUDA graphs are warmed up and
- * captured at create are accepted and not counted (gpupipe/cuda.h). @return GP_OK, GP_EINVAL
- * (NULL, useful > total).
+ * captured at create (gpupipe/cuda.h), and from compute_setup or compute_teardown (b->n == 0),
+ * are accepted and not counted. @return GP_OK, GP_EINVAL (NULL, useful > total).
  */
 GP_API int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total);
 
@@ -241,8 +242,8 @@ GP_API int gp_batch_set_slot_user(const gp_batch *b, void *slot_user);
  * concurrently; calls for one slot never do. Either way the compute runs on one of the
  * pipeline's own threads (gp_done_fn: drain and the like refused there, a blocking submit on
  * a full ring GP_EAGAIN).
- * Return GP_OK, or any nonzero value: that batch's items complete with GP_ECOMPUTE and
- * later batches run as usual.
+ * Return GP_OK, or any nonzero value: that batch's items complete with GP_ECOMPUTE (those it
+ * failed alone with gp_batch_fail_item keep their own code) and later batches run as usual.
  */
 typedef int (*gp_compute_fn)(void *user, const gp_batch *b);
 
@@ -297,7 +298,11 @@ typedef void (*gp_trace_fn)(void *user, const gp_batch_trace *t);
 
 typedef enum gp_log_level { GP_LOG_ERROR = 0, GP_LOG_WARN = 1, GP_LOG_INFO = 2 } gp_log_level;
 
-/* Log sink; `msg` is valid only during the call. Called from any library thread. */
+/* Log sink; `msg` is valid only during the call. Called from the library's threads, and from
+   the caller's own thread inside a call that fails (gp_pipeline_create, the submit family, any
+   call that records a last error): it must not call gp_pipeline_shutdown, _destroy, _drain or
+   _infer on the pipeline that logs (the call in progress may be one it would wait for), nor
+   take a lock the caller may hold while calling gpupipe. */
 typedef void (*gp_log_fn)(void *user, gp_log_level level, const char *msg);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -320,9 +325,9 @@ typedef struct gp_config {
     int num_devices;                    /* default 0 = device 0 only */
     size_t item_in_bytes;               /* bytes of one input item (required, > 0) */
     size_t item_out_bytes;              /* bytes of one output item (required, > 0) */
-    size_t capacity;                    /* ring items, a power of two >= max_batch;
+    size_t capacity;                    /* ring items, a power of two in max_batch..2^30;
                                            default 0 = next power of two of 4 * max_batch * inflight */
-    size_t max_batch;                   /* default 64 */
+    size_t max_batch;                   /* 1..2^20 (1048576); default 64 */
     size_t preferred[GP_MAX_PREFERRED]; /* preferred batch sizes, ascending, <= max_batch */
     int num_preferred;                  /* default 0 */
     uint32_t max_delay_us;      /* at most 60 s; default 0: dispatch as soon as a slot is free */
@@ -339,18 +344,18 @@ typedef struct gp_config {
     int (*compute_setup)(void *user, const gp_batch *b);
     void (*compute_teardown)(void *user, const gp_batch *b);
 
-    int prep_workers; /* default 0; > 0 requires `prep` */
+    int prep_workers; /* 0..256; default 0; > 0 requires `prep` */
     gp_prep_fn prep;
     void *prep_user;
 
     int completion_workers; /* callback threads, 1..64; default 1 (submit-order callbacks) */
 
-    int cuda_graphs; /* CUDA: capture the compute per batch-size bucket (fixed-size inputs
-                        and outputs only: GP_EINVAL with max_item_in_bytes or
-                        max_item_out_bytes); default 0 */
-    int spin_wait;   /* poll instead of sleeping: the completion thread on the device's events
-                        (CUDA), the batcher for up to 200 us for a free slot (any backend);
-                        a core each while saturated, for a shorter slot turnaround; default 0 */
+    int cuda_graphs; /* 0 or 1 (any other value: GP_EINVAL). CUDA: capture the compute per
+                        batch-size bucket (fixed-size inputs and outputs only: GP_EINVAL with
+                        max_item_in_bytes or max_item_out_bytes); default 0 */
+    int spin_wait; /* 0 or 1. Poll instead of sleeping: the completion thread on the device's events
+                      (CUDA), the batcher for up to 200 us for a free slot (any backend);
+                      a core each while saturated, for a shorter slot turnaround; default 0 */
 
     gp_log_fn log; /* optional */
     void *log_user;
@@ -368,8 +373,11 @@ typedef struct gp_config {
     /* Appended in 0.2.0: variable-size items, packed with no padding (docs/DESIGN.md §8).
        Set max_item_in_bytes instead of item_in_bytes, and/or max_item_out_bytes instead of
        item_out_bytes; the compute then finds its items through gp_batch's offsets. */
-    size_t max_item_in_bytes;  /* > 0: inputs are 1..max bytes each, packed in an arena */
-    size_t max_item_out_bytes; /* > 0: each item's output size is given at submit, 1..max */
+    size_t max_item_in_bytes;  /* > 0: inputs are 1..max bytes each (max < 4 GiB), packed in
+                                  an arena */
+    size_t max_item_out_bytes; /* > 0: each item's output size is given at submit, 1..max (max
+                                  < 4 GiB, and max * the larger of capacity and 2 * max_batch
+                                  at most 2 GiB: the output arena) */
     size_t arena_bytes;        /* input arena, a power of two >= 2 * max_item_in_bytes and
                                   <= 2 GiB; default 0: 4 * inflight * max_batch_bytes, rounded */
     size_t max_batch_bytes;    /* input bytes a batch may carry (a token budget), from
@@ -399,8 +407,10 @@ GP_API void gp_config_init(gp_config *cfg);
  * @return GP_OK; GP_EINVAL (the detail names the field), GP_ENODEV (backend CUDA without a
  *         usable device), GP_ENOMEM, GP_EDEVICE, GP_ESYS. On error *out is NULL and nothing
  *         is left allocated.
- * `err`/`err_len` (optional, may be NULL/0): receives a NUL-terminated detail on error.
- * Any thread.
+ * `err`/`err_len` (optional, may be NULL/0): receives a NUL-terminated detail on error (the
+ * log callback may get it too, as an ERROR line: a backend's or a compute_setup's failure).
+ * When a compute_setup fails, compute_teardown has run for the slots set up before it. Any
+ * thread.
  */
 GP_API int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_t err_len);
 
@@ -409,14 +419,15 @@ GP_API int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err
  * GP_ESHUTDOWN. GP_DESTROY_DRAIN completes every accepted item normally; GP_DESTROY_CANCEL
  * completes items not yet delivered with GP_ECANCELED (batches already on the device are
  * waited for, their outputs are dropped). Either way every accepted item has had its callback
- * when this returns, and the pipeline's threads have ended. The pipeline stays valid: stats,
- * report and last error still work, and submits keep returning GP_ESHUTDOWN, so producer
- * threads can be stopped and joined before gp_pipeline_destroy.
- * Reservations (gp_pipeline_reserve) must be committed or abandoned, or this waits for them.
- * Call from a thread that is not a library callback (from the pipeline's own threads,
- * gp_done_fn: GP_EINVAL, nothing stopped), not concurrently with itself or destroy; calling it
- * again does nothing. @return GP_OK, GP_EINVAL (NULL, or the pipeline's own thread), or
- * GP_EDEVICE if the device had failed.
+ * when this returns, and the pipeline's threads have ended (batcher, completion, prep; the
+ * host backend's per-slot stream threads are idle and end at gp_pipeline_destroy). The pipeline
+ * stays valid: stats, report and last error still work, and submits keep returning GP_ESHUTDOWN, so
+ * producer threads can be stopped and joined before gp_pipeline_destroy. Reservations
+ * (gp_pipeline_reserve) must be committed or abandoned, or this waits for them. Call from a thread
+ * that is not a library callback (from the pipeline's own threads, gp_done_fn: GP_EINVAL, nothing
+ * stopped), not concurrently with itself or destroy; calling it again does nothing. @return GP_OK,
+ * GP_EINVAL (NULL, the pipeline's own thread, or a mode that is neither GP_DESTROY_DRAIN nor
+ * GP_DESTROY_CANCEL: nothing stopped), or GP_EDEVICE if the device had failed.
  */
 GP_API int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode);
 
@@ -427,8 +438,9 @@ GP_API int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode);
  * Submit-family calls already in progress when destroy is called return GP_ESHUTDOWN and
  * destroy waits for them. Afterwards `p` is invalid. From the pipeline's own threads
  * (gp_done_fn) it returns GP_EINVAL and frees nothing.
- * @return GP_OK, GP_EINVAL (the pipeline's own thread), or GP_EDEVICE if the device had failed
- * (all is still freed).
+ * @return GP_OK, GP_EINVAL (the pipeline's own thread, or a mode that is not a gp_destroy_mode
+ * while the pipeline is not shut: nothing freed), or GP_EDEVICE if the device had failed (all
+ * is still freed).
  */
 GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
 
@@ -549,8 +561,10 @@ GP_API int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r);
  * Blocking convenience: submit `input` (in_bytes as gp_pipeline_submit), wait for the result
  * and copy it into `output`. out_bytes must equal item_out_bytes, or, with variable-size
  * outputs, is the item's output size (1..max_item_out_bytes). From the pipeline's own threads
- * (gp_done_fn) GP_EINVAL: it would wait for itself. @return the item's status, or a submit
- * error.
+ * (gp_done_fn) GP_EINVAL: it would wait for itself. The item is batched like any other: with
+ * max_delay_us set, a lone caller waits up to that long for batchmates (gp_pipeline_flush
+ * from another thread, or max_delay_us 0, dispatches at once). @return the item's status, or a
+ * submit error.
  */
 GP_API int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *output,
                              size_t out_bytes);
@@ -739,7 +753,11 @@ GP_API int gp_pipeline_stats(gp_pipeline *p, gp_stats *s);
  * The last error's detail: the failing call, native code, file:line. Copies a
  * NUL-terminated string into `buf` and returns the error code (GP_OK if none). The detail does
  * not repeat the code's name (print gp_err_name of the return value with it); so does every
- * `err` buffer the library fills. Any thread.
+ * `err` buffer the library fills. Every call on `p` that fails records its detail here (an
+ * argument it refused, a struct_size, a write error), and so do the pipeline's own failures (a
+ * compute, the device); answers that are not failures leave it as it was: GP_EAGAIN (a full
+ * ring), GP_ESHUTDOWN, gp_pipeline_cancel's GP_EBUSY and GP_EINVAL, gp_pipeline_drain's
+ * GP_ETIMEDOUT. It stays until the next one (a later success does not clear it). Any thread.
  */
 GP_API int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len);
 
@@ -885,9 +903,10 @@ GP_API uint64_t gp_now_ns(void);
 /* "MAJOR.MINOR.PATCH" of the library linked at run time. Any thread. */
 GP_API const char *gp_version(void);
 
-/* Backend name: "auto", "host", "cuda". */
+/* Backend name: "auto", "host", "cuda"; "unknown" for other values. */
 GP_API const char *gp_backend_name(gp_backend b);
-/* Close reason name: "full", "preferred", "delay", "slot-free", "flush", "shutdown", "bytes". */
+/* Close reason name: "full", "preferred", "delay", "slot-free", "flush", "shutdown", "bytes";
+   "unknown" for other values. */
 GP_API const char *gp_close_reason_name(gp_close_reason r);
 
 #ifdef __cplusplus
