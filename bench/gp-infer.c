@@ -349,13 +349,28 @@ static void usage(FILE *f) {
            "                [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]\n"
            "                [--capacity C] [--repeat R] [--warmup W] [--report R.json] [--quiet]\n"
            "                [--log error|warn|info]\n"
+           "  --model M: a safetensors model (its spec: --spec FILE, the file's metadata, or\n"
+           "             M with .spec for .safetensors); --demo mlp|cnn|encoder: a built-in one\n"
+           "  --save-demo F: write the demo model as F (a safetensors file with its spec)\n"
+           "  --input X.npy --output Y.npy: run every item of X, write the outputs as Y\n"
+           "  --lengths L.npy: a variable-length model's tokens per item (X: all tokens packed)\n"
+           "  --describe: print the model's layers, shapes and buffers\n"
+           "  --backend B: auto (default: CUDA when usable, else host), host, cuda\n"
+           "  --batch N: max_batch (default 64); --inflight K: slots (default 3)\n"
+           "  --producers P: submitting threads (default 2)\n"
+           "  --max-delay-us US: how long a partial batch may wait (default 0)\n"
+           "  --max-tokens T: a variable-length model's longest item (default 512)\n"
+           "  --precision P: the CUDA layers' precision (default fp32; host runs fp32)\n"
+           "  --cuda-graphs: capture the compute in CUDA graphs (fixed-size models, CUDA)\n"
            "  --capacity C: the ring's items (a power of two >= --batch; default: the library's)\n"
            "  --repeat R: submit every item R times (a longer run; Y gets each item once)\n"
            "  --warmup W: submit and drain W items before the timed run (default 0)\n"
            "  --report R.json: items/s, the run's window and every item's latency (submit to\n"
            "                   callback) as p50/p99/max, as JSON (bench/symptom-bench.py)\n"
-           "  --lengths L.npy: a variable-length model's tokens per item (X: all tokens packed)\n"
-           "  --log L: print the pipeline's log at level L and above to stderr (default: none)\n");
+           "  --quiet: no summary line on stderr\n"
+           "  --log L: print the pipeline's log at level L and above to stderr (default: none)\n"
+           "exit status: 0 ok; 1 a run-time failure; 2 usage (also an output path that cannot be\n"
+           "written); 3 bad model or input file; 4 the requested backend is not usable here\n");
 }
 
 /* --log's levels, by gp_log_level. */
@@ -766,6 +781,10 @@ int main(int argc, char **argv) {
     const char *prec_name =
         st.backend == GP_BACKEND_CUDA ? gp_precision_name(opt.precision) : "fp32";
     double mean_batch = st.batches ? (double)st.batch_items / (double)st.batches : 0.0;
+    if (!quiet && st.backend != GP_BACKEND_CUDA && opt.precision != GP_PRECISION_FP32)
+        fprintf(stderr,
+                "gp-infer: --precision %s is for the CUDA backend: the host backend ran fp32\n",
+                gp_precision_name(opt.precision));
     if (!quiet) {
         fprintf(stderr,
                 "gp-infer: %zu items in %.3f s (%.1f items/s), backend %s%s%s%s, %s, mean batch "

@@ -10,6 +10,9 @@
  * (WordPiece for BERT) and submits its ids the same way. The demo's weights are random, so the
  * similarities say nothing about meaning; identical inputs still give identical embeddings, and
  * this program checks that.
+ *
+ * Build against an installed gpupipe: cc text_embedder.c $(pkg-config --cflags --libs gpupipe)
+ * -lm (sqrt: the cosine similarities).
  */
 #include <gpupipe/gpupipe.h>
 #include <gpupipe/model.h>
@@ -34,7 +37,7 @@ static const char *const texts[] = {
     "the quick brown fox jumps over the lazy dog",
     "how do i reset my password",
     "i forgot my password how can i reset it",
-    /* a long one: ~150 tokens */
+    /* a long one: 109 tokens ([CLS], 107 words, [SEP]) */
     "long documents are split into tokens and every token attends to every other token of the "
     "same document but never to tokens of another document in the same batch because the "
     "batch is packed without padding so a short query and a long report can share one batch "

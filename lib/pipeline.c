@@ -110,9 +110,10 @@ static int check_variable(gp_config *c, char *err, size_t len) {
         c->max_item_out_bytes >
             ARENA_LIMIT / (c->capacity > 2 * c->max_batch ? c->capacity : 2 * c->max_batch))
         return invalid(err, len,
-                       "config.max_item_out_bytes: %zu times capacity (%zu) is over the 2 GiB "
-                       "output arena",
-                       c->max_item_out_bytes, c->capacity);
+                       "config.max_item_out_bytes: %zu times the larger of capacity and 2 * "
+                       "max_batch (%zu) is over the 2 GiB output arena",
+                       c->max_item_out_bytes,
+                       c->capacity > 2 * c->max_batch ? c->capacity : 2 * c->max_batch);
     return GP_OK;
 }
 
