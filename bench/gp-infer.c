@@ -24,10 +24,10 @@
  * --report writes both, the window's ends on that clock (to line up samples taken beside the
  * run) and the pipeline's busy time per stage (gp_stats h2d/compute/d2h_busy_ns: on CUDA,
  * compute_busy_ns / batches is the device's compute time per batch under load), as JSON. Exit
- * status: 0 ok; 1 a run-time failure; 2 usage (also an --output or --report path that cannot
- * be written, found before the run, and --max-tokens for a fixed-size model); 3 bad model or
- * input file (shape/dtype mismatch, missing tensor, ...); 4 the requested backend is not usable
- * here.
+ * status: 0 ok; 1 a run-time failure; 2 usage (also an --output, --report or --save-demo path
+ * that cannot be written, found before the run, and --max-tokens for a fixed-size model); 3 bad
+ * model or input file (shape/dtype mismatch, missing tensor, ...); 4 the requested backend is not
+ * usable here.
  * --log L prints the pipeline's log lines at level L and above to stderr, each as
  * "gp-infer: log LEVEL: message" (info: what the CUDA model chose at create, such as each
  * convolution's timed algorithm per batch size; default: none).
@@ -537,8 +537,9 @@ int main(int argc, char **argv) {
         return usage_error("nothing to do: give --input X.npy --output Y.npy to run the model, "
                            "or --describe to print it");
     /* The outputs' paths, before the run (gp-bench-util.c). */
-    const char *const outputs[][2] = {{"--output", out_path}, {"--report", report_path}};
-    if (gb_check_outputs("gp-infer", outputs, 2) != 0) return EXIT_USAGE;
+    const char *const outputs[][2] = {
+        {"--output", out_path}, {"--report", report_path}, {"--save-demo", save_demo}};
+    if (gb_check_outputs("gp-infer", outputs, 3) != 0) return EXIT_USAGE;
     opt.spec_path = spec;
     if (max_tokens) opt.max_tokens = max_tokens;
 

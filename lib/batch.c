@@ -67,9 +67,7 @@ int gp_batch_unpad(const gp_batch *b, const void *src, size_t row_bytes) {
 int gp_batch_fail_item(const gp_batch *b, size_t k, int code) {
     gp__slot *s = b ? slot_of(b) : NULL;
     if (!s || k >= b->n) return GP_EINVAL;
-    /* A call at create (CUDA graphs), or from compute_setup / compute_teardown (n == 0): not
-       a batch, nothing to count. */
-    if (s->in_ready || b->n == 0) return GP_OK;
+    if (s->in_ready) return GP_OK; /* a call at create (CUDA graphs), not a batch */
     gp_pipeline *p = s->pipeline;
     if (!gp__is_err(code) || code == GP_OK) code = GP_ECOMPUTE;
     /* Taken by the batcher, so only this batch's compute (or check) writes the state now

@@ -95,7 +95,10 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             s->submitted, s->submitted == 1 ? "" : "s");
         if (s->batches)
             say_more(d->why, sizeof d->why, " (%" PRIu64 " dispatched, still running)", s->batches);
-        say(d->knob, sizeof d->knob, "submit work, then ask again");
+        say(d->knob, sizeof d->knob,
+            s->batches ? "wait for the batches in flight to complete, then ask again (a longer "
+                         "window)"
+                       : "submit work, then ask again");
         break;
     case GP_VERDICT_PRODUCERS: {
         char held[80] = "";
@@ -180,7 +183,8 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         else if (small && by_bytes)
             say_more(d->knob, sizeof d->knob,
                      "batches close on the byte budget (close reason bytes): a larger "
-                     "max_batch_bytes lets each carry more items; ");
+                     "max_batch_bytes (and arena_bytes, which cuts the budget below it + 2 "
+                     "items) lets each carry more items; ");
         else if (small)
             say_more(d->knob, sizeof d->knob,
                      "batches average far below max_batch: a max_delay_us or preferred sizes "

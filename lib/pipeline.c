@@ -744,6 +744,24 @@ static inline int shut(gp_pipeline *p) {
     return (atomic_load_explicit(&p->ring.tail, memory_order_relaxed) & GP__RING_CLOSED) != 0;
 }
 
+/* A refusal of the submit family's arguments, recorded (gpupipe.h, gp_pipeline_last_error)
+   inside the call's bracket and only while the ring is open: a destroy waits for the calls it
+   sees, then frees, so no record races it. Returns `code`. */
+static int refuse(gp_pipeline *p, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(gp_pipeline *p, int code, const char *fmt, ...) {
+    unsigned call = call_enter(p);
+    if (!shut(p)) {
+        char msg[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        GP__ERR(&p->err, code, "%s", msg);
+    }
+    return call_leave(p, call, code);
+}
+
 /* Claim the next index (and, variable-size, `in_len` arena bytes): *at is where the item's
    input goes. */
 HOT int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char **at,
@@ -828,13 +846,15 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     unsigned call = call_enter(p); /* as submit_copy */
     if (!a->done || (!a->prep_src && a->prep_src_bytes) || a->input || p->cfg.prep_workers == 0)
-        return call_leave(p, call,
-                          GP__ERR(&p->err, GP_EINVAL, "%s",
-                                  !a->done   ? "done is NULL"
-                                  : a->input ? "input and prep_src are both set: one or the other"
-                                  : !a->prep_src ? "prep_src is NULL with prep_src_bytes > 0"
-                                                 : "prep_src needs prep workers "
-                                                   "(config.prep_workers is 0)"));
+        return call_leave(
+            p, call,
+            shut(p) ? GP_EINVAL
+                    : GP__ERR(&p->err, GP_EINVAL, "%s",
+                              !a->done       ? "done is NULL"
+                              : a->input     ? "input and prep_src are both set: one or the other"
+                              : !a->prep_src ? "prep_src is NULL with prep_src_bytes > 0"
+                                             : "prep_src needs prep workers "
+                                               "(config.prep_workers is 0)"));
     if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN);
     if (a->prep_src_bytes > UINT32_MAX)
         return call_leave(p, call,
@@ -856,7 +876,7 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
 static int submit_item(gp_pipeline *p, const gp_submit_args *a, int prep, uint64_t *seq) {
     if (prep) return submit_prep_item(p, a, seq);
     if (!a->done || !a->input)
-        return GP__ERR(&p->err, GP_EINVAL, "%s is NULL", !a->done ? "done" : "input");
+        return refuse(p, GP_EINVAL, "%s is NULL", !a->done ? "done" : "input");
     return submit_copy(p, a->input, a->input_bytes, a->output_bytes, a->deadline_ns, a->done,
                        a->user, seq);
 }
@@ -864,13 +884,12 @@ static int submit_item(gp_pipeline *p, const gp_submit_args *a, int prep, uint64
 int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *args, uint64_t *seq) {
     gp_submit_args a;
     if (!p) return GP_EINVAL;
-    if (!args) return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_submit_ex: args is NULL");
+    if (!args) return refuse(p, GP_EINVAL, "gp_pipeline_submit_ex: args is NULL");
     if (args->struct_size < offsetof(gp_submit_args, user) + sizeof args->user ||
         args->struct_size > sizeof a)
-        return GP__ERR(&p->err, GP_EINVAL,
-                       "gp_submit_args.struct_size: %zu not in %zu..%zu (gp_submit_args_init)",
-                       args->struct_size, offsetof(gp_submit_args, user) + sizeof args->user,
-                       sizeof a);
+        return refuse(
+            p, GP_EINVAL, "gp_submit_args.struct_size: %zu not in %zu..%zu (gp_submit_args_init)",
+            args->struct_size, offsetof(gp_submit_args, user) + sizeof args->user, sizeof a);
     gp_submit_args_init(&a);
     memcpy(&a, args, args->struct_size);
     return submit_item(p, &a, a.prep_src != NULL, seq);
@@ -879,7 +898,7 @@ int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *args, uint64_t *
 int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
                                 uint64_t deadline_ns, gp_done_fn done, void *user) {
     if (!p) return GP_EINVAL;
-    if (!input || !done) return GP__ERR(&p->err, GP_EINVAL, "%s is NULL", !done ? "done" : "input");
+    if (!input || !done) return refuse(p, GP_EINVAL, "%s is NULL", !done ? "done" : "input");
     return submit_copy(p, input, bytes, 0, deadline_ns, done, user, NULL);
 }
 
@@ -892,9 +911,9 @@ int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes, u
                             gp_done_fn done, void *user) {
     if (!p) return GP_EINVAL;
     if (p->var_in)
-        return GP__ERR(&p->err, GP_EINVAL,
-                       "gp_pipeline_submit_prep: variable-size inputs are submitted with "
-                       "gp_submit_args.prep_src and input_bytes");
+        return refuse(p, GP_EINVAL,
+                      "gp_pipeline_submit_prep: variable-size inputs are submitted with "
+                      "gp_submit_args.prep_src and input_bytes");
     gp_submit_args a;
     gp_submit_args_init(&a);
     a.input_bytes = p->cfg.item_in_bytes;
@@ -912,7 +931,7 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
     uint32_t in_len, out_len;
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     if (!p) return GP_EINVAL;
-    if (!r) return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_reserve: r is NULL");
+    if (!r) return refuse(p, GP_EINVAL, "gp_pipeline_reserve: r is NULL");
     unsigned call = call_enter(p); /* as submit_copy */
     if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN);
     int rc = item_sizes(p, input_bytes, output_bytes, &in_len, &out_len);
@@ -931,10 +950,10 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
 int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r) {
     if (!p) return GP_EINVAL;
     if (!r || p->var_in)
-        return GP__ERR(&p->err, GP_EINVAL, "%s",
-                       !r ? "gp_pipeline_reserve: r is NULL"
-                          : "gp_pipeline_reserve: variable-size inputs reserve with "
-                            "gp_pipeline_reserve_ex and their size");
+        return refuse(p, GP_EINVAL, "%s",
+                      !r ? "gp_pipeline_reserve: r is NULL"
+                         : "gp_pipeline_reserve: variable-size inputs reserve with "
+                           "gp_pipeline_reserve_ex and their size");
     return gp_pipeline_reserve_ex(p, p->cfg.item_in_bytes, 0, r);
 }
 
@@ -951,7 +970,9 @@ static int reservation_open(gp_pipeline *p, const gp_reservation *r) {
            r->bytes == gp__ring_item(&p->ring, r->seq)->in_len;
 }
 
+/* Inside the call's bracket: recorded only while the ring is open (as refuse()). */
 static int not_open(gp_pipeline *p, const char *call) {
+    if (shut(p)) return GP_EINVAL;
     return GP__ERR(&p->err, GP_EINVAL,
                    "%s: not an open reservation of this pipeline (committed or abandoned "
                    "already, or not from gp_pipeline_reserve)",
@@ -961,7 +982,7 @@ static int not_open(gp_pipeline *p, const char *call) {
 int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user) {
     if (!p) return GP_EINVAL;
     if (!r || !done)
-        return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_commit: %s is NULL", !r ? "r" : "done");
+        return refuse(p, GP_EINVAL, "gp_pipeline_commit: %s is NULL", !r ? "r" : "done");
     unsigned call = call_enter(p);
     if (!reservation_open(p, r)) return call_leave(p, call, not_open(p, "gp_pipeline_commit"));
     fill(p, r->seq, done, user, r->deadline_ns, gp__ring_item(&p->ring, r->seq)->out_len);
@@ -972,7 +993,7 @@ int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void 
 
 int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r) {
     if (!p) return GP_EINVAL;
-    if (!r) return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_abandon: r is NULL");
+    if (!r) return refuse(p, GP_EINVAL, "gp_pipeline_abandon: r is NULL");
     unsigned call = call_enter(p);
     if (!reservation_open(p, r)) return call_leave(p, call, not_open(p, "gp_pipeline_abandon"));
     /* The reserved sizes stay: a compute never sees an empty output, dead item or not. */
@@ -1050,22 +1071,22 @@ int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *
                       size_t out_bytes) {
     if (!p) return GP_EINVAL;
     if (!input || !output)
-        return GP__ERR(&p->err, GP_EINVAL, "gp_pipeline_infer: %s is NULL",
-                       !input ? "input" : "output");
+        return refuse(p, GP_EINVAL, "gp_pipeline_infer: %s is NULL", !input ? "input" : "output");
     if (p->var_out ? out_bytes == 0 || out_bytes > p->cfg.max_item_out_bytes
                    : out_bytes != p->cfg.item_out_bytes)
-        return GP__ERR(&p->err, GP_EINVAL,
-                       p->var_out ? "gp_pipeline_infer: output of %zu bytes: not in "
-                                    "1..max_item_out_bytes (%zu)"
-                                  : "gp_pipeline_infer: output of %zu bytes: item_out_bytes is %zu",
-                       out_bytes, p->var_out ? p->cfg.max_item_out_bytes : p->cfg.item_out_bytes);
+        return refuse(p, GP_EINVAL,
+                      p->var_out ? "gp_pipeline_infer: output of %zu bytes: not in "
+                                   "1..max_item_out_bytes (%zu)"
+                                 : "gp_pipeline_infer: output of %zu bytes: item_out_bytes is %zu",
+                      out_bytes, p->var_out ? p->cfg.max_item_out_bytes : p->cfg.item_out_bytes);
     /* After shutdown began the submit below says GP_ESHUTDOWN without waiting. */
     if (!shut(p) && from_own_thread(p, "gp_pipeline_infer")) return GP_EINVAL;
     infer_wait w = {.out = output};
-    if (pthread_mutex_init(&w.mu, NULL) != 0) return GP_ESYS;
+    if (pthread_mutex_init(&w.mu, NULL) != 0)
+        return refuse(p, GP_ESYS, "gp_pipeline_infer: pthread_mutex_init failed");
     if (pthread_cond_init(&w.cv, NULL) != 0) {
         pthread_mutex_destroy(&w.mu);
-        return GP_ESYS;
+        return refuse(p, GP_ESYS, "gp_pipeline_infer: pthread_cond_init failed");
     }
     gp_submit_args a;
     gp_submit_args_init(&a);

@@ -104,8 +104,9 @@ typedef enum gp_close_reason {
     GP_CLOSE_SLOT_FREE = 3, /* a slot was free and max_delay_us is 0: work-conserving dispatch */
     GP_CLOSE_FLUSH = 4,     /* gp_pipeline_flush() or gp_pipeline_drain() */
     GP_CLOSE_SHUTDOWN = 5,  /* gp_pipeline_destroy() */
-    GP_CLOSE_BYTES = 6,     /* variable-size items: the next item would pass max_batch_bytes
-                               (counted in gp_stats.close_bytes: close_reasons holds 0..5) */
+    GP_CLOSE_BYTES = 6,     /* variable-size items: the next item would pass the byte budget
+                               (max_batch_bytes, less in a small arena: gp_config) (counted
+                               in gp_stats.close_bytes: close_reasons holds 0..5) */
     GP_CLOSE_COUNT_ = 7
 } gp_close_reason;
 
@@ -385,13 +386,16 @@ typedef struct gp_config {
                                   would not fit; default 0: max_batch * max_item_in_bytes (which
                                   must then be at most 1 GiB). In an arena smaller than the
                                   budget + 2 * max_item_in_bytes, batches carry at most
-                                  arena_bytes - 2 * max_item_in_bytes (at least one item), so a
-                                  full arena always closes a batch */
+                                  arena_bytes - 2 * max_item_in_bytes (at least one item), so
+                                  producers waiting for a full arena never wait out
+                                  max_delay_us: the waiting batch closes, or batches in flight
+                                  free the space */
     /* Appended after 0.2.0. */
     size_t item_in_multiple; /* variable-size inputs: each input's bytes must be a whole
                                 number of these (a token's bytes: gp_model_configure sets it),
-                                else the submit returns GP_EINVAL and the item never joins a
-                                batch; at most max_item_in_bytes; default 0: any size */
+                                else the submit family (submit, submit_ex, reserve_ex) returns
+                                GP_EINVAL and the item never joins a batch; at most
+                                max_item_in_bytes; default 0: any size */
 } gp_config;
 
 /* Fill `cfg` with defaults (and struct_size). Any thread. */
@@ -452,7 +456,8 @@ GP_API int gp_pipeline_destroy(gp_pipeline *p, gp_destroy_mode mode);
 /* ---------------------------------------------------------------------------------------- */
 
 /*
- * Copy `bytes` (== item_in_bytes; variable-size items: 1..max_item_in_bytes) from `input` into
+ * Copy `bytes` (== item_in_bytes; variable-size items: 1..max_item_in_bytes, a whole number of
+ * item_in_multiple when set) from `input` into
  * the ring and queue it. `input` may be reused as soon as this returns. `done` (required) is
  * called exactly once if this returns GP_OK. With variable-size outputs the item's output is
  * max_item_out_bytes (gp_pipeline_submit_ex gives it per item). Blocks while the ring is full
@@ -488,7 +493,8 @@ GP_API int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_b
 typedef struct gp_submit_args {
     size_t struct_size;    /* set by gp_submit_args_init() */
     const void *input;     /* the item's bytes, copied into the ring (NULL with prep_src) */
-    size_t input_bytes;    /* item_in_bytes, or 1..max_item_in_bytes for variable-size items */
+    size_t input_bytes;    /* item_in_bytes, or 1..max_item_in_bytes for variable-size items
+                              (a whole number of item_in_multiple when set) */
     size_t output_bytes;   /* variable-size outputs: 1..max_item_out_bytes (0: the maximum);
                               fixed outputs: 0 or item_out_bytes */
     uint64_t deadline_ns;  /* absolute, gp_now_ns() clock; 0 = none */
@@ -543,7 +549,8 @@ typedef struct gp_reservation {
 GP_API int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r);
 
 /*
- * As gp_pipeline_reserve for `input_bytes` bytes (variable-size items: 1..max_item_in_bytes;
+ * As gp_pipeline_reserve for `input_bytes` bytes (variable-size items: 1..max_item_in_bytes, a
+ * whole number of item_in_multiple when set;
  * fixed: item_in_bytes) and an output of `output_bytes` (as gp_submit_args.output_bytes).
  * r->bytes is input_bytes. @return as gp_pipeline_reserve.
  */
@@ -718,8 +725,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
       "time from submit to the call of the item's callback (its own run not included), per "       \
       "item")                                                                                      \
     X(COUNT, uint64_t, close_bytes, , "batches", "",                                               \
-      "batches closed by the byte budget, max_batch_bytes (GP_CLOSE_BYTES; rendered with the "     \
-      "close reasons)")                                                                            \
+      "batches closed by the byte budget, max_batch_bytes or its cut (GP_CLOSE_BYTES; "            \
+      "rendered with the close reasons)")                                                          \
     X(COUNT, uint64_t, cancels, , "items", "cancels_total",                                        \
       "items gp_pipeline_cancel canceled before they went to the device")                          \
     X(COUNT, uint64_t, pad_useful, , "elements", "padding_elements_total{kind=\"useful\"}",        \
@@ -757,7 +764,9 @@ GP_API int gp_pipeline_stats(gp_pipeline *p, gp_stats *s);
  * argument it refused, a struct_size, a write error), and so do the pipeline's own failures (a
  * compute, the device); answers that are not failures leave it as it was: GP_EAGAIN (a full
  * ring), GP_ESHUTDOWN, gp_pipeline_cancel's GP_EBUSY and GP_EINVAL, gp_pipeline_drain's
- * GP_ETIMEDOUT. It stays until the next one (a later success does not clear it). Any thread.
+ * GP_ETIMEDOUT, the submit family's GP_EDEVICE once the device failed (recorded when it
+ * failed); and once gp_pipeline_shutdown began, the submit family's refusals are returned, not
+ * recorded. It stays until the next one (a later success does not clear it). Any thread.
  */
 GP_API int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len);
 

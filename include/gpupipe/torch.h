@@ -190,7 +190,10 @@ GP_API size_t gp_torch_output_bytes(const gp_torch_model *m);
 
 /*
  * Make `m` the compute of `cfg`: sets compute, compute_user, compute_setup, compute_teardown,
- * item_in_bytes and item_out_bytes; other fields are left alone (cuda_graphs must stay 0:
+ * item_in_bytes and item_out_bytes, and clears the variable-size fields (max_item_in_bytes,
+ * max_item_out_bytes, max_batch_bytes, arena_bytes, item_in_multiple, as far as
+ * cfg->struct_size reaches: a config configured for a token model before); other fields are
+ * left alone (cuda_graphs must stay 0:
  * PyTorch's allocator cannot run under a capture it did not start, so with it on every bucket
  * runs eager and the pipeline's graph_eager_reason says why). Creating the pipeline runs the
  * per-slot setup and warm-up; a setup failure fails gp_pipeline_create with its code

@@ -741,6 +741,9 @@ static void small_arena(void) {
         GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
     uint64_t submit_ms = (gp_now_ns() - t0) / 1000000;
     GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    gp_stats st = {.struct_size = sizeof st};
+    GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
+    GPT_CHECK(st.close_bytes >= 1); /* the cut budget closes as the byte budget (gpupipe.h) */
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     gpt_gate_destroy(&gate);
     printf("small arena: 3 items of 16 bytes into a 32-byte arena in %llu ms (max_delay_us 2 s)\n",
@@ -759,6 +762,74 @@ static void small_arena(void) {
                           "1 GiB") != NULL);
 }
 
+/* item_in_multiple: create's checks, and every way in refuses a part-multiple item with a
+   detail and no callback (submit, submit_ex, reserve_ex), while whole multiples pass. */
+static void multiple(void) {
+    gp_config c;
+    gp_pipeline *p = NULL;
+    char err[256] = "";
+    gpt_config(&c, backend);
+    c.item_in_bytes = 16;
+    c.item_out_bytes = 8;
+    c.item_in_multiple = 4;
+    c.compute = budget_compute;
+    GPT_RC(gp_pipeline_create(&c, &p, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "config.item_in_multiple: only for variable-size inputs") != NULL);
+    gpt_config(&c, backend);
+    c.max_item_in_bytes = 16;
+    c.max_item_out_bytes = 8;
+    c.item_in_multiple = 17;
+    c.compute = budget_compute;
+    GPT_RC(gp_pipeline_create(&c, &p, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "config.item_in_multiple: 17 is over max_item_in_bytes (16)") != NULL);
+    c.item_in_multiple = 4;
+    gpt_gate_init(&gate);
+    gpt_gate_open(&gate);
+    p = gpt_create(&c);
+    uint8_t in[16] = {1};
+    gp_submit_args a;
+    gp_submit_args_init(&a);
+    a.input = in;
+    a.input_bytes = 6;
+    a.output_bytes = 8;
+    a.done = cancel_done;
+    a.user = (void *)(intptr_t)10;
+    GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_EINVAL);
+    GPT_RC(gp_pipeline_last_error(p, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "item of 6 bytes: not a whole number of item_in_multiple (4 bytes)"));
+    GPT_RC(gp_pipeline_submit(p, in, 15, cancel_done, (void *)(intptr_t)10), GP_EINVAL);
+    gp_reservation r;
+    GPT_RC(gp_pipeline_reserve_ex(p, 10, 8, &r), GP_EINVAL);
+    a.input_bytes = 12;
+    GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
+    GPT_RC(gp_pipeline_reserve_ex(p, 16, 8, &r), GP_OK);
+    GPT_RC(gp_pipeline_commit(p, &r, cancel_done, (void *)(intptr_t)10), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    gp_stats st = {.struct_size = sizeof st};
+    GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
+    GPT_EQ(st.submitted, 2);
+    GPT_EQ(st.completed, 2);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gpt_gate_destroy(&gate);
+    /* A config from before item_in_multiple (its struct_size ends before it): any size. */
+    gpt_config(&c, backend);
+    c.struct_size = offsetof(gp_config, item_in_multiple);
+    c.max_item_in_bytes = 16;
+    c.max_item_out_bytes = 8;
+    c.item_in_multiple = 4; /* past struct_size: not read */
+    c.compute = budget_compute;
+    gpt_gate_init(&gate);
+    gpt_gate_open(&gate);
+    p = gpt_create(&c);
+    GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
+    a.input_bytes = 7;
+    GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    gpt_gate_destroy(&gate);
+    printf("item_in_multiple: part-multiple items refused at submit, submit_ex and reserve_ex; "
+           "an older config takes any size\n");
+}
+
 int main(int argc, char **argv) {
     backend = gpt_backend(argc, argv);
     packed(0);
@@ -771,5 +842,6 @@ int main(int argc, char **argv) {
     padding();
     budget();
     small_arena();
+    multiple();
     return 0;
 }

@@ -196,6 +196,33 @@ int main(int argc, char **argv) {
     for (size_t k = 3; k < N; k++)
         GPT_EQ(atomic_load(&D.calls[k]), 1);
 
+    /* Without item_in_multiple (a config that cleared it) the compute's own check still
+       catches a part-token item: its batch fails with a message (the offsets of the items
+       after it would be misaligned), nothing is lost. */
+    c.item_in_multiple = 0;
+    p = gpt_create(&c);
+    atomic_store(&D.calls[0], 0);
+    GPT_RC(gp_pipeline_submit(p, ragged_item, sizeof ragged_item - 2, done, (void *)0), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    GPT_EQ(atomic_load(&D.calls[0]), 1);
+    GPT_EQ(atomic_load(&D.bad), 1);
+    GPT_RC(gp_model_last_error(m, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "whole tokens") != NULL);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    atomic_store(&D.bad, 0);
+    /* A config from before item_in_multiple: configure writes nothing past its struct_size. */
+    {
+        unsigned char raw[sizeof(gp_config) + 16];
+        memset(raw, 0x5A, sizeof raw);
+        gp_config *old = (gp_config *)raw;
+        gp_config_init(old);
+        old->struct_size = offsetof(gp_config, item_in_multiple);
+        memset(raw + old->struct_size, 0x5A, sizeof raw - old->struct_size);
+        GPT_RC(gp_model_configure(m, old), GP_OK);
+        for (size_t i = offsetof(gp_config, item_in_multiple); i < sizeof raw; i++)
+            GPT_EQ(raw[i], 0x5A);
+    }
+
     /* One gp_config configured again for a fixed-size model: the variable-size fields go
        (create refused "set one, not both" when they stayed), and back. */
     gp_model *fixed;

@@ -334,6 +334,17 @@ static void test_load_errors(void) {
     GPT_RC(gp_torch_configure(m, &small), GP_EINVAL);
     GPT_RC(gp_torch_last_error(m, err, sizeof err), GP_EINVAL);
     GPT_CHECK(strstr(err, "struct_size is 8") != NULL);
+    /* A config configured for a token model before (variable-size fields set): cleared, so
+       create does not refuse "set one, not both". */
+    gp_config reused;
+    gp_config_init(&reused);
+    reused.max_item_in_bytes = 4096;
+    reused.max_batch_bytes = 8192;
+    reused.item_in_multiple = 4;
+    GPT_RC(gp_torch_configure(m, &reused), GP_OK);
+    GPT_CHECK(reused.item_in_bytes == 64 && reused.max_item_in_bytes == 0 &&
+              reused.max_batch_bytes == 0 && reused.arena_bytes == 0 &&
+              reused.item_in_multiple == 0 && reused.max_item_out_bytes == 0);
     GPT_RC(gp_torch_input(NULL, &in), GP_EINVAL);
     GPT_RC(gp_torch_last_error(NULL, err, sizeof err), GP_EINVAL);
     GPT_EQ(gp_torch_input_bytes(NULL), 0);
