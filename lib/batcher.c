@@ -90,22 +90,28 @@ static uint64_t skip_dead(batcher *b, uint64_t end, uint64_t now) {
 }
 
 /* Published items at the head that one batch may take: at most max_batch and, variable-size,
-   at most batch_bytes of input (max_batch_bytes, less in a small arena; *budget set when
-   that was the limit). */
-static uint64_t count_published(batcher *b, uint64_t end, int *budget) {
+   at most max_batch_bytes of input (*budget set when that was the limit). *pressed (variable-
+   size): the arena bytes in use up to the last published item leave less than two items'
+   room, so a producer may be waiting for space (docs/DESIGN.md §8.3). */
+static uint64_t count_published(batcher *b, uint64_t end, int *budget, int *pressed) {
     gp_pipeline *p = b->p;
-    uint64_t n = 0, max = p->cfg.max_batch, bytes = 0;
-    *budget = 0;
+    uint64_t n = 0, max = p->cfg.max_batch, bytes = 0, cur = b->in_cur;
+    *budget = *pressed = 0;
     while (n < max && b->head + n < end && gp__ring_is_published(&p->ring, b->head + n)) {
         if (p->var_in) {
             uint32_t len = gp__ring_item(&p->ring, b->head + n)->in_len;
-            if (bytes + len > p->batch_bytes) {
+            if (bytes + len > p->cfg.max_batch_bytes) {
                 *budget = 1;
                 break;
             }
             bytes += len;
+            cur = gp__arena_place(cur, len, p->ring.arena) + len;
         }
         n++;
+    }
+    if (p->var_in && n) {
+        uint64_t rel = atomic_load_explicit(&p->ring.released_bytes, memory_order_acquire);
+        *pressed = cur - rel > p->ring.arena - 2 * (uint64_t)p->cfg.max_item_in_bytes;
     }
     return n;
 }
@@ -373,8 +379,8 @@ void *gp__batcher_main(void *arg) {
         uint64_t now = gp__now_ns();
         if (skip_dead(&b, end, now)) continue;
 
-        int budget;
-        uint64_t n = count_published(&b, end, &budget);
+        int budget, pressed;
+        uint64_t n = count_published(&b, end, &budget, &pressed);
         uint64_t flush = atomic_load_explicit(&p->flush_upto, memory_order_relaxed);
         if (n == 0) { /* starved: nothing published at the head */
             gp__wait_begin(&st->starved_since, now);
@@ -407,13 +413,15 @@ void *gp__batcher_main(void *arg) {
         } else {
             uint64_t oldest = gp__ring_item(&p->ring, b.head)->t_submit_ns;
             uint64_t due = oldest + (uint64_t)c->max_delay_us * 1000u;
-            if (now < due) { /* wait for the delay, more items, a flush or shutdown */
+            /* A nearly full arena closes the batch now: a producer waiting for space would
+               otherwise wait out the delay (its item cannot join). */
+            if (now < due && !pressed) { /* wait for the delay, more items, flush, shutdown */
                 gp__wait_begin(&st->delay_since, now);
                 wait_data(&b, b.head + n, due, flush, end != UINT64_MAX);
                 gp__wait_end(&st->delay_since, &st->delay_ns, now);
                 continue;
             }
-            reason = GP_CLOSE_DELAY;
+            reason = now < due ? GP_CLOSE_BYTES : GP_CLOSE_DELAY;
         }
         uint64_t out_at = 0;
         if (p->var_out) { /* the batch's outputs need room in the output arena */

@@ -183,8 +183,8 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         else if (small && by_bytes)
             say_more(d->knob, sizeof d->knob,
                      "batches close on the byte budget (close reason bytes): a larger "
-                     "max_batch_bytes (and arena_bytes, which cuts the budget below it + 2 "
-                     "items) lets each carry more items; ");
+                     "max_batch_bytes (and arena_bytes: a nearly full arena closes batches "
+                     "early) lets each carry more items; ");
         else if (small)
             say_more(d->knob, sizeof d->knob,
                      "batches average far below max_batch: a max_delay_us or preferred sizes "

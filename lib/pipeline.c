@@ -600,14 +600,6 @@ int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err, size_
 
     if ((rc = open_backend(p)) != GP_OK) goto fail;
     p->var_in = c->max_item_in_bytes > 0;
-    if (p->var_in) {
-        /* A full arena holds more than arena - 2 * max_item_in_bytes of items (a gap before
-           the wrap, and less than an item free): a budget no larger closes a batch then,
-           instead of producers waiting out max_delay_us for space. */
-        uint64_t item = c->max_item_in_bytes, fits = c->arena_bytes - 2 * item;
-        p->batch_bytes = c->max_batch_bytes;
-        if (p->batch_bytes > fits) p->batch_bytes = fits > item ? fits : item;
-    }
     p->var_out = c->max_item_out_bytes > 0;
     void *in = NULL, *outb = NULL;
     size_t in_bytes = p->var_in ? c->arena_bytes : c->capacity * c->item_in_bytes;
@@ -746,12 +738,15 @@ static inline int shut(gp_pipeline *p) {
 
 /* A refusal of the submit family's arguments, recorded (gpupipe.h, gp_pipeline_last_error)
    inside the call's bracket and only while the ring is open: a destroy waits for the calls it
-   sees, then frees, so no record races it. Returns `code`. */
+   sees, then frees, so no record races it. Once shutdown began the answer is GP_ESHUTDOWN,
+   whatever the arguments (gpupipe.h: "from the call on"). Returns the code. */
 static int refuse(gp_pipeline *p, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int refuse(gp_pipeline *p, int code, const char *fmt, ...) {
     unsigned call = call_enter(p);
-    if (!shut(p)) {
+    if (shut(p)) {
+        code = GP_ESHUTDOWN;
+    } else {
         char msg[256];
         va_list ap;
         va_start(ap, fmt);
@@ -848,7 +843,7 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
     if (!a->done || (!a->prep_src && a->prep_src_bytes) || a->input || p->cfg.prep_workers == 0)
         return call_leave(
             p, call,
-            shut(p) ? GP_EINVAL
+            shut(p) ? GP_ESHUTDOWN
                     : GP__ERR(&p->err, GP_EINVAL, "%s",
                               !a->done       ? "done is NULL"
                               : a->input     ? "input and prep_src are both set: one or the other"

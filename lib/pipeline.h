@@ -122,9 +122,6 @@ struct gp_pipeline {
     /* Variable-size items (docs/DESIGN.md §8), read-only after create: the input arena is the
        ring's; outputs, when variable, go to a packed output arena the batcher allocates. */
     int var_in, var_out;
-    /* Variable-size inputs: the input bytes one batch may carry, max_batch_bytes or less where
-       the arena is small, so that a full arena always closes a batch (docs/DESIGN.md §8). */
-    uint64_t batch_bytes;
     unsigned char *out_arena;
     uint64_t out_arena_bytes; /* a power of two */
     /* Output arena bytes released, monotonic: written by the completion side in order

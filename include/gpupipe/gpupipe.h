@@ -104,9 +104,9 @@ typedef enum gp_close_reason {
     GP_CLOSE_SLOT_FREE = 3, /* a slot was free and max_delay_us is 0: work-conserving dispatch */
     GP_CLOSE_FLUSH = 4,     /* gp_pipeline_flush() or gp_pipeline_drain() */
     GP_CLOSE_SHUTDOWN = 5,  /* gp_pipeline_destroy() */
-    GP_CLOSE_BYTES = 6,     /* variable-size items: the next item would pass the byte budget
-                               (max_batch_bytes, less in a small arena: gp_config) (counted
-                               in gp_stats.close_bytes: close_reasons holds 0..5) */
+    GP_CLOSE_BYTES = 6,     /* variable-size items: the next item would pass max_batch_bytes,
+                               or the arena is nearly full (gp_config.arena_bytes) (counted in
+                               gp_stats.close_bytes: close_reasons holds 0..5) */
     GP_CLOSE_COUNT_ = 7
 } gp_close_reason;
 
@@ -380,16 +380,15 @@ typedef struct gp_config {
                                   < 4 GiB, and max * the larger of capacity and 2 * max_batch
                                   at most 2 GiB: the output arena) */
     size_t arena_bytes;        /* input arena, a power of two >= 2 * max_item_in_bytes and
-                                  <= 2 GiB; default 0: 4 * inflight * max_batch_bytes, rounded */
+                                  <= 2 GiB; default 0: 4 * inflight * max_batch_bytes, rounded.
+                                  While less than 2 * max_item_in_bytes of it is free, a
+                                  partial batch is not held for max_delay_us (it closes, reason
+                                  bytes): a producer waiting for space never waits out the
+                                  delay */
     size_t max_batch_bytes;    /* input bytes a batch may carry (a token budget), from
                                   max_item_in_bytes to 1 GiB; a batch closes when the next item
                                   would not fit; default 0: max_batch * max_item_in_bytes (which
-                                  must then be at most 1 GiB). In an arena smaller than the
-                                  budget + 2 * max_item_in_bytes, batches carry at most
-                                  arena_bytes - 2 * max_item_in_bytes (at least one item), so
-                                  producers waiting for a full arena never wait out
-                                  max_delay_us: the waiting batch closes, or batches in flight
-                                  free the space */
+                                  must then be at most 1 GiB) */
     /* Appended after 0.2.0. */
     size_t item_in_multiple; /* variable-size inputs: each input's bytes must be a whole
                                 number of these (a token's bytes: gp_model_configure sets it),
@@ -650,7 +649,9 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
       "gp_pipeline_shutdown once called (a window: its length)")                                   \
     X(COUNT, uint64_t, submitted, , "items", "items_submitted_total",                              \
       "items accepted by submit or commit (not an open reservation)")                              \
-    X(COUNT, uint64_t, completed, , "items", "", "callbacks run, any status")                      \
+    X(COUNT, uint64_t, completed, , "items", "",                                                   \
+      "callbacks run, any status (added when a batch's last callback has returned, so a "          \
+      "snapshot may trail a callback that ran; exact after gp_pipeline_drain)")                    \
     X(COUNT, uint64_t, completed_ok, , "items", "items_completed_total{status=\"ok\"}",            \
       "callbacks with GP_OK")                                                                      \
     X(COUNT, uint64_t, timed_out, , "items", "items_completed_total{status=\"timed_out\"}",        \
@@ -725,8 +726,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
       "time from submit to the call of the item's callback (its own run not included), per "       \
       "item")                                                                                      \
     X(COUNT, uint64_t, close_bytes, , "batches", "",                                               \
-      "batches closed by the byte budget, max_batch_bytes or its cut (GP_CLOSE_BYTES; "            \
-      "rendered with the close reasons)")                                                          \
+      "batches closed by the byte budget, max_batch_bytes, or a nearly full arena "                \
+      "(GP_CLOSE_BYTES; rendered with the close reasons)")                                         \
     X(COUNT, uint64_t, cancels, , "items", "cancels_total",                                        \
       "items gp_pipeline_cancel canceled before they went to the device")                          \
     X(COUNT, uint64_t, pad_useful, , "elements", "padding_elements_total{kind=\"useful\"}",        \
@@ -765,8 +766,9 @@ GP_API int gp_pipeline_stats(gp_pipeline *p, gp_stats *s);
  * compute, the device); answers that are not failures leave it as it was: GP_EAGAIN (a full
  * ring), GP_ESHUTDOWN, gp_pipeline_cancel's GP_EBUSY and GP_EINVAL, gp_pipeline_drain's
  * GP_ETIMEDOUT, the submit family's GP_EDEVICE once the device failed (recorded when it
- * failed); and once gp_pipeline_shutdown began, the submit family's refusals are returned, not
- * recorded. It stays until the next one (a later success does not clear it). Any thread.
+ * failed); and once gp_pipeline_shutdown began, the submit family answers GP_ESHUTDOWN whatever
+ * its arguments, recording nothing. It stays until the next one (a later success does not clear
+ * it). Any thread.
  */
 GP_API int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len);
 

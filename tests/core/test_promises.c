@@ -406,9 +406,17 @@ static void after_shutdown(void) {
     GPT_RC(gp_pipeline_submit(p, in, ITEM + 1, on_done, &d), GP_ESHUTDOWN);
     gp_reservation r;
     GPT_RC(gp_pipeline_reserve(p, &r), GP_ESHUTDOWN);
+    /* Whatever the arguments ("from the call on"), and nothing recorded. */
+    GPT_RC(gp_pipeline_submit(p, NULL, ITEM, on_done, &d), GP_ESHUTDOWN);
+    GPT_RC(gp_pipeline_submit(p, in, ITEM, NULL, &d), GP_ESHUTDOWN);
+    GPT_RC(gp_pipeline_submit_ex(p, NULL, NULL), GP_ESHUTDOWN);
+    GPT_RC(gp_pipeline_reserve(p, NULL), GP_ESHUTDOWN);
+    unsigned char out[ITEM];
+    GPT_RC(gp_pipeline_infer(p, in, ITEM, out, ITEM + 3), GP_ESHUTDOWN);
+    GPT_RC(gp_pipeline_last_error(p, NULL, 0), GP_OK);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     GPT_EQ(atomic_load(&d.calls), 0);
-    printf("ok  after shutdown: GP_ESHUTDOWN, also for a wrong size\n");
+    printf("ok  after shutdown: GP_ESHUTDOWN, also for a wrong size or a NULL argument\n");
 }
 
 /* ---- calls that would wait for themselves, from the pipeline's own threads ------------------ */

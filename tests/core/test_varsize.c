@@ -710,17 +710,19 @@ static void budget(void) {
            "budget) + 1\n");
 }
 
-/* An arena smaller than the byte budget (2 items' room, a 1024-byte budget) with a long
-   max_delay_us: a full arena closes a batch (the budget is cut to what a full arena always
-   holds), where the batch used to wait out the delay with its producer blocked for space. And
-   the default budget's error names the default, not a value the caller never set. */
-static void small_arena(void) {
+/* Small arenas with a long max_delay_us: a nearly full arena closes the waiting batch (close
+   reason bytes), where it used to sit out the delay with its producer blocked for space:
+   3 x 16 bytes into 32 (a 1024-byte budget), and 600 + 900 + 800 bytes into 2048 with items of
+   up to 1000 (the last waited 1000 ms; an audit found it after a budget cut that could not
+   cover arenas under 3 items). And the default budget's error names the default, not a value
+   the caller never set. */
+static void arena_case(uint32_t arena, uint32_t max_item, const uint32_t *lens, int n) {
     gp_config c;
     gpt_config(&c, backend);
-    c.max_item_in_bytes = 16;
+    c.max_item_in_bytes = max_item;
     c.max_item_out_bytes = 8;
-    c.arena_bytes = 32;
-    c.max_batch_bytes = 1024;
+    c.arena_bytes = arena;
+    c.max_batch_bytes = 1024 > max_item ? 1024 : max_item;
     c.max_batch = 64;
     c.inflight = 1;
     c.max_delay_us = 2 * 1000 * 1000;
@@ -728,28 +730,40 @@ static void small_arena(void) {
     gpt_gate_init(&gate);
     gpt_gate_open(&gate);
     gp_pipeline *p = gpt_create(&c);
-    uint8_t in[16] = {1};
+    static uint8_t in[1000];
     gp_submit_args a;
     gp_submit_args_init(&a);
     a.input = in;
-    a.input_bytes = 16;
     a.output_bytes = 8;
     a.done = cancel_done;
     a.user = (void *)(intptr_t)10;
     uint64_t t0 = gp_now_ns();
-    for (int i = 0; i < 3; i++) /* the third blocks until the arena has room */
+    for (int i = 0; i < n; i++) { /* the last blocks until the arena has room */
+        a.input_bytes = lens[i];
         GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
+    }
     uint64_t submit_ms = (gp_now_ns() - t0) / 1000000;
     GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
     gp_stats st = {.struct_size = sizeof st};
     GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
-    GPT_CHECK(st.close_bytes >= 1); /* the cut budget closes as the byte budget (gpupipe.h) */
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     gpt_gate_destroy(&gate);
-    printf("small arena: 3 items of 16 bytes into a 32-byte arena in %llu ms (max_delay_us 2 s)\n",
-           (unsigned long long)submit_ms);
+    printf("small arena: %d items into a %u-byte arena (items up to %u) in %llu ms (max_delay_us "
+           "2 s), %llu closed by bytes\n",
+           n, arena, max_item, (unsigned long long)submit_ms, (unsigned long long)st.close_bytes);
     GPT_CHECK(submit_ms < 1000);
+    GPT_CHECK(st.close_bytes >= 1);
+}
 
+static void small_arena(void) {
+    arena_case(32, 16, (const uint32_t[]){16, 16, 16}, 3);
+    arena_case(2048, 1000, (const uint32_t[]){600, 900, 800}, 3);
+    arena_case(4096, 2000, (const uint32_t[]){1500, 1900, 2000, 700}, 4);
+}
+
+static void default_budget(void) {
+    gp_config c;
+    gp_pipeline *p = NULL;
     gp_config_init(&c);
     c.backend = GP_BACKEND_HOST;
     c.max_item_in_bytes = 32u << 20;
@@ -842,6 +856,7 @@ int main(int argc, char **argv) {
     padding();
     budget();
     small_arena();
+    default_budget();
     multiple();
     return 0;
 }
