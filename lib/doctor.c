@@ -90,11 +90,16 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
     double per_item = s->completed ? 1.0 / (double)s->completed : 0; /* x busy ns */
     switch (d->bottleneck) {
     case GP_VERDICT_NO_WORK:
-        say(d->why, sizeof d->why,
-            "%" PRIu64 " item%s submitted, no batch completed in this snapshot or window",
-            s->submitted, s->submitted == 1 ? "" : "s");
         if (s->batches)
-            say_more(d->why, sizeof d->why, " (%" PRIu64 " dispatched, still running)", s->batches);
+            say(d->why, sizeof d->why,
+                "%" PRIu64 " item%s submitted, no batch completed in this snapshot or window "
+                "(%" PRIu64 " dispatched, still running)",
+                s->submitted, s->submitted == 1 ? "" : "s", s->batches);
+        else
+            say(d->why, sizeof d->why,
+                "%" PRIu64 " item%s submitted, no batch dispatched in this snapshot or window%s",
+                s->submitted, s->submitted == 1 ? "" : "s",
+                s->completed ? " (its callbacks are of batches dispatched before it)" : "");
         say(d->knob, sizeof d->knob,
             s->batches ? "wait for the batches in flight to complete, then ask again (a longer "
                          "window)"
@@ -171,29 +176,31 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         /* Small batches with a batcher that found no item: each batch pays the compute's
            fixed cost for few items, and more offered load fills them (more producers help). */
         int hungry = small && !by_bytes && d->starved >= 0.10;
-        d->knob[0] = '\0';
+        /* The advice first, then what the numbers add (a clause that would not fit is
+           left out whole, the advice never). */
+        say(d->knob, sizeof d->knob,
+            "to go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
+            "layers%s; raise max_batch if latency allows.",
+            graphs ? ", CUDA graphs for small models (cuda_graphs=1)" : "");
         if (serial)
             say_more(d->knob, sizeof d->knob,
-                     "inflight=1 runs the copies in series with the compute: raise inflight; ");
+                     " inflight=1 runs the copies in series with the compute: raise inflight.");
         if (hungry)
             say_more(d->knob, sizeof d->knob,
-                     "batches average %.1f of %" PRIu64 " and the batcher found no item %.0f%% "
-                     "of the time: more producers, a max_delay_us or preferred sizes fill them; ",
+                     " Batches average %.1f of %" PRIu64 " and the batcher found no item %.0f%% "
+                     "of the time: more producers, a max_delay_us or preferred sizes fill them.",
                      d->mean_batch, s->max_batch, gp__pct(d->starved));
         else if (small && by_bytes)
             say_more(d->knob, sizeof d->knob,
-                     "batches close on the byte budget (close reason bytes): a larger "
+                     " Batches close on the byte budget (close reason bytes): a larger "
                      "max_batch_bytes (and arena_bytes: a nearly full arena closes batches "
-                     "early) lets each carry more items; ");
+                     "early) lets each carry more items.");
         else if (small)
             say_more(d->knob, sizeof d->knob,
-                     "batches average far below max_batch: a max_delay_us or preferred sizes "
-                     "let each batch carry more items; ");
-        say_more(d->knob, sizeof d->knob,
-                 "to go faster make the compute cheaper: fp16/bf16 or tf32 tensor cores, fused "
-                 "layers%s; raise max_batch if latency allows.%s",
-                 graphs ? ", CUDA graphs for small models (cuda_graphs=1)" : "",
-                 serial || small ? "" : " More producers or slots will not help");
+                     " Batches average far below max_batch: a max_delay_us or preferred sizes "
+                     "let each batch carry more items.");
+        if (!serial && !small)
+            say_more(d->knob, sizeof d->knob, " More producers or slots will not help");
         break;
     }
     case GP_VERDICT_PADDING:

@@ -16,6 +16,10 @@ static inline gp__fmtbuf gp__fmt_si(double v, const char *const unit[4]) {
         v /= 1e3;
         k++;
     }
+    if (k == 3 && v >= 1e5) { /* absurd values stay short and keep their unit: "1.84e+10 s" */
+        snprintf(b.s, sizeof b.s, "%.2e%s", v, unit[k]);
+        return b;
+    }
     snprintf(b.s, sizeof b.s, "%.*f%s",
              k == 0             ? 0
              : k == 3 || v < 10 ? 2

@@ -757,6 +757,14 @@ static int refuse(gp_pipeline *p, int code, const char *fmt, ...) {
     return call_leave(p, call, code);
 }
 
+/* The same for commit and abandon, which shutdown does not refuse (it waits for the
+   reservations): GP_EINVAL shut or not, recorded only while the ring is open. */
+static int refuse_resv(gp_pipeline *p, const char *call_name, const char *what) {
+    unsigned call = call_enter(p);
+    if (!shut(p)) GP__ERR(&p->err, GP_EINVAL, "%s: %s is NULL", call_name, what);
+    return call_leave(p, call, GP_EINVAL);
+}
+
 /* Claim the next index (and, variable-size, `in_len` arena bytes): *at is where the item's
    input goes. */
 HOT int claim(gp_pipeline *p, uint32_t in_len, uint64_t *idx, unsigned char **at,
@@ -976,8 +984,7 @@ static int not_open(gp_pipeline *p, const char *call) {
 
 int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user) {
     if (!p) return GP_EINVAL;
-    if (!r || !done)
-        return refuse(p, GP_EINVAL, "gp_pipeline_commit: %s is NULL", !r ? "r" : "done");
+    if (!r || !done) return refuse_resv(p, "gp_pipeline_commit", !r ? "r" : "done");
     unsigned call = call_enter(p);
     if (!reservation_open(p, r)) return call_leave(p, call, not_open(p, "gp_pipeline_commit"));
     fill(p, r->seq, done, user, r->deadline_ns, gp__ring_item(&p->ring, r->seq)->out_len);
@@ -988,7 +995,7 @@ int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void 
 
 int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r) {
     if (!p) return GP_EINVAL;
-    if (!r) return refuse(p, GP_EINVAL, "gp_pipeline_abandon: r is NULL");
+    if (!r) return refuse_resv(p, "gp_pipeline_abandon", "r");
     unsigned call = call_enter(p);
     if (!reservation_open(p, r)) return call_leave(p, call, not_open(p, "gp_pipeline_abandon"));
     /* The reserved sizes stay: a compute never sees an empty output, dead item or not. */

@@ -394,7 +394,11 @@ typedef struct gp_config {
                                 number of these (a token's bytes: gp_model_configure sets it),
                                 else the submit family (submit, submit_ex, reserve_ex) returns
                                 GP_EINVAL and the item never joins a batch; at most
-                                max_item_in_bytes; default 0: any size */
+                                max_item_in_bytes; fixed-size inputs: must be 0 (GP_EINVAL);
+                                default 0: any size. A gp_config from before this field (its
+                                struct_size ends before it) has none: a token model's
+                                part-token item then fails its batch in the compute
+                                (GP_ECOMPUTE), as in 0.2.0 */
 } gp_config;
 
 /* Fill `cfg` with defaults (and struct_size). Any thread. */
@@ -428,9 +432,10 @@ GP_API int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err
  * producer threads can be stopped and joined before gp_pipeline_destroy. Reservations
  * (gp_pipeline_reserve) must be committed or abandoned, or this waits for them. Call from a thread
  * that is not a library callback (from the pipeline's own threads, gp_done_fn: GP_EINVAL, nothing
- * stopped), not concurrently with itself or destroy; calling it again does nothing. @return GP_OK,
- * GP_EINVAL (NULL, the pipeline's own thread, or a mode that is neither GP_DESTROY_DRAIN nor
- * GP_DESTROY_CANCEL: nothing stopped), or GP_EDEVICE if the device had failed.
+ * stopped), not concurrently with itself or destroy; calling it again does nothing (whatever the
+ * mode). @return GP_OK, GP_EINVAL (NULL, the pipeline's own thread, or, before the pipeline is
+ * shut, a mode that is neither GP_DESTROY_DRAIN nor GP_DESTROY_CANCEL: nothing stopped), or
+ * GP_EDEVICE if the device had failed.
  */
 GP_API int gp_pipeline_shutdown(gp_pipeline *p, gp_destroy_mode mode);
 
@@ -766,8 +771,11 @@ GP_API int gp_pipeline_stats(gp_pipeline *p, gp_stats *s);
  * compute, the device); answers that are not failures leave it as it was: GP_EAGAIN (a full
  * ring), GP_ESHUTDOWN, gp_pipeline_cancel's GP_EBUSY and GP_EINVAL, gp_pipeline_drain's
  * GP_ETIMEDOUT, the submit family's GP_EDEVICE once the device failed (recorded when it
- * failed); and once gp_pipeline_shutdown began, the submit family answers GP_ESHUTDOWN whatever
- * its arguments, recording nothing. It stays until the next one (a later success does not clear
+ * failed), gp_pipeline_infer's item status (GP_ECANCELED, GP_ETIMEDOUT: what the item's callback
+ * would get; a compute's or the device's failure is recorded as it happens); and once
+ * gp_pipeline_shutdown began, the submit family answers GP_ESHUTDOWN whatever its arguments,
+ * and commit / abandon GP_EINVAL for what is not an open reservation, recording nothing. It
+ * stays until the next one (a later success does not clear
  * it). Any thread.
  */
 GP_API int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len);
@@ -806,7 +814,7 @@ GP_API void gp_stats_mark_free(gp_stats_mark *m);
 
 /* The doctor's verdicts: X(NAME, value, name, title). Values are pinned, only appended. */
 #define GP_VERDICT_MAP(X)                                                                          \
-    X(NO_WORK, 0, "no-work", "no batch completed in the snapshot or window")                       \
+    X(NO_WORK, 0, "no-work", "no batch dispatched, or none completed, in the snapshot or window")  \
     X(GPU_NOT_USED, 1, "gpu-not-used", "the GPU is not used: running on the host backend")         \
     X(PRODUCERS, 2, "producers", "producers starve the device")                                    \
     X(PREP, 3, "prep", "host pre-processing (prep workers) is the bottleneck")                     \

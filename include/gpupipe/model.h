@@ -63,13 +63,13 @@
  * Variable-length inputs (`*` as the first dimension): a pipeline configured with the model
  * takes items of any whole number of tokens, 1..options.max_tokens, packed with no padding
  * (gpupipe.h, variable-size items); a submit of any other size returns GP_EINVAL (the item
- * never joins a batch). linear, the activations, add, layernorm and l2norm work
- * token by token; attention lets each item's tokens attend to that item's tokens only;
- * globalavgpool (= pool mean) and pool cls give one value per item; the model's output must be
- * per item (pool before the output). With a position table shorter than options.max_tokens,
- * its rows are the limit. An item with an id outside the vocabulary fails alone, on every
- * backend: its callback gets GP_EINVAL, its batchmates complete as usual, and the model's and
- * the pipeline's last errors name the item, the token and the id (docs/MODELS.md, "Text
+ * never joins a batch; with a gp_config from before item_in_multiple, it fails its batch). linear,
+ * the activations, add, layernorm and l2norm work token by token; attention lets each item's tokens
+ * attend to that item's tokens only; globalavgpool (= pool mean) and pool cls give one value per
+ * item; the model's output must be per item (pool before the output). With a position table shorter
+ * than options.max_tokens, its rows are the limit. An item with an id outside the vocabulary fails
+ * alone, on every backend: its callback gets GP_EINVAL, its batchmates complete as usual, and the
+ * model's and the pipeline's last errors name the item, the token and the id (docs/MODELS.md, "Text
  * encoders"; gpupipe.h, gp_batch_fail_item). With several bad tokens in a batch, the message
  * names the first on the host, any one on CUDA (whose embedding kernel finds them).
  *

@@ -413,6 +413,13 @@ static void after_shutdown(void) {
     GPT_RC(gp_pipeline_reserve(p, NULL), GP_ESHUTDOWN);
     unsigned char out[ITEM];
     GPT_RC(gp_pipeline_infer(p, in, ITEM, out, ITEM + 3), GP_ESHUTDOWN);
+    /* commit / abandon are not refused by a shutdown (it waits for open reservations): what
+       is not an open reservation is GP_EINVAL; a second shutdown does nothing, any mode. */
+    gp_reservation none = {0};
+    GPT_RC(gp_pipeline_commit(p, NULL, on_done, &d), GP_EINVAL);
+    GPT_RC(gp_pipeline_commit(p, &none, on_done, &d), GP_EINVAL);
+    GPT_RC(gp_pipeline_abandon(p, &none), GP_EINVAL);
+    GPT_RC(gp_pipeline_shutdown(p, (gp_destroy_mode)9), GP_OK);
     GPT_RC(gp_pipeline_last_error(p, NULL, 0), GP_OK);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     GPT_EQ(atomic_load(&d.calls), 0);

@@ -352,7 +352,20 @@ int main(void) {
     s = base();
     s.batches = 0;
     s.batch_items = 0;
-    GPT_EQ(verdict(&s, "no batch completed in this snapshot or window"), GP_VERDICT_NO_WORK);
+    GPT_EQ(verdict(&s, "no batch dispatched in this snapshot or window (its callbacks are of "
+                       "batches dispatched before it)"),
+           GP_VERDICT_NO_WORK);
+    /* Extreme numbers: the advice is kept whole, the absurd rate keeps its unit. */
+    s = base();
+    s.compute_busy_ns = 940 * MS;
+    s.inflight = 1;
+    s.h2d_busy_ns = 900 * MS;
+    s.max_batch = UINT64_MAX;
+    s.starved_ns = 999 * MS;
+    s.completed = s.submitted = UINT64_MAX / 2;
+    GPT_EQ(verdict(&s, "to go faster make the compute cheaper"), GP_VERDICT_COMPUTE);
+    GPT_CHECK(says(&s, "raise max_batch if latency allows."));
+    GPT_CHECK(says(&s, "e+09G items/s"));
 
     /* AUTO fell back: the report's knob follows the reason (a CUDA build on a machine without
        a driver was told to build with CUDA). */
