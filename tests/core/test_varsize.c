@@ -730,7 +730,7 @@ static void arena_case(uint32_t arena, uint32_t max_item, const uint32_t *lens, 
     gpt_gate_init(&gate);
     gpt_gate_open(&gate);
     gp_pipeline *p = gpt_create(&c);
-    static uint8_t in[1000];
+    static uint8_t in[2048]; /* the largest item below */
     gp_submit_args a;
     gp_submit_args_init(&a);
     a.input = in;
