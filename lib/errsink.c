@@ -16,12 +16,18 @@ void gp__errsink_fini(gp__errsink *s) {
 }
 
 int gp__err_record(gp__errsink *s, int code, const char *file, int line, const char *fmt, ...) {
-    char msg[sizeof s->msg];
-    const char *base = strrchr(file, '/');
     va_list ap;
     va_start(ap, fmt);
-    int k = vsnprintf(msg, sizeof msg, fmt, ap);
+    gp__err_vrecord(s, code, file, line, fmt, ap);
     va_end(ap);
+    return code;
+}
+
+int gp__err_vrecord(gp__errsink *s, int code, const char *file, int line, const char *fmt,
+                    va_list ap) {
+    char msg[sizeof s->msg];
+    const char *base = strrchr(file, '/');
+    int k = vsnprintf(msg, sizeof msg, fmt, ap);
     if (k >= 0 && (size_t)k < sizeof msg)
         snprintf(msg + k, sizeof msg - (size_t)k, " (%s:%d)", base ? base + 1 : file, line);
     if (!s) return code;

@@ -6,6 +6,7 @@
 #define GP_LIB_ERRSINK_H
 
 #include <pthread.h>
+#include <stdarg.h>
 
 #include "gpupipe/gpupipe.h"
 
@@ -30,6 +31,9 @@ void gp__errsink_fini(gp__errsink *s);
 int gp__err_record(gp__errsink *s, int code, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 #define GP__ERR(sink, code, ...) gp__err_record((sink), (code), __FILE__, __LINE__, __VA_ARGS__)
+/* The same with a va_list (a caller's own variadic wrapper passes its file:line on). */
+int gp__err_vrecord(gp__errsink *s, int code, const char *file, int line, const char *fmt,
+                    va_list ap) __attribute__((format(printf, 5, 0)));
 
 /* 1 when `code` is one of gpupipe.h's GP_E* codes (not GP_OK): a user's callback may return
    one, and anything else maps to the caller's generic code. */

@@ -740,29 +740,20 @@ static inline int shut(gp_pipeline *p) {
    inside the call's bracket and only while the ring is open: a destroy waits for the calls it
    sees, then frees, so no record races it. Once shutdown began the answer is GP_ESHUTDOWN,
    whatever the arguments (gpupipe.h: "from the call on"). Returns the code. */
-static int refuse(gp_pipeline *p, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int refuse(gp_pipeline *p, int code, const char *fmt, ...) {
+#define REFUSE(p, code, ...) refuse_at((p), (code), __FILE__, __LINE__, __VA_ARGS__)
+static int refuse_at(gp_pipeline *p, int code, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int refuse_at(gp_pipeline *p, int code, const char *file, int line, const char *fmt, ...) {
     unsigned call = call_enter(p);
     if (shut(p)) {
         code = GP_ESHUTDOWN;
     } else {
-        char msg[256];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
+        gp__err_vrecord(&p->err, code, file, line, fmt, ap);
         va_end(ap);
-        GP__ERR(&p->err, code, "%s", msg);
     }
     return call_leave(p, call, code);
-}
-
-/* The same for commit and abandon, which shutdown does not refuse (it waits for the
-   reservations): GP_EINVAL shut or not, recorded only while the ring is open. */
-static int refuse_resv(gp_pipeline *p, const char *call_name, const char *what) {
-    unsigned call = call_enter(p);
-    if (!shut(p)) GP__ERR(&p->err, GP_EINVAL, "%s: %s is NULL", call_name, what);
-    return call_leave(p, call, GP_EINVAL);
 }
 
 /* Claim the next index (and, variable-size, `in_len` arena bytes): *at is where the item's
@@ -847,18 +838,16 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
     uint64_t idx, at_pos;
     uint32_t in_len, out_len;
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
-    unsigned call = call_enter(p); /* as submit_copy */
+    unsigned call = call_enter(p);                         /* as submit_copy */
+    if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN); /* whatever the arguments */
     if (!a->done || (!a->prep_src && a->prep_src_bytes) || a->input || p->cfg.prep_workers == 0)
-        return call_leave(
-            p, call,
-            shut(p) ? GP_ESHUTDOWN
-                    : GP__ERR(&p->err, GP_EINVAL, "%s",
-                              !a->done       ? "done is NULL"
-                              : a->input     ? "input and prep_src are both set: one or the other"
-                              : !a->prep_src ? "prep_src is NULL with prep_src_bytes > 0"
-                                             : "prep_src needs prep workers "
-                                               "(config.prep_workers is 0)"));
-    if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN);
+        return call_leave(p, call,
+                          GP__ERR(&p->err, GP_EINVAL, "%s",
+                                  !a->done   ? "done is NULL"
+                                  : a->input ? "input and prep_src are both set: one or the other"
+                                  : !a->prep_src ? "prep_src is NULL with prep_src_bytes > 0"
+                                                 : "prep_src needs prep workers "
+                                                   "(config.prep_workers is 0)"));
     if (a->prep_src_bytes > UINT32_MAX)
         return call_leave(p, call,
                           GP__ERR(&p->err, GP_EINVAL, "prep_src_bytes: %zu is over 4 GiB - 1",
@@ -879,7 +868,7 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
 static int submit_item(gp_pipeline *p, const gp_submit_args *a, int prep, uint64_t *seq) {
     if (prep) return submit_prep_item(p, a, seq);
     if (!a->done || !a->input)
-        return refuse(p, GP_EINVAL, "%s is NULL", !a->done ? "done" : "input");
+        return REFUSE(p, GP_EINVAL, "%s is NULL", !a->done ? "done" : "input");
     return submit_copy(p, a->input, a->input_bytes, a->output_bytes, a->deadline_ns, a->done,
                        a->user, seq);
 }
@@ -887,10 +876,10 @@ static int submit_item(gp_pipeline *p, const gp_submit_args *a, int prep, uint64
 int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *args, uint64_t *seq) {
     gp_submit_args a;
     if (!p) return GP_EINVAL;
-    if (!args) return refuse(p, GP_EINVAL, "gp_pipeline_submit_ex: args is NULL");
+    if (!args) return REFUSE(p, GP_EINVAL, "gp_pipeline_submit_ex: args is NULL");
     if (args->struct_size < offsetof(gp_submit_args, user) + sizeof args->user ||
         args->struct_size > sizeof a)
-        return refuse(
+        return REFUSE(
             p, GP_EINVAL, "gp_submit_args.struct_size: %zu not in %zu..%zu (gp_submit_args_init)",
             args->struct_size, offsetof(gp_submit_args, user) + sizeof args->user, sizeof a);
     gp_submit_args_init(&a);
@@ -901,7 +890,7 @@ int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *args, uint64_t *
 int gp_pipeline_submit_deadline(gp_pipeline *p, const void *input, size_t bytes,
                                 uint64_t deadline_ns, gp_done_fn done, void *user) {
     if (!p) return GP_EINVAL;
-    if (!input || !done) return refuse(p, GP_EINVAL, "%s is NULL", !done ? "done" : "input");
+    if (!input || !done) return REFUSE(p, GP_EINVAL, "%s is NULL", !done ? "done" : "input");
     return submit_copy(p, input, bytes, 0, deadline_ns, done, user, NULL);
 }
 
@@ -914,7 +903,7 @@ int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_bytes, u
                             gp_done_fn done, void *user) {
     if (!p) return GP_EINVAL;
     if (p->var_in)
-        return refuse(p, GP_EINVAL,
+        return REFUSE(p, GP_EINVAL,
                       "gp_pipeline_submit_prep: variable-size inputs are submitted with "
                       "gp_submit_args.prep_src and input_bytes");
     gp_submit_args a;
@@ -934,7 +923,7 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
     uint32_t in_len, out_len;
     unsigned char *at = NULL; /* set by claim on GP_OK; gcc -O1 -fsanitize=thread cannot tell */
     if (!p) return GP_EINVAL;
-    if (!r) return refuse(p, GP_EINVAL, "gp_pipeline_reserve: r is NULL");
+    if (!r) return REFUSE(p, GP_EINVAL, "gp_pipeline_reserve: r is NULL");
     unsigned call = call_enter(p); /* as submit_copy */
     if (shut(p)) return call_leave(p, call, GP_ESHUTDOWN);
     int rc = item_sizes(p, input_bytes, output_bytes, &in_len, &out_len);
@@ -953,7 +942,7 @@ int gp_pipeline_reserve_ex(gp_pipeline *p, size_t input_bytes, size_t output_byt
 int gp_pipeline_reserve(gp_pipeline *p, gp_reservation *r) {
     if (!p) return GP_EINVAL;
     if (!r || p->var_in)
-        return refuse(p, GP_EINVAL, "%s",
+        return REFUSE(p, GP_EINVAL, "%s",
                       !r ? "gp_pipeline_reserve: r is NULL"
                          : "gp_pipeline_reserve: variable-size inputs reserve with "
                            "gp_pipeline_reserve_ex and their size");
@@ -973,20 +962,27 @@ static int reservation_open(gp_pipeline *p, const gp_reservation *r) {
            r->bytes == gp__ring_item(&p->ring, r->seq)->in_len;
 }
 
-/* Inside the call's bracket: recorded only while the ring is open (as refuse()). */
-static int not_open(gp_pipeline *p, const char *call) {
-    if (shut(p)) return GP_EINVAL;
-    return GP__ERR(&p->err, GP_EINVAL,
-                   "%s: not an open reservation of this pipeline (committed or abandoned "
-                   "already, or not from gp_pipeline_reserve)",
-                   call);
+/* commit / abandon refusing their reservation (NULL, or not an open one), inside the call's
+   bracket: GP_EINVAL whether shut or not (shutdown waits for open reservations, it does not
+   refuse them), recorded only while the ring is open (as REFUSE). */
+static int not_open(gp_pipeline *p, const char *call, const char *why) {
+    if (!shut(p)) GP__ERR(&p->err, GP_EINVAL, "%s: %s", call, why);
+    return GP_EINVAL;
 }
+
+#define NOT_OPEN_WHY                                                                               \
+    "not an open reservation of this pipeline (committed or abandoned already, or not from "       \
+    "gp_pipeline_reserve)"
 
 int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void *user) {
     if (!p) return GP_EINVAL;
-    if (!r || !done) return refuse_resv(p, "gp_pipeline_commit", !r ? "r" : "done");
     unsigned call = call_enter(p);
-    if (!reservation_open(p, r)) return call_leave(p, call, not_open(p, "gp_pipeline_commit"));
+    if (!r || !done || !reservation_open(p, r))
+        return call_leave(p, call,
+                          not_open(p, "gp_pipeline_commit",
+                                   !r      ? "r is NULL"
+                                   : !done ? "done is NULL"
+                                           : NOT_OPEN_WHY));
     fill(p, r->seq, done, user, r->deadline_ns, gp__ring_item(&p->ring, r->seq)->out_len);
     publish(p, r->seq);
     r->data = NULL;
@@ -995,9 +991,10 @@ int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void 
 
 int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r) {
     if (!p) return GP_EINVAL;
-    if (!r) return refuse_resv(p, "gp_pipeline_abandon", "r");
     unsigned call = call_enter(p);
-    if (!reservation_open(p, r)) return call_leave(p, call, not_open(p, "gp_pipeline_abandon"));
+    if (!r || !reservation_open(p, r))
+        return call_leave(p, call,
+                          not_open(p, "gp_pipeline_abandon", !r ? "r is NULL" : NOT_OPEN_WHY));
     /* The reserved sizes stay: a compute never sees an empty output, dead item or not. */
     fill(p, r->seq, NULL, NULL, 0, gp__ring_item(&p->ring, r->seq)->out_len);
     publish(p, r->seq);
@@ -1073,10 +1070,10 @@ int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *
                       size_t out_bytes) {
     if (!p) return GP_EINVAL;
     if (!input || !output)
-        return refuse(p, GP_EINVAL, "gp_pipeline_infer: %s is NULL", !input ? "input" : "output");
+        return REFUSE(p, GP_EINVAL, "gp_pipeline_infer: %s is NULL", !input ? "input" : "output");
     if (p->var_out ? out_bytes == 0 || out_bytes > p->cfg.max_item_out_bytes
                    : out_bytes != p->cfg.item_out_bytes)
-        return refuse(p, GP_EINVAL,
+        return REFUSE(p, GP_EINVAL,
                       p->var_out ? "gp_pipeline_infer: output of %zu bytes: not in "
                                    "1..max_item_out_bytes (%zu)"
                                  : "gp_pipeline_infer: output of %zu bytes: item_out_bytes is %zu",
@@ -1085,10 +1082,10 @@ int gp_pipeline_infer(gp_pipeline *p, const void *input, size_t in_bytes, void *
     if (!shut(p) && from_own_thread(p, "gp_pipeline_infer")) return GP_EINVAL;
     infer_wait w = {.out = output};
     if (pthread_mutex_init(&w.mu, NULL) != 0)
-        return refuse(p, GP_ESYS, "gp_pipeline_infer: pthread_mutex_init failed");
+        return REFUSE(p, GP_ESYS, "gp_pipeline_infer: pthread_mutex_init failed");
     if (pthread_cond_init(&w.cv, NULL) != 0) {
         pthread_mutex_destroy(&w.mu);
-        return refuse(p, GP_ESYS, "gp_pipeline_infer: pthread_cond_init failed");
+        return REFUSE(p, GP_ESYS, "gp_pipeline_infer: pthread_cond_init failed");
     }
     gp_submit_args a;
     gp_submit_args_init(&a);
