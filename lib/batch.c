@@ -69,7 +69,7 @@ int gp_batch_fail_item(const gp_batch *b, size_t k, int code) {
     if (!s || k >= b->n) return GP_EINVAL;
     if (s->in_ready) return GP_OK; /* a call at create (CUDA graphs), not a batch */
     gp_pipeline *p = s->pipeline;
-    if (!gp__is_err(code) || code == GP_OK) code = GP_ECOMPUTE;
+    if (!gp__is_err(code)) code = GP_ECOMPUTE;
     /* Taken by the batcher, so only this batch's compute (or check) writes the state now
        (DESIGN §9, "One item fails alone"); the first failure wins, as does a status the
        batcher gave at dispatch (an expired deadline). An abandoned reservation's bytes ride in

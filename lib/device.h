@@ -51,7 +51,7 @@ typedef struct gp__device_ops {
     /* Host memory the device copies from/to (pinned on CUDA; never silently pageable). */
     int (*host_alloc)(void *ctx, size_t bytes, void **p);
     void (*host_free)(void *ctx, void *p);
-    /* Device memory on `device` (-1 on host). */
+    /* Device memory on `device` (the slot's device; the host backend ignores it). */
     int (*dev_alloc)(void *ctx, int device, size_t bytes, void **p);
     void (*dev_free)(void *ctx, int device, void *p);
 

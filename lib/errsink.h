@@ -51,13 +51,6 @@ int gp__err_copy(gp__errsink *s, char *buf, size_t len);
 void gp__log(gp__errsink *s, gp_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* pthread calls return an errno value; map a failure to GP_ESYS with the call named. */
-#define GP__CHECK_PTHREAD(sink, call)                                                              \
-    do {                                                                                           \
-        int gp__rc_ = (call);                                                                      \
-        if (gp__rc_ != 0) return GP__ERR((sink), GP_ESYS, "%s failed: errno %d", #call, gp__rc_);  \
-    } while (0)
-
 #ifdef __cplusplus
 }
 #endif

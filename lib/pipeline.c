@@ -236,12 +236,11 @@ static int try_backend(gp_pipeline *p, gp_backend id, int probe, char *why, size
     if (rc != GP_OK) return rc;
     p->be = be;
     p->ops = be->dev;
-    p->backend = be->id;
     return GP_OK;
 }
 
-/* HOST or CUDA: that one or GP_ENODEV. AUTO: the table's order; every failure but the last is
-   recorded as the fallback reason (stats, report, log), never silent. */
+/* HOST or CUDA: that one or GP_ENODEV. AUTO: the table's order; the first backend's failure
+   is recorded as the fallback reason (stats, report, log), never silent. */
 static int open_backend(gp_pipeline *p) {
     char why[sizeof p->err.msg];
     if (p->cfg.backend != GP_BACKEND_AUTO)
@@ -256,10 +255,10 @@ static int open_backend(gp_pipeline *p) {
             p->fallback_reason[k] = '\0';
         }
     }
-    if (rc == GP_OK && p->backend != gp__backend_at(0)) {
+    if (rc == GP_OK && p->be->id != gp__backend_at(0)) {
         p->fell_back = 1;
         gp__log(&p->err, GP_LOG_WARN, "backend auto: no usable GPU, running on the %s backend: %s",
-                gp_backend_name(p->backend), p->fallback_reason);
+                gp_backend_name(p->be->id), p->fallback_reason);
     }
     return rc;
 }
@@ -287,9 +286,7 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
     int rc;
     s->pipeline = p;
     s->index = index;
-    s->device = p->backend == GP_BACKEND_CUDA
-                    ? (c->num_devices ? c->devices[index % c->num_devices] : 0)
-                    : -1;
+    s->device = c->num_devices ? c->devices[index % c->num_devices] : 0; /* host: unused */
     if ((rc = o->stream_create(p->dev, s->device, &s->stream)) != GP_OK) return rc;
     /* A batch holds max_batch items, or max_batch_bytes of variable-size input; outputs at
        most max_batch of the largest. */
@@ -320,7 +317,7 @@ static int slot_init(gp_pipeline *p, gp__slot *s, int index) {
     b->out_bytes = c->item_out_bytes;
     b->slot = index;
     b->device = s->device;
-    b->backend = p->backend;
+    b->backend = p->be->id;
     o->stream_bind(p->dev, s->stream, b);
     s->launch.fn = c->compute;
     s->launch.user = c->compute_user;
@@ -551,7 +548,7 @@ static void free_all(gp_pipeline *p) {
 
 static int start_threads(gp_pipeline *p) {
     int rc, nw = p->cfg.completion_workers, np = p->cfg.prep_workers;
-    int batcher_started = 0, poller_started = 0;
+    int poller_started = 0;
     p->workers = calloc((size_t)nw, sizeof *p->workers);
     p->preps = np ? calloc((size_t)np, sizeof *p->preps) : NULL;
     if (!p->workers || (np && !p->preps)) {
@@ -571,7 +568,7 @@ static int start_threads(gp_pipeline *p) {
 fail_create:
     rc = GP__ERR(&p->err, GP_ESYS, "pthread_create failed: errno %d", rc);
 fail:
-    stop_threads(p, 1, batcher_started, poller_started);
+    stop_threads(p, 1, 0, poller_started); /* the batcher starts last */
     return rc;
 }
 
@@ -1160,7 +1157,7 @@ int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len) {
 static void read_stats(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat) {
     const gp__stats_src src = {.t = &p->stats,
                                .cfg = &p->cfg,
-                               .backend = p->backend,
+                               .backend = p->be->id,
                                .fell_back = p->fell_back,
                                .fallback_reason = p->fallback_reason,
                                .ring = &p->ring};

@@ -6,11 +6,7 @@
  *        --> callbacks (run by the poller itself with one completion worker, else by the
  *          callback workers), then ring spans released in order
  *
- * Threads: batcher (1), poller (1), callback workers (completion_workers when > 1, else
- * none), prep workers (prep_workers), plus the backend's own (host: one per stream).
- *
- * Lock order (never take a lock on the left while holding one on the right):
- *   recs.mu  <  ring.space.mu ; bwake.mu and drain.mu are leaves.
+ * Threads, what each owns, and the lock order: docs/DESIGN.md §3.
  */
 #ifndef GP_LIB_PIPELINE_H
 #define GP_LIB_PIPELINE_H
@@ -108,7 +104,6 @@ struct gp_pipeline {
     const gp__backend *be;     /* the backend that runs (backend.h) */
     const gp__device_ops *ops; /* be->dev */
     void *dev;                 /* backend context */
-    gp_backend backend;
     int fell_back;
     char fallback_reason[160];
     gp__errsink err;

@@ -49,18 +49,6 @@ uint64_t gp__hist_counts_max(const uint64_t counts[GP__HIST_BUCKETS]) {
     return 0;
 }
 
-uint64_t gp__hist_quantile(const gp__hist *h, double q) {
-    uint64_t counts[GP__HIST_BUCKETS];
-    gp__hist_read(h, counts);
-    return gp__hist_counts_quantile(counts, q);
-}
-
-uint64_t gp__hist_max(const gp__hist *h) {
-    uint64_t counts[GP__HIST_BUCKETS];
-    gp__hist_read(h, counts);
-    return gp__hist_counts_max(counts);
-}
-
 /* Fine buckets into the public GP_LATENCY_BOUNDS_S buckets: the first bound at or above the
    fine bucket's top (values in bucket i are below gp__hist_bucket_low(i + 1)). */
 static void coarse(const uint64_t *fine, uint64_t out[GP_LATENCY_BUCKETS]) {

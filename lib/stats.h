@@ -44,10 +44,8 @@ static inline void gp__hist_add(gp__hist *h, uint64_t v) {
     atomic_fetch_add_explicit(&h->b[gp__hist_index(v)], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
 }
-/* Value at quantile q in [0, 1] (bucket midpoint); 0 when empty. max: largest bucket's top. */
-uint64_t gp__hist_quantile(const gp__hist *h, double q);
-uint64_t gp__hist_max(const gp__hist *h);
-/* The same over a plain copy of the bucket counts (a window: the difference of two copies). */
+/* A plain copy of the bucket counts (a window: the difference of two copies), and the value at
+   quantile q in [0, 1] (bucket midpoint; 0 when empty) and the largest bucket's top over one. */
 void gp__hist_read(const gp__hist *h, uint64_t counts[GP__HIST_BUCKETS]);
 uint64_t gp__hist_counts_quantile(const uint64_t counts[GP__HIST_BUCKETS], double q);
 uint64_t gp__hist_counts_max(const uint64_t counts[GP__HIST_BUCKETS]);

@@ -22,10 +22,6 @@ static const struct {
     [GP__ST_F8_E5M2] = {"F8_E5M2", 1}, [GP__ST_OTHER] = {"other", 0},
 };
 
-const char *gp__st_dtype_name(gp__st_dtype t) {
-    return (unsigned)t < GP__ST_DTYPE_COUNT_ ? dtypes[t].name : "?";
-}
-
 size_t gp__st_dtype_size(gp__st_dtype t) {
     return (unsigned)t < GP__ST_DTYPE_COUNT_ ? dtypes[t].size : 0;
 }

@@ -67,8 +67,7 @@ void gp__st_free(gp__st *st);
 
 const gp__st_tensor *gp__st_find(const gp__st *st, const char *name);
 
-/* "F32", ...; size in bytes of one element. */
-const char *gp__st_dtype_name(gp__st_dtype t);
+/* Size in bytes of one element (0 for GP__ST_OTHER, a dtype the loader does not know). */
 size_t gp__st_dtype_size(gp__st_dtype t);
 
 /* Convert a float tensor (F32, F64, F16, BF16) to fp32 into dst (numel floats). GP_EMODEL
