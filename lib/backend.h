@@ -1,9 +1,10 @@
 /*
- * The backend table (docs/DESIGN.md §4). A backend is a name, a way to load it, and two tables:
+ * The backend table (docs/DESIGN.md §5). A backend is a name, a way to load it, and two tables:
  * the device interface the pipeline drives (device.h) and the model runtime's layers on it
  * (model/exec.h). The pipeline chooses a backend from the table; the model runtime finds its
- * layers through the backend of the batch it is given. Nothing else in the library names a
- * backend.
+ * layers through the backend of the batch it is given. Beyond that, the library names a backend
+ * only to report which one runs (gp_batch.backend; gp_stats.backend, and its cuda_graphs: 0 when
+ * the host runs).
  *
  * Loading: host is part of the library. cuda lives in the module libgpupipe-cuda.so (lib/cuda/),
  * which the shared library loads with dlopen on first use, from its own directory first, then

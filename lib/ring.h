@@ -104,8 +104,8 @@ static inline uint64_t gp__ring_lap(const gp__ring *r, uint64_t idx) {
     return idx >> r->cap_log2;
 }
 
-/* `in`/`out` are allocated by the caller (backend host memory); items here. in_bytes == 0 with
-   arena > 0 (a power of two <= 2^31) makes the input a packed arena of `arena` bytes. */
+/* `in`/`out` are allocated by the caller (backend host memory); items here. _arena: the input
+   is a packed arena of `arena` bytes (a power of two <= 2^31), variable-size items. */
 int gp__ring_init(gp__ring *r, uint64_t capacity, size_t in_bytes, size_t out_bytes,
                   unsigned char *in, unsigned char *out);
 int gp__ring_init_arena(gp__ring *r, uint64_t capacity, uint64_t arena, size_t out_bytes,

@@ -1,6 +1,6 @@
 /*
  * The CUDA model layers' shared internals: the slot state that model.c plans and runs, one step
- * per op, and the per-op layer table (docs/DESIGN.md §5). model.c owns the weights, setup / run /
+ * per op, and the per-op layer table (docs/DESIGN.md §6). model.c owns the weights, setup / run /
  * teardown and the table; each layer lives beside its code: the ones that are a kernel launch in
  * kernels/<name>.cu (C++, with this header), the ones that plan in linear.c (cuBLASLt), conv.c
  * (cuDNN, or the direct kernel) and attention.c (two planned GEMMs around the fused kernel).

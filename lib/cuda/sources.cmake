@@ -1,4 +1,4 @@
-# The CUDA backend and the CUDA model layers: one home, lib/cuda/ (docs/DESIGN.md §4).
+# The CUDA backend and the CUDA model layers: one home, lib/cuda/ (docs/DESIGN.md §5).
 # GP_CUDA_MODULE_SOURCES build the module libgpupipe-cuda.so (and go into the static library);
 # GP_CUDA_CORE_SOURCES build into libgpupipe itself: the public gpupipe/cuda.h accessors, which
 # read handles the module filled and call no CUDA function (so libgpupipe needs no CUDA library).

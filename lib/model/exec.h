@@ -1,6 +1,6 @@
 /*
  * The model runtime on one backend: the table a backend's model layers implement
- * (docs/DESIGN.md §5). The backend table (lib/backend.h) points at one per backend: host in
+ * (docs/DESIGN.md §6). The backend table (lib/backend.h) points at one per backend: host in
  * lib/model/host.c, cuda in lib/cuda/model.c. model.c's compute functions dispatch through it
  * and keep the slot's state in the batch (gp_batch.slot_user), so a batch finds its state with
  * no lookup and no lock.

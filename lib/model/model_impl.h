@@ -119,7 +119,7 @@ extern "C" {
 /* ---- ops --------------------------------------------------------------------------------- */
 
 /* The ops, once: kind and name (describe, messages). A new op is a row here, its builder in
-   build.c, its host layer in host.c and its CUDA layer in lib/cuda/ (docs/DESIGN.md §5). */
+   build.c, its host layer in host.c and its CUDA layer in lib/cuda/ (docs/DESIGN.md §10). */
 #define GP__OP_LIST(X)                                                                             \
     X(PREP, "prep")                                                                                \
     X(CONV2D, "conv2d")                                                                            \

@@ -1,5 +1,5 @@
 /*
- * Faults on the CUDA backend (DESIGN §2 "exactly once"; issue: faults):
+ * Faults on the CUDA backend (DESIGN §1 "exactly once"; issue: faults):
  *   sticky   a batch's kernel traps: the context is lost. That batch and every later item
  *            complete with GP_EDEVICE, submit then returns GP_EDEVICE, destroy returns
  *            GP_EDEVICE and frees; every accepted item gets exactly one callback; no hang.

@@ -1,8 +1,8 @@
 /*
- * The spec: every DESIGN §5 form parses to the right fields; malformed lines and lines that do
- * not fit together fail with GP_EMODEL naming the line and the problem; the IR built from a
- * spec has the documented rewrites (batchnorm folded, activations fused only when safe) and a
- * buffer plan in which no value is overwritten before its last reader.
+ * The spec: every form of docs/MODELS.md "The spec" parses to the right fields; malformed lines and
+ * lines that do not fit together fail with GP_EMODEL naming the line and the problem; the IR built
+ * from a spec has the documented rewrites (batchnorm folded, activations fused only when safe) and
+ * a buffer plan in which no value is overwritten before its last reader.
  */
 #include <gpupipe/model.h>
 #include <stdio.h>
@@ -95,7 +95,7 @@ static void parse_forms(void) {
     GPT_EQ(sp.lines[3].eps == 1e-12, 1);
     GPT_EQ(sp.lines[4].eps == 0.5, 1);
     gp__spec_free(&sp);
-    printf("ok  every DESIGN §5 form parses\n");
+    printf("ok  every form of docs/MODELS.md " The spec " parses\n");
 }
 
 static void parse_error(const char *text, const char *needle) {
