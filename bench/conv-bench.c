@@ -381,7 +381,7 @@ static void on_seen(void *user, const gp__cgraph_seen *sn) {
     l->s[l->n] = *sn;
     snprintf(l->why[l->n], sizeof l->why[0], "%s", sn->why ? sn->why : "");
     for (char *p = l->why[l->n]; *p; p++) /* one token on the key=value line */
-        if (*p == ' ') *p = '_';
+        if (*p == ' ' || *p == '\'' || *p == '"') *p = '_';
     l->s[l->n].why = l->why[l->n];
     l->n++;
 }
@@ -481,8 +481,8 @@ static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
     int n = gp__cgraph_plan(b->h, b->dt, &geo, &want, &cg, why, sizeof why);
     if (n > 0 && gp__cgraph_bind(cg, b->x, b->w, b->y, b->ws, why, sizeof why) != 0) n = 0;
     snprintf(res->g_why, sizeof res->g_why, "%s", why[0] ? why : "no_engine_config");
-    for (char *p = res->g_why; *p; p++)
-        if (*p == ' ') *p = '_';
+    for (char *p = res->g_why; *p; p++) /* one shlex token: no blank, no quote */
+        if (*p == ' ' || *p == '\'' || *p == '"') *p = '_';
     b->cg = cg;
     for (int i = 0; i < n; i++) {
         b->cg_i = i;

@@ -24,6 +24,11 @@ apart what could explain it:
                 PyTorch loaded (its wheels'), so the same legacy-API rules are timed under
                 PyTorch's cuDNN too: whether the cuDNN version is the gap.
 
+Order (a run cut short keeps what came first): conv-bench with the loader's cuDNN, PyTorch, the
+tables; then the --torch-cudnn runs and their tables. --budget S (default: $GPU_RUN_STEP_S, set
+by bench/gpu-run.sh to the step's limit) caps each conv-bench run and leaves out what no longer
+fits, saying so; the rows a killed or failed conv-bench printed before it stopped are kept.
+
 Prints, per precision, a Markdown table: shape | count | ours(h) NCHW | best(a) NCHW |
 best(a) NHWC | graph(g) NCHW | graph(g) NHWC | PyTorch NCHW | PyTorch channels_last |
 ours/PyTorch-best | reachable/PyTorch-best (ms per convolution, weighted totals = sum of count x
@@ -62,14 +67,15 @@ BIN_TIMEOUT_S = 240  # one conv-bench run; ~10 s expected on an H200
 KV = re.compile(r"^conv-bench: (\w+)=")
 
 
-def run_bench(cmd, env=None):
-    """Runs conv-bench, echoing its output indented as it comes. -> (exit status, lines)."""
+def run_bench(cmd, env=None, limit=BIN_TIMEOUT_S):
+    """Runs conv-bench, echoing its output indented as it comes; killed after `limit` s.
+    -> (exit status, lines)."""
     extra = f" (LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']})" if env else ""
     print(f"\n$ {' '.join(cmd)}{extra}", flush=True)
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=env)
-    timer = threading.Timer(BIN_TIMEOUT_S, p.kill)
+    timer = threading.Timer(limit, p.kill)
     timer.start()
     lines = []
     try:
@@ -80,7 +86,7 @@ def run_bench(cmd, env=None):
     finally:
         timer.cancel()
     if rc < 0:
-        print(f"conv-bench.py: conv-bench killed (signal {-rc}; the limit is {BIN_TIMEOUT_S} s)",
+        print(f"conv-bench.py: conv-bench killed (signal {-rc}; the limit was {limit:.0f} s)",
               flush=True)
     print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
     return rc, lines
@@ -93,13 +99,29 @@ def parse(lines):
     for ln in lines:
         if not KV.match(ln):
             continue
-        kv = dict(t.split("=", 1) for t in shlex.split(ln[len("conv-bench: "):]) if "=" in t)
+        body = ln[len("conv-bench: "):]
+        try:
+            toks = shlex.split(body)
+        except ValueError:  # a quote in a why= value (conv_graph.c: "cuDNN's graph heuristic ...")
+            toks = body.split()
+        kv = dict(t.split("=", 1) for t in toks if "=" in t)
         if "shape" in kv:
-            for k, v in kv.items():
-                if k.endswith("_ms") or k in ("n", "c", "hw", "k", "r", "stride", "pad", "out",
-                                              "count"):
-                    kv[k] = None if v == "-" else (float(v) if k.endswith("_ms") else int(v))
-            rows[(kv["shape"], kv["layout"])] = kv
+            try:
+                for k, v in kv.items():
+                    if k.endswith("_ms") or k in ("n", "c", "hw", "k", "r", "stride", "pad",
+                                                  "out", "count"):
+                        kv[k] = None if v == "-" else (float(v) if k.endswith("_ms") else int(v))
+                key = (kv["shape"], kv["layout"])
+                if "count" not in kv:  # the tables need it
+                    raise KeyError("count")
+                for k in ("fused_z_nan", "g_diff"):  # read as numbers by the tables
+                    if kv.get(k, "-") != "-":
+                        float(kv[k])
+            except (KeyError, ValueError) as exc:  # one bad line must not lose the tables
+                print(f"conv-bench.py: line not understood ({type(exc).__name__}: {exc}): {ln}",
+                      flush=True)
+                continue
+            rows[key] = kv
             if kv["shape"] not in order:
                 order.append(kv["shape"])
         elif "loaded" in kv:
@@ -275,6 +297,9 @@ def main():
     ap.add_argument("--torch-cudnn", action="store_true",
                     help="also run conv-bench on the cuDNN PyTorch loaded")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--budget", type=float, default=float(os.environ.get("GPU_RUN_STEP_S") or 0),
+                    help="seconds the whole script may take (0: no limit; default "
+                    "$GPU_RUN_STEP_S)")
     a = ap.parse_args()
     if not (os.path.isfile(a.conv_bench) and os.access(a.conv_bench, os.X_OK)):
         print(f"conv-bench.py: {a.conv_bench} is not an executable", file=sys.stderr)
@@ -298,44 +323,46 @@ def main():
     raw = {"torch": torch.__version__, "torch_cudnn": tc_ver, "batch": a.batch, "runs": {}}
     bad, runs = 0, {}
 
-    # conv-bench first, with the cuDNN the loader finds, then with PyTorch's.
-    tc_env, tc_dirs = None, []
-    if a.torch_cudnn:
-        tc_dirs = torch_cudnn_dirs()
-        if tc_dirs:
-            tc_env = dict(os.environ)
-            tc_env["LD_LIBRARY_PATH"] = ":".join(
-                tc_dirs + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p])
-        else:
-            print("conv-bench.py: --torch-cudnn: the cuDNN PyTorch loaded was not found "
-                  "(/proc/self/maps, nvidia.cudnn); that run is left out", flush=True)
+    # The time left of --budget (15 s kept for the tables), None without one.
+    deadline = t_start + a.budget - 15 if a.budget > 0 else None
+
+    def left():
+        return None if deadline is None else deadline - time.perf_counter()
+
+    def bench_run(which, env, prec):
+        """One conv-bench run into runs[(which, prec)]; -> its exit status (None: not run)."""
+        nonlocal bad
+        what = (f"conv-bench --precision {prec} "
+                f"({'PyTorch' if which == 'torch' else 'default'} cuDNN)")
+        limit = BIN_TIMEOUT_S if left() is None else min(BIN_TIMEOUT_S, left())
+        if limit < 20:
+            print(f"\nconv-bench.py: {what} not run: time budget spent ({a.budget:.0f} s)",
+                  flush=True)
             bad = 1
-    for which, env in [("default", None), ("torch", tc_env)]:
-        if which == "torch" and env is None:
-            continue
-        for prec in precs:
-            rc, lines = run_bench([a.conv_bench, "--precision", prec] + common, env)
-            if rc == 77:
-                print(next((ln for ln in lines if ln.startswith("SKIP")),
-                           "SKIP: conv-bench found no usable CUDA device"))
-                return 77
-            if rc != 0:
-                print(f"conv-bench.py: conv-bench --precision {prec} "
-                      f"({'PyTorch' if which == 'torch' else 'default'} cuDNN) exit {rc}",
-                      flush=True)
+            return None
+        rc, lines = run_bench([a.conv_bench, "--precision", prec] + common, env, limit)
+        if rc == 77:
+            print(next((ln for ln in lines if ln.startswith("SKIP")),
+                       "SKIP: conv-bench found no usable CUDA device"))
+            if which == "torch":  # the default run found the device: this one failed
                 bad = 1
-                continue
-            runs[(which, prec)] = parse(lines)
-            raw["runs"][f"{which}-{prec}"] = {"head": runs[(which, prec)][0],
-                                               "rows": list(runs[(which, prec)][1].values())}
-    if tc_env:
-        for (which, prec), (head, _, _) in runs.items():
-            lib = os.path.realpath(head.get("cudnn_lib", "?"))
-            if which == "torch" and not any(lib.startswith(os.path.realpath(d) + os.sep)
-                                            for d in tc_dirs):
-                print(f"conv-bench.py: --torch-cudnn {prec}: conv-bench loaded {lib}, not from "
-                      f"{tc_dirs[0]}: its figures are not PyTorch's cuDNN", flush=True)
-                bad = 1
+            return rc
+        got = parse(lines)
+        if rc != 0:
+            print(f"conv-bench.py: {what} exit {rc}; {len(got[1])} shape/layout rows before it "
+                  "stopped are kept", flush=True)
+            bad = 1
+        if got[1]:
+            runs[(which, prec)] = got
+            raw["runs"][f"{which}-{prec}"] = {"head": got[0], "rows": list(got[1].values()),
+                                               "exit": rc}
+        return rc
+
+    # conv-bench with the cuDNN the loader finds, PyTorch, the tables; then conv-bench with
+    # PyTorch's cuDNN (the least needed, so last).
+    for prec in precs:
+        if bench_run("default", None, prec) == 77:
+            return 77
     t_bench = time.perf_counter()
 
     # PyTorch on the same shapes (the default run's list).
@@ -349,6 +376,12 @@ def main():
             row = rows.get((name, "NCHW")) or rows.get((name, "NHWC"))
             vals = []
             for cl in (False, True):
+                if left() is not None and left() < 10:
+                    print(f"  {prec} {name} {'channels_last' if cl else 'NCHW'}: PyTorch: not "
+                          "run, time budget spent", file=sys.stderr, flush=True)
+                    vals.append(None)
+                    bad = 1
+                    continue
                 # A measure still running after 120 s prints every thread's Python stack and
                 # exits.
                 faulthandler.dump_traceback_later(120, exit=True)
@@ -382,13 +415,37 @@ def main():
                    f"non-finite output in {len(read)} of {len(nan)} shapes ({', '.join(read)}): "
                    "cuDNN reads z; conv.c must pass a zeroed z" if read else
                    f"finite in all {len(nan)} shapes run fused: z not read")
-        print(f"\n{prec}: fused conv (z = y, alpha2 = 0) on a y of NaN: {verdict}")
-        if ("torch", prec) in runs:
-            cudnn_table(prec, order, rows, runs[("torch", prec)][1], pt_all.get(prec, {}), head,
-                        runs[("torch", prec)][0])
+        print(f"\n{prec}: fused conv (z = y, alpha2 = 0) on a y of NaN: {verdict}", flush=True)
+
+    # --torch-cudnn: conv-bench again, LD_LIBRARY_PATH led by the directory of PyTorch's cuDNN.
+    if a.torch_cudnn:
+        tc_dirs = torch_cudnn_dirs()
+        if not tc_dirs:
+            print("\nconv-bench.py: --torch-cudnn: the cuDNN PyTorch loaded was not found "
+                  "(/proc/self/maps, nvidia.cudnn); that run is left out", flush=True)
+            bad = 1
+        else:
+            tc_env = dict(os.environ)
+            tc_env["LD_LIBRARY_PATH"] = ":".join(
+                tc_dirs + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p])
+            for prec in precs:
+                bench_run("torch", tc_env, prec)
+                if ("torch", prec) not in runs:
+                    continue
+                head = runs[("torch", prec)][0]
+                lib = os.path.realpath(head.get("cudnn_lib", "?"))
+                if not any(lib.startswith(os.path.realpath(d) + os.sep) for d in tc_dirs):
+                    print(f"conv-bench.py: --torch-cudnn {prec}: conv-bench loaded {lib}, not "
+                          f"from {tc_dirs[0]}: its figures are not PyTorch's cuDNN", flush=True)
+                    bad = 1
+                if ("default", prec) in runs:
+                    d_head, d_rows, order = runs[("default", prec)]
+                    cudnn_table(prec, order, d_rows, runs[("torch", prec)][1],
+                                pt_all.get(prec, {}), d_head, head)
+    t_end = time.perf_counter()
     print(f"\nconv-bench.py: conv-bench runs {t_bench - t_start:.1f} s, PyTorch "
-          f"{t_torch - t_bench:.1f} s" + (" (a run failed: see above)" if bad else ""),
-          flush=True)
+          f"{t_torch - t_bench:.1f} s, --torch-cudnn runs {t_end - t_torch:.1f} s"
+          + (" (a run failed or was left out: see above)" if bad else ""), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(raw, f, indent=1)

@@ -51,13 +51,18 @@ SUMMARY=$OUT/summary.txt
 # Every step below runs under `timeout` within the budget; this outer guard also catches what
 # nothing else would (a hang between steps) and still leaves a line in the summary.
 if [ -z "${GPU_RUN_GUARDED:-}" ]; then
-  export GPU_RUN_GUARDED=1 GPU_RUN_T0=${GPU_RUN_T0:-$(date +%s)}
+  # The stage running now (written by the run below): the guard's line names it.
+  GPU_RUN_STAGE_FILE=$(mktemp "${TMPDIR:-/tmp}/gpu-run-stage.XXXXXX" 2>/dev/null) ||
+    GPU_RUN_STAGE_FILE=/dev/null
+  export GPU_RUN_GUARDED=1 GPU_RUN_T0=${GPU_RUN_T0:-$(date +%s)} GPU_RUN_STAGE_FILE
   timeout -k 5 $((BUDGET_S + 15)) bash "${BASH_SOURCE[0]}" "$@"
   rc=$?
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    echo "gpu-run: timeout: the whole-script guard stopped the run after $((BUDGET_S + 15)) s" |
+    stage=$(cat "$GPU_RUN_STAGE_FILE" 2>/dev/null)
+    echo "gpu-run: timeout: the whole-script guard stopped the run after $((BUDGET_S + 15)) s${stage:+, in stage $stage}" |
       tee -a "$SUMMARY"
   fi
+  [ "$GPU_RUN_STAGE_FILE" = /dev/null ] || rm -f "$GPU_RUN_STAGE_FILE"
   # GPU_RUN_PACK=1: every log of $OUT in one archive beside summary.txt, because the device
   # tool returns at most eight files (build test bench alone writes nine). Runs after the
   # guard, so a run cut short still comes back whole.
@@ -508,7 +513,7 @@ st_bench() {
   if [ -x "$BUILD/bench/gp-bench" ]; then
     if budget_for 150 30; then
       local args=(--backend cuda) help
-      help=$("$BUILD/bench/gp-bench" --help 2>&1)
+      help=$(timeout 30 "$BUILD/bench/gp-bench" --help 2>&1)
       [[ $help == *--workload* ]] && args+=(--workload mlp)
       [[ $help == *--svg* ]] && args+=(--svg "$OUT/gp-bench-cuda.svg")
       timeout -k 10 "$STEP_T" "$BUILD/bench/gp-bench" "${args[@]}" >"$OUT/gp-bench-cuda.txt" 2>&1
@@ -532,6 +537,7 @@ st_bench() {
             --cuda-graphs --spin-wait >"$OUT/gp-bench-cuda-knobs.txt" 2>&1
           rc=$?
           if is_timeout $rc; then
+            [ "$ST_STATUS" = ok ] && ST_STATUS=timeout
             ST_DETAIL="$ST_DETAIL; gp-bench --cuda-graphs --spin-wait cut at $STEP_T s"
           elif [ $rc -ne 0 ]; then
             ST_STATUS=failed
@@ -543,7 +549,7 @@ st_bench() {
       fi
     else
       ST_DETAIL="cuda-bench ok; gp-bench not run: $ST_DETAIL"
-      ST_STATUS=ok
+      ST_STATUS=timeout
     fi
   fi
 }
@@ -689,7 +695,10 @@ run_py_bench() {
     args=("$@")
   fi
   budget_for "$cap" "$min" || return
-  timeout -k 10 "$STEP_T" "$PY" "$ROOT/bench/$script" "${args[@]}" >"$OUT/$log" 2>&1
+  # GPU_RUN_STEP_S: the script's own budget (conv-bench.py --budget: it leaves out, and says so,
+  # what would not fit, instead of being cut with its tables unprinted).
+  GPU_RUN_STEP_S=$STEP_T timeout -k 10 "$STEP_T" "$PY" "$ROOT/bench/$script" "${args[@]}" \
+    >"$OUT/$log" 2>&1
   local rc=$?
   grep -E "$pat" "$OUT/$log" | notes_raw
   if is_timeout $rc; then
@@ -740,30 +749,51 @@ st_compare() {
   [[ $help == *--step-timeout* ]] && args+=(--step-timeout 60)
   local precs=(fp32)
   [[ $help == *--precision* ]] && precs=(fp32 fp16)
-  ST_DETAIL="$(basename "$py"): $(timeout 60 "$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1)"
+  # One process per model: a step that hangs ends its process (model-bench's watchdog), so it
+  # costs that model's remaining rows only, not every row after it.
+  local models=("") m one log_m st det
+  [[ $help == *--models* ]] && models=(mlp cnn resnet18)
+  det="$(basename "$py"): $(timeout 60 "$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1)"
   for prec in "${precs[@]}"; do
-    local a=("${args[@]}")
+    local a=("${args[@]}") said=""
     [[ $help == *--precision* ]] && a+=(--precision "$prec")
-    if ! budget_for 300 60; then
-      ST_DETAIL="$ST_DETAIL; $prec not run: time budget spent"
-      ST_STATUS=timeout
-      break
-    fi
-    timeout -k 10 "$STEP_T" "$py" "$ROOT/bench/model-bench.py" "$BUILD/bench/gp-infer" "${a[@]}" \
-      >"$OUT/compare-$prec.txt" 2>&1
-    rc=$?
-    ran=$((ran + 1))
-    grep -E '^\|' "$OUT/compare-$prec.txt" | notes_raw
-    if is_timeout $rc; then
-      ST_STATUS=timeout ST_DETAIL="$ST_DETAIL; $prec cut at $STEP_T s"
-      break
-    elif [ $rc -ne 0 ]; then
-      ST_STATUS=failed ST_DETAIL="$ST_DETAIL; $prec exit $rc (compare-$prec.txt)"
-      tail -5 "$OUT/compare-$prec.txt" | notes_raw
-    else
-      ST_DETAIL="$ST_DETAIL; $prec ok"
-    fi
+    : >"$OUT/compare-$prec.txt"
+    for m in "${models[@]}"; do
+      one=${m:-all}
+      st=$ST_STATUS
+      if ! budget_for 200 45; then # (budget_for sets the stage's status and detail: undone)
+        said="$said, $one not run (time budget spent)"
+        ST_STATUS=$st
+        [ "$ST_STATUS" = ok ] && ST_STATUS=timeout
+        continue
+      fi
+      log_m=$(mktemp "${TMPDIR:-/tmp}/gpu-run-compare.XXXXXX")
+      timeout -k 10 "$STEP_T" "$py" "$ROOT/bench/model-bench.py" "$BUILD/bench/gp-infer" \
+        "${a[@]}" ${m:+--models "$m"} >"$log_m" 2>&1
+      rc=$?
+      cat "$log_m" >>"$OUT/compare-$prec.txt"
+      ran=$((ran + 1))
+      if is_timeout $rc; then
+        [ "$ST_STATUS" = ok ] && ST_STATUS=timeout
+        said="$said, $one cut at $STEP_T s"
+      elif [ $rc -ne 0 ]; then
+        ST_STATUS=failed
+        if grep -q '^Timeout (' "$log_m"; then
+          said="$said, $one exit $rc (a step hung: its stacks in the log)"
+        else
+          said="$said, $one exit $rc"
+        fi
+        grep -v '^|' "$log_m" | grep -E 'FAILED|failed|Error' | tail -3 | cut -c1-300 | notes_raw
+      else
+        said="$said, $one ok"
+      fi
+      rm -f "$log_m"
+    done
+    # The table once per precision (each model's run prints its own header).
+    grep -E '^\|' "$OUT/compare-$prec.txt" | awk '!(/^\| model \||^\|---/ && seen[$0]++)' | notes_raw
+    det="$det; $prec:${said#,} (compare-$prec.txt)"
   done
+  ST_DETAIL=$det
   # gpupipe + LibTorch vs PyTorch on one TorchScript model (bench/torch-bench.py), appended to
   # the fp32 log: the device returns at most eight files.
   # It runs whatever model-bench did, and says why when it does not.
@@ -794,6 +824,7 @@ for s in "${STAGES[@]}"; do
   ST_STATUS=ok ST_DETAIL=""
   t_s=$(now)
   : >"$NOTES"
+  echo "$s (started $((t_s - T0)) s into the run)" >"${GPU_RUN_STAGE_FILE:-/dev/null}"
   "st_$s"
   printf '%-9s %-8s %4d s  %s\n' "$s:" "$ST_STATUS" $(($(now) - t_s)) "$ST_DETAIL" >>"$SUMMARY"
   cat "$NOTES" >>"$SUMMARY"

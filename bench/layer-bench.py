@@ -114,7 +114,9 @@ def run_gp(gp_infer, model, spec, x_path, work, device, prec, batch, repeat):
            "--batch", str(batch), "--inflight", "3", "--producers", "8",
            "--repeat", str(repeat), "--warmup", str(6 * batch), "--report", rep, "--quiet",
            "--log", "info"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    # Below main's 240 s watchdog: a hung gp-infer is killed here and its cut fails alone (the
+    # watchdog would end this process and leave gp-infer running on the GPU).
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
     with open(rep) as f:
@@ -188,14 +190,15 @@ def main():
     raw, bad = {"device": a.device, "gpu": gpu, "batch": a.batch, "rows": []}, 0
     for prec in precs:
         layouts = [False, True] if cuda and prec in ("fp16", "bf16") else [False]
-        rows, convs = [], []
+        rows, convs, convs_of = [], [], None
         for k, (name, spec) in enumerate(cuts):
             # A cut still running after 240 s prints every thread's Python stack and exits (a
             # model-bench row hung for 280 s on the first GPU run with no sign of where).
             faulthandler.dump_traceback_later(240, exit=True)
             try:
-                g, y, convs = run_gp(a.gp_infer, model, spec, x_path, a.work, a.device, prec,
-                                     a.batch, repeat)
+                g, y, cv = run_gp(a.gp_infer, model, spec, x_path, a.work, a.device, prec,
+                                  a.batch, repeat)
+                convs, convs_of = cv, name
                 # The same computation on both sides, or the comparison means nothing: gp's
                 # output for the first items against the cut's fp32 output on the CPU.
                 with torch.inference_mode():
@@ -230,9 +233,10 @@ def main():
                   + f" | {dg:.3f} | " + " | ".join(f"{v:.3f}" for v in dt) + f" | {ratio} |")
             prev = (g, t)
             raw["rows"].append(dict(precision=prec, stage=name, gpupipe_ms=g, torch_ms=t))
-        if convs:  # the last cut run: the whole model's convolutions
+        if convs:  # the last cut gp-infer ran: the whole model's convolutions, unless it failed
             print(f"\n{prec}: gpupipe's convolutions at batch {a.batch} (gp-infer --log info: "
-                  "the algorithm and form its timing kept, and the heuristic's first)\n")
+                  "the algorithm and form its timing kept, and the heuristic's first), cut "
+                  f"'{convs_of}'\n")
             for ln in convs:
                 print(f"    {ln}")
             raw.setdefault("convs", {})[prec] = convs

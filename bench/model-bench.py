@@ -177,14 +177,19 @@ def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, 
            "--warmup", str(2 * inflight * batch)]
     if graphs:
         cmd.append("--cuda-graphs")
+    # Below the step's watchdog (step()): a gp-infer still running is killed here and its row
+    # fails alone, rather than the watchdog ending this process with gp-infer left running.
+    limit = max(STEP_TIMEOUT - 10, STEP_TIMEOUT * 0.8)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=STEP_TIMEOUT)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(f"{' '.join(cmd)}: still running after {STEP_TIMEOUT:g} s, killed; "
+        raise RuntimeError(f"{' '.join(cmd)}: still running after {limit:g} s, killed; "
                            f"its stderr so far: {(exc.stderr or b'')[-2000:]!r}") from None
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
     m = re.search(r"\(([0-9.]+) items/s\)", p.stderr)
+    if not m:
+        raise RuntimeError(f"{' '.join(cmd)}: no '(N items/s)' in its stderr: {p.stderr.strip()}")
     return float(m.group(1)), np.load(ypath)
 
 
@@ -194,13 +199,18 @@ STEP_TIMEOUT = 180.0  # --step-timeout: one gp-infer run or one PyTorch timing
 @contextlib.contextmanager
 def step(what):
     """One step of a row, announced on stderr (a log cut short says which step it was in); a
-    step still running after STEP_TIMEOUT dumps every thread's Python stack and exits 3 (the
-    first H200 run, 2026-11-26, lost 280 s to a row that never finished, with no sign of why)."""
+    step still running after STEP_TIMEOUT dumps every thread's Python stack and exits 1 (the
+    first H200 run, 2026-11-26, lost 280 s to a row that never finished, with no sign of why).
+    A step that raises is reported here and re-raised (its row then fails alone: main)."""
     t0 = time.perf_counter()
     print(f"  {what} ...", file=sys.stderr, flush=True)
     faulthandler.dump_traceback_later(STEP_TIMEOUT, exit=True)
     try:
         yield
+    except Exception as exc:
+        print(f"  {what}: FAILED after {time.perf_counter() - t0:.1f} s: {type(exc).__name__}: "
+              f"{exc}", file=sys.stderr, flush=True)
+        raise
     finally:
         faulthandler.cancel_dump_traceback_later()
     print(f"  {what}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
@@ -356,39 +366,63 @@ def main():
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     batches = [int(v) for v in a.batches.split(",")]
+    failed = []  # "model batch: contender" of every step that failed (exit status 1)
+
+    def attempt(what, fn):
+        """fn() inside step(what); None when it raised (the step has said why on stderr)."""
+        try:
+            with step(what):
+                return fn()
+        except Exception:  # one failed step must not lose the other rows
+            failed.append(what)
+            return None
+
     for name in a.models.split(","):
         base = a.items or (8192 if a.device == "cuda" else 2048)
         if name == "resnet18" and not a.items:
             base = max(base // 4, 64)
         most = max([base] + [a.min_batches * b for b in batches])
-        path, module, x_all = prepare(name, a.gp_infer, a.work, most)
+        prep = attempt(f"{name}: prepare", lambda: prepare(name, a.gp_infer, a.work, most))
+        if prep is None:
+            print(f"| {name} | - | - | FAILED: see '{name}: prepare' above |", flush=True)
+            continue
+        path, module, x_all = prep
         ypath = os.path.join(a.work, "y.npy")
         for b in batches:
             items = max(base, a.min_batches * b)
             x = x_all[:items]
             xpath = os.path.join(a.work, f"x_{name}_{items}.npy")
             np.save(xpath, x)
-            with step(f"{name} batch {b}: gpupipe"):
-                gp_ips, gp_y = run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b,
-                                           a.precision, False, inflight)
-            row = [name, str(b), str(items), f"{gp_ips:.0f}"]
+            gp = attempt(f"{name} batch {b}: gpupipe",
+                         lambda: run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b,
+                                             a.precision, False, inflight))
+            cells = [gp]
             if graphs:
-                with step(f"{name} batch {b}: gpupipe --cuda-graphs"):
-                    ips = run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b, a.precision,
-                                      True, inflight)[0]
-                row.append(f"{ips:.0f}")
-            with step(f"{name} batch {b}: PyTorch"):
-                t_ips, t_y = run_torch(module, x, a.device, b, a.precision, False)
-            row.append(f"{t_ips:.0f}")
+                cells.append(attempt(f"{name} batch {b}: gpupipe --cuda-graphs",
+                                     lambda: run_gpupipe(a.gp_infer, path, xpath, ypath,
+                                                         a.device, b, a.precision, True,
+                                                         inflight)))
+            pt = attempt(f"{name} batch {b}: PyTorch",
+                         lambda: run_torch(module, x, a.device, b, a.precision, False))
+            cells.append(pt)
             if graphs:
-                with step(f"{name} batch {b}: PyTorch + CUDA graphs"):
-                    ips = run_torch(module, x, a.device, b, a.precision, True)[0]
-                row.append(f"{ips:.0f}")
-            agree = float(np.mean(top1(gp_y) == top1(t_y)))
-            classes = len(np.unique(top1(t_y)))  # 1: the check could not fail (demo cnn)
-            row += [f"{gp_ips / t_ips:.2f}", f"{100 * agree:.1f}% ({classes} classes)"]
+                cells.append(attempt(f"{name} batch {b}: PyTorch + CUDA graphs",
+                                     lambda: run_torch(module, x, a.device, b, a.precision,
+                                                       True)))
+            row = [name, str(b), str(items)] + ["FAILED" if c is None else f"{c[0]:.0f}"
+                                                for c in cells]
+            if gp is not None and pt is not None:
+                agree = float(np.mean(top1(gp[1]) == top1(pt[1])))
+                classes = len(np.unique(top1(pt[1])))  # 1: the check could not fail (demo cnn)
+                row += [f"{gp[0] / pt[0]:.2f}", f"{100 * agree:.1f}% ({classes} classes)"]
+            else:
+                row += ["-", "-"]
             print("| " + " | ".join(row) + " |", flush=True)
+    if failed:
+        print(f"model-bench: {len(failed)} step(s) failed (their reasons above): "
+              + "; ".join(failed), flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
