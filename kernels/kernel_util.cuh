@@ -64,9 +64,12 @@ inline unsigned grid_for(size_t count) {
     return (unsigned)(b < cap ? b : cap);
 }
 
-// The launch's own status. A zero-sized launch is skipped by the callers (cudaSuccess).
+// The launch's own status. A zero-sized launch is skipped by the callers (cudaSuccess). A
+// query's "not yet" (cudaErrorNotReady) that an earlier cudaEventQuery/cudaStreamQuery on this
+// thread may have left as the last error is not this launch's failure: no launch causes it.
 inline cudaError_t launched() {
-    return cudaGetLastError();
+    cudaError_t e = cudaGetLastError();
+    return e == cudaErrorNotReady ? cudaSuccess : e;
 }
 
 } // namespace gpk

@@ -30,7 +30,10 @@ static void mark_failed(gp_pipeline *p) {
 
 static void record_timings(gp_pipeline *p, gp__slot *s, const gp__batchrec *r) {
     uint64_t t[GP__EV_COUNT];
-    for (int i = 0; i < GP__EV_COUNT; i++)
+    /* Last event first: a backend that renews its time anchor for an event far from it (CUDA)
+       renews it at most once per batch, before the earlier events are read, so all four are
+       read against one anchor and stay in order. */
+    for (int i = GP__EV_COUNT - 1; i >= 0; i--)
         if (p->ops->event_time_ns(p->dev, s->ev[i], &t[i]) != GP_OK) return;
     gp__busy_add(&p->stats.h2d, t[GP__EV_START], t[GP__EV_H2D]);
     gp__busy_add(&p->stats.compute, t[GP__EV_H2D], t[GP__EV_COMPUTE]);

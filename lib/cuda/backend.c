@@ -823,8 +823,13 @@ static int cuda_event_wait(void *ctx, gp__event *e) {
     if (rc != GP_OK) return rc;
     if (!c->spin) return GP__CU(c, cudaEventSynchronize(e->ev));
     cudaError_t q;
-    for (unsigned i = 0; (q = cudaEventQuery(e->ev)) == cudaErrorNotReady; i++)
+    unsigned i = 0;
+    for (; (q = cudaEventQuery(e->ev)) == cudaErrorNotReady; i++)
         nap(i);
+    /* As anchor(): a "not yet" left as this thread's last error would reach the callbacks that
+       run on the poller (one completion worker) as their own failure. */
+    if (i > 0 && q == cudaSuccess && cudaPeekAtLastError() == cudaErrorNotReady)
+        (void)cudaGetLastError();
     return GP__CU_ST(c, q, "cudaEventQuery(e->ev)");
 }
 
