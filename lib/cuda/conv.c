@@ -76,7 +76,9 @@ typedef struct conv_bucket {
     cudnnMathType_t cand_math[CONV_MAX_CAND];
     size_t cand_ws[CONV_MAX_CAND];
     gp__cgraph *g;
-    int graph;    /* the plan of g the bucket runs, or -1: the legacy algorithm */
+    int graph;      /* the plan of g the bucket runs, or -1: the legacy algorithm */
+    const void *gx; /* the x and y g's variant pack holds (conv_bind_graph) */
+    void *gy;
     int deferred; /* an earlier op of this slot planned the same key: its memo, at bind */
 } conv_bucket;
 
@@ -128,8 +130,8 @@ static int conv_desc(cudnnConvolutionDescriptor_t *d, const gp__op *op, ck *c) {
    position `only` (a memo's), within cap_ms of finalizing: how many. None is no error (the
    legacy candidates stand); the precision's rule is the legacy one's: fp32 without tensor
    cores or FFT, no precision with inputs converted down or reduced-precision sums. */
-static int conv_graph(const slot_state *st, const gp__op *op, conv_bucket *bk, cudnnHandle_t h,
-                      size_t n, int only, double cap_ms) {
+static int conv_graph(const slot_state *st, const gp_batch *slot, const gp__op *op, conv_bucket *bk,
+                      cudnnHandle_t h, size_t n, int only, double cap_ms) {
     const gp__cgraph_geom g = {(int64_t)n,   op->in.c,  op->in.h,  op->in.w,  op->out.c,
                                op->out.h,    op->out.w, op->kh,    op->kw,    op->stride_h,
                                op->stride_w, op->pad_h, op->pad_w, op->dil_h, op->dil_w,
@@ -141,9 +143,10 @@ static int conv_graph(const slot_state *st, const gp__op *op, conv_bucket *bk, c
                                   .max_plans = GP__CGRAPH_MAX,
                                   .only = only,
                                   .no_rtc = 1};
-    char why[160];
+    char why[512];
     int got = gp__cgraph_plan(h, dnn_type(st->kt), &g, &want, &bk->g, why, sizeof why);
-    if (got == 0) { /* why: cuDNN refused the graph, or nothing qualified; nothing to act on */
+    if (got == 0) { /* why: cuDNN refused the graph, or nothing qualified: not an error */
+        gp__slot_info(slot, "conv2d %s: batch %zu: no graph-API plans: %s", op->name, n, why);
         gp__cgraph_free(bk->g);
         bk->g = NULL;
     }
@@ -175,8 +178,8 @@ static int conv_standin(gp_precision prec, const conv_plan *cp, conv_bucket *bk,
    plan needs. With `defer` (an earlier op of this slot has the same key) no plans are made
    here: that op's timing decides, and conv_bind plans its choice. IMPLICIT_GEMM stands in when
    the heuristic offers nothing usable. */
-static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucket *bk,
-                     cudnnHandle_t h, size_t n, int defer, ck *c) {
+static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, conv_plan *cp,
+                     conv_bucket *bk, cudnnHandle_t h, size_t n, int defer, ck *c) {
     gp_precision prec = st->m->precision;
     int64_t key[CONV_KEY_LEN];
     int memo[GP__MEMO_VALS];
@@ -187,7 +190,7 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
         /* The plan at the memo's position, if this slot's heuristic still puts that engine
            there; otherwise planned from scratch (and timed again at bind). IMPLICIT_GEMM stays
            behind it, should the plan not run at bind. */
-        if (conv_graph(st, op, bk, h, n, memo[1], CONV_GRAPH_CAP_MS) == 1 &&
+        if (conv_graph(st, slot, op, bk, h, n, memo[1], CONV_GRAPH_CAP_MS) == 1 &&
             gp__cgraph_engine(bk->g, 0) == (long long)memo[2]) {
             bk->n_cand = 0;
             int rc = conv_standin(prec, cp, bk, h, c);
@@ -256,7 +259,8 @@ static int conv_pick(slot_state *st, const gp__op *op, conv_plan *cp, conv_bucke
     } else if (st->graph_ms < CONV_GRAPH_SLOT_MS) {
         uint64_t t0 = gp__now_ns();
         double left = CONV_GRAPH_SLOT_MS - st->graph_ms;
-        ng = conv_graph(st, op, bk, h, n, -1, left < CONV_GRAPH_CAP_MS ? left : CONV_GRAPH_CAP_MS);
+        ng = conv_graph(st, slot, op, bk, h, n, -1,
+                        left < CONV_GRAPH_CAP_MS ? left : CONV_GRAPH_CAP_MS);
         st->graph_ms += (double)(gp__now_ns() - t0) / 1e6;
     }
     for (int i = 0; i < ng; i++)
@@ -298,7 +302,7 @@ static void conv_release(step *sp, int n_buckets) {
     sp->plan = NULL;
 }
 
-static int conv_plan_dnn(slot_state *st, step *sp, cudnnHandle_t h, ck *c) {
+static int conv_plan_dnn(slot_state *st, step *sp, const gp_batch *slot, cudnnHandle_t h, ck *c) {
     const gp__op *op = sp->op;
     cudnnDataType_t dt = dnn_type(st->kt);
     conv_plan *cp = calloc(1, sizeof *cp);
@@ -333,7 +337,7 @@ static int conv_plan_dnn(slot_state *st, step *sp, cudnnHandle_t h, ck *c) {
             return CK_FAIL(c, GP_ENOTSUP, "cuDNN computes a %dx%dx%d output, the model %dx%dx%d",
                            oc, oh, ow, op->out.c, op->out.h, op->out.w);
         int defer = conv_graph_earlier(st, sp, bi, (size_t)N);
-        if ((rc = conv_pick(st, op, cp, bk, h, (size_t)N, defer, c)) != GP_OK) return rc;
+        if ((rc = conv_pick(st, slot, op, cp, bk, h, (size_t)N, defer, c)) != GP_OK) return rc;
         if (bk->ws > need) need = bk->ws;
     }
     if (need > st->conv_ws_bytes) st->conv_ws_bytes = need;
@@ -356,7 +360,7 @@ static int conv_plan_op(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     probe.note = why;
     probe.note_len = sizeof why;
     int spent = st->graph_ms >= CONV_GRAPH_SLOT_MS;
-    int rc = conv_plan_dnn(st, sp, h, &probe);
+    int rc = conv_plan_dnn(st, sp, slot, h, &probe);
     if (!spent && st->graph_ms >= CONV_GRAPH_SLOT_MS)
         gp__slot_info(slot,
                       "conv2d %s: the slot's %.0f ms of graph-API planning is spent (%.0f ms): "
@@ -401,9 +405,10 @@ static cudnnStatus_t conv_exec(const slot_state *st, const step *sp, const gp_ba
     if (bk->fused) return conv_fused(st, sp, b, bk);
     const float one = 1.0f, zero = 0.0f;
     void *x = gp__resolve(sp->src, b), *y = gp__resolve(sp->dst, b);
-    /* a graph plan's variant pack holds the slot's x, w, y and workspace (conv_bind) */
+    /* A graph plan's variant pack holds the slot's x, w, y and workspace (conv_bind); a batch on
+       other buffers (a caller that wraps the compute) runs the legacy algorithm behind it. */
     cudnnStatus_t s =
-        bk->graph >= 0
+        bk->graph >= 0 && x == bk->gx && y == bk->gy
             ? gp__cgraph_run(bk->g, gp_cuda_cudnn(b), bk->graph)
             : cudnnConvolutionForward(gp_cuda_cudnn(b), &one, bk->x, x, cp->w, sp->k->w, bk->conv,
                                       bk->algo, conv_ws(st, b, bk->ws), bk->ws, &zero, bk->y, y);
@@ -469,6 +474,10 @@ static int conv_time(const slot_state *st, step *sp, const gp_batch *slot, conv_
     CK(c, cudaEventSynchronize(ev[1]));
     if (ds != CUDNN_STATUS_SUCCESS || kerr != cudaSuccess) {
         (void)cudaGetLastError(); /* this candidate's failure: passed over */
+        if (bk->graph >= 0 && ds != CUDNN_STATUS_SUCCESS)
+            gp__slot_info(slot, "conv2d %s: batch %zu: graph engine %lld did not run: %s",
+                          sp->op->name, n, gp__cgraph_engine(bk->g, bk->graph),
+                          cudnnGetErrorString(ds));
         return GP_OK;
     }
     CK(c, cudaEventElapsedTime(ms, ev[0], ev[1]));
@@ -570,14 +579,16 @@ static int conv_fetch(const slot_state *st, cudaStream_t s, const unsigned char 
         }                                                                                          \
     } while (0)
 
-/* Before a graph-API plan may run the bucket's batches: its convolution (+ bias) of a patterned
-   first and last item against the direct kernel's (kernels/act.cu, exact sums), one item at a
-   time. *diff: the largest difference over the direct output's largest magnitude (infinite
-   when the plan does not run). The slot's buffers are scratch at setup (timing overwrites
-   them too). */
+/* Before a candidate other than the heuristic's first may run the bucket's batches (a graph-API
+   plan gi, or with gi < 0 the legacy algorithm conv_set made the bucket's: FFT and Winograd
+   trade accuracy for speed): its convolution (+ bias) of a patterned first and last item
+   against the direct kernel's (kernels/act.cu, exact sums), one item at a time. *diff: the
+   largest difference over the direct output's largest magnitude (infinite when the candidate
+   does not run). The slot's buffers are scratch at setup (timing overwrites them too). */
 static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slot, conv_bucket *bk,
                        int gi, size_t n, double *diff, ck *c) {
     const gp__op *op = sp->op;
+    const conv_plan *cp = sp->plan;
     cudaStream_t s = gp_cuda_stream(slot);
     const size_t es = gp__kt_size(st->kt), hw = (size_t)op->out.h * (size_t)op->out.w;
     const size_t in_el = (size_t)op->in.c * op->in.h * op->in.w, out_el = (size_t)op->out.c * hw;
@@ -617,8 +628,15 @@ static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slo
                                     op->groups, GP__ACT_NONE));
     }
     if ((rc = conv_fetch(st, s, y, n, out_el, tmp, want, c)) != GP_OK) goto out;
-    if (gp__cgraph_run(bk->g, gp_cuda_cudnn(slot), gi) != CUDNN_STATUS_SUCCESS) {
+    const float one = 1.0f, zero = 0.0f;
+    cudnnStatus_t ds = gi >= 0 ? gp__cgraph_run(bk->g, gp_cuda_cudnn(slot), gi)
+                               : cudnnConvolutionForward(
+                                     gp_cuda_cudnn(slot), &one, bk->x, x, cp->w, sp->k->w, bk->conv,
+                                     bk->algo, conv_ws(st, slot, bk->ws), bk->ws, &zero, bk->y, y);
+    if (ds != CUDNN_STATUS_SUCCESS) {
         (void)cudaGetLastError(); /* what a refused call may have left: passed over */
+        gp__slot_info(slot, "conv2d %s: batch %zu: %s did not run for the check: %s", op->name, n,
+                      gi >= 0 ? "a graph-API plan" : algo_name(bk->algo), cudnnGetErrorString(ds));
         goto out;
     }
     CK_GOTO(c, rc, out,
@@ -646,7 +664,8 @@ static void conv_bind_graph(const slot_state *st, const step *sp, const gp_batch
                             conv_bucket *bk, size_t n, const int *memo) {
     char why[160];
     if (bk->deferred && !bk->g && memo && memo[0] == CONV_MEMO_GRAPH) {
-        if (conv_graph(st, sp->op, bk, gp_cuda_cudnn(slot), n, memo[1], CONV_GRAPH_CAP_MS) == 1 &&
+        if (conv_graph(st, slot, sp->op, bk, gp_cuda_cudnn(slot), n, memo[1], CONV_GRAPH_CAP_MS) ==
+                1 &&
             gp__cgraph_engine(bk->g, 0) == (long long)memo[2] &&
             gp__cgraph_ws(bk->g, 0) <= st->conv_ws_bytes) {
             if (gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);
@@ -659,9 +678,10 @@ static void conv_bind_graph(const slot_state *st, const step *sp, const gp_batch
             bk->g = NULL;
         }
     }
-    if (bk->g &&
-        gp__cgraph_bind(bk->g, gp__resolve(sp->src, slot), sp->k->w, gp__resolve(sp->dst, slot),
-                        conv_ws(st, slot, bk->ws), why, sizeof why) != 0) {
+    bk->gx = gp__resolve(sp->src, slot);
+    bk->gy = gp__resolve(sp->dst, slot);
+    if (bk->g && gp__cgraph_bind(bk->g, bk->gx, sp->k->w, bk->gy, conv_ws(st, slot, bk->ws), why,
+                                 sizeof why) != 0) {
         gp__slot_info(slot, "conv2d %s: batch %zu: no graph-API plans: %s", sp->op->name, n, why);
         gp__cgraph_free(bk->g);
         bk->g = NULL;
@@ -684,9 +704,9 @@ static int conv_memo_hit(const conv_bucket *bk, const int memo[GP__MEMO_VALS]) {
 }
 
 /* Time every candidate in each form (a plan unfused only) between ev[0] and ev[1], and choose
-   the fastest; a graph plan only after conv_verify, else the next fastest. Logs the bucket's
-   INFO line and keeps the choice in the memo under `key`. *best, *best_fused: the choice (the
-   heuristic's first legacy algorithm, or the stand-in, when nothing ran). */
+   the fastest; any but the heuristic's first only after conv_verify, else the next fastest. Logs
+   the bucket's INFO line and keeps the choice in the memo under `key`. *best, *best_fused: the
+   choice (the heuristic's first legacy algorithm, or the stand-in, when nothing ran). */
 static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_bucket *bk, size_t n,
                        const int64_t key[CONV_KEY_LEN], cudaEvent_t ev[2], int *best,
                        int *best_fused, ck *c) {
@@ -704,15 +724,20 @@ static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_buck
             rc = conv_time(st, sp, slot, bk, i, f, n, ev, &ms_of[i][f], c);
             if (rc == GP_OK && ms_of[i][f] >= 0) ran++;
         }
-    for (;;) { /* the fastest; a graph plan must agree with the direct kernel first */
+    for (;;) { /* the fastest; any but the heuristic's first must agree with the direct kernel */
         best_ms = -1.0f;
         for (int i = 0; i < n_all && rc == GP_OK; i++)
             for (int f = 0; f < forms; f++)
                 if (ms_of[i][f] >= 0 && (best_ms < 0 || ms_of[i][f] < best_ms))
                     best_ms = ms_of[i][f], *best = i, *best_fused = f;
-        if (rc != GP_OK || best_ms < 0 || *best < bk->n_cand || ng == 0) break;
+        /* Trusted: the heuristic's first legacy algorithm, or the stand-in (index 0 when there
+           is nothing else). A legacy algorithm is checked as the bucket's (conv_set). */
+        const int graph = *best >= bk->n_cand && *best < bk->n_cand + ng;
+        if (rc != GP_OK || best_ms < 0 || (!graph && *best == 0)) break;
         double diff;
-        if ((rc = conv_verify(st, sp, slot, bk, *best - bk->n_cand, n, &diff, c)) != GP_OK ||
+        if ((!graph && (rc = conv_set(bk, *best, c)) != GP_OK) ||
+            (rc = conv_verify(st, sp, slot, bk, graph ? *best - bk->n_cand : -1, n, &diff, c)) !=
+                GP_OK ||
             diff <= conv_tol(st->m->precision))
             break;
         char name[64];
@@ -722,7 +747,7 @@ static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_buck
                       "direct kernel by %.3g of the output's magnitude (limit %.0e): passed over",
                       sp->op->name, n, name, (double)(best_ms / CONV_TIMED_RUNS), diff,
                       conv_tol(st->m->precision));
-        ms_of[*best][0] = -1.0f;
+        ms_of[*best][0] = ms_of[*best][1] = -1.0f; /* in either form */
     }
     if (rc != GP_OK) return rc;
     for (int f = 0; f < forms; f++)
@@ -775,6 +800,26 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         if (hit >= 0) {
             best = hit;
             best_fused = hit < bk->n_cand ? memo[2] : 0;
+            if (hit >= bk->n_cand) { /* an earlier slot's plan: run once here before batches */
+                cudnnStatus_t ds = gp__cgraph_run(bk->g, gp_cuda_cudnn(slot), hit - bk->n_cand);
+                cudaError_t e = cudaSuccess;
+                if (ds == CUDNN_STATUS_SUCCESS) e = cudaStreamSynchronize(gp_cuda_stream(slot));
+                if (e != cudaSuccess) {
+                    rc = gp__ck_status(c, gp__cu_rt(e), "cudaStreamSynchronize(a graph plan's run)",
+                                       __FILE__, __LINE__);
+                    break;
+                }
+                if (ds != CUDNN_STATUS_SUCCESS) {
+                    (void)cudaGetLastError(); /* what a refused call may have left */
+                    gp__slot_info(slot,
+                                  "conv2d %s: batch %zu: graph engine %lld, an earlier slot's "
+                                  "choice, did not run here (%s): the legacy algorithm instead",
+                                  sp->op->name, n, gp__cgraph_engine(bk->g, hit - bk->n_cand),
+                                  cudnnGetErrorString(ds));
+                    best = bk->n_cand > 0 ? 0 : bk->n_cand + ng; /* the stand-in: n_cand 0 */
+                    best_fused = 0;
+                }
+            }
         } else if (n_all * forms > 1 || ng > 0) { /* a graph plan is never chosen untried */
             if (!ev[0]) {
                 cudaError_t e = cudaEventCreate(&ev[0]);

@@ -8,7 +8,8 @@
 # slots, and passed over when they compute something else (GPSIM_DNN_GRAPH_WRONG), the output
 # the same bits either way; a repeated shape planning the earlier op's choice at bind; and the
 # planning caps bounding slow engines. The outputs' agreement with the host reference is model_cuda_demo's
-# and model_cuda_graph_* 's to check, not this.
+# and model_cuda_graph_* 's to check, not this. A fast legacy algorithm that computes something
+# else (GPSIM_DNN_GEMM_WRONG) is passed over as well.
 # Usage: conv-choice.sh GP_INFER LIBGPSIM WORKDIR
 set -euo pipefail
 infer=$1 sim=$2 work=$3
@@ -69,6 +70,21 @@ if grep -q 'graph engine [0-9]* unfused, ' log-wrong.txt; then
   echo "a wrong graph plan was chosen"; exit 1
 fi
 cmp y-cuda.npy y-wrong.npy || { echo "the output with wrong graph plans passed over differs"; exit 1; }
+# A legacy algorithm other than the heuristic's first is checked too (FFT and Winograd trade
+# accuracy for speed): with IMPLICIT_GEMM fast and wrong and every plan wrong, each timed
+# convolution passes both over and keeps the heuristic's first, and the output is again the
+# legacy run's.
+run gemm-wrong GPSIM_DNN_LEGACY_SLOW=1 GPSIM_DNN_GRAPH_WRONG=1 GPSIM_DNN_GEMM_WRONG=1
+over=$(grep -c 'slot 0: conv2d .*: batch [0-9]*: IMPLICIT_GEMM [^,]*, the fastest .* differs from the direct kernel by .*: passed over' log-gemm-wrong.txt || true)
+[ "$over" = "$want" ] || { echo "$over of $want wrong IMPLICIT_GEMM choices were passed over"; exit 1; }
+cmp y-cuda.npy y-gemm-wrong.npy || { echo "the output with a wrong legacy algorithm passed over differs"; exit 1; }
+# A later slot runs slot 0's plan once at setup: where it does not run there
+# (GPSIM_DNN_EXEC_FIRST_ONLY), that slot says so and runs the legacy algorithm, every bucket of
+# every convolution, and the batches are right (they failed with cudnnBackendExecute before).
+run first-only GPSIM_DNN_LEGACY_SLOW=1 GPSIM_DNN_EXEC_FIRST_ONLY=1
+instead=$(grep -c "slot [12]: conv2d .*: batch [0-9]*: graph engine [0-9]*, an earlier slot's choice, did not run here (.*): the legacy algorithm instead" log-first-only.txt || true)
+[ "$instead" = $((2 * want)) ] || { echo "$instead of $((2 * want)) later-slot plans were found not to run"; exit 1; }
+cmp y-cuda.npy y-first-only.npy || { echo "the output with later slots on the legacy algorithm differs"; exit 1; }
 # Two convolutions of the same shape (the demo's layer1.0.conv2 twice): the second makes no
 # plans at setup and times nothing; it plans the first one's choice at bind (a line each
 # bucket), and the output is again the legacy run's (of the same spec), bit for bit.

@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -541,6 +542,7 @@ SIM_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d
 
 struct cudnnContext {
     cudaStream_t st;
+    long index; /* how many handles the process created before it */
 };
 struct cudnnTensorStruct {
     cudnnDataType_t type;
@@ -563,8 +565,12 @@ SIM_API cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
     if (env_off("GPSIM_CUDNN")) return CUDNN_STATUS_NOT_INITIALIZED; /* as with no sub-library */
     if (lost()) return CUDNN_STATUS_EXECUTION_FAILED;
     if (sim_fault("cudnnCreate")) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    static _Atomic long created;
     *h = calloc(1, sizeof **h);
-    if (*h) sim_res(RES_DNN, 1);
+    if (*h) {
+        sim_res(RES_DNN, 1);
+        (*h)->index = atomic_fetch_add(&created, 1);
+    }
     return *h ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
 }
 SIM_API cudnnStatus_t cudnnDestroy(cudnnHandle_t h) {
@@ -826,6 +832,9 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
     if (lost()) return CUDNN_STATUS_EXECUTION_FAILED;
     if (!dnn_geom(x, w, cv, y, &g, &t)) return CUDNN_STATUS_BAD_PARAM;
     if (!dnn_algo_ok(algo)) return CUDNN_STATUS_NOT_SUPPORTED;
+    /* GPSIM_DNN_GEMM_WRONG: the heuristic's second algorithm computes something else, and fast */
+    const int wrong =
+        algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && env_on("GPSIM_DNN_GEMM_WRONG");
     size_t need = dnn_ws(algo);
     if (ws_bytes < need || (need && kind_of(ws, need) != MEM_DEVICE)) return CUDNN_STATUS_BAD_PARAM;
     dnn_args a = {xp,
@@ -835,12 +844,12 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
                   yp,
                   (size_t)x->n,
                   g,
-                  alpha,
+                  wrong ? 1.25f * alpha : alpha,
                   beta,
                   (int32_t)t,
                   t == SIM_F32 && cv->math != CUDNN_FMA_MATH,
                   relu,
-                  env_on("GPSIM_DNN_LEGACY_SLOW")};
+                  env_on("GPSIM_DNN_LEGACY_SLOW") && !wrong};
     sim_op o = {.kind = OP_KERNEL, .k = &dnn_work};
     memcpy(o.args, &a, sizeof a);
     return enqueue(h->st, &o) == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
@@ -897,7 +906,9 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
    time and 2 ms more, so the plans win a timing; GPSIM_DNN_GRAPH_WRONG=1 scales every plan's output
    by 1.25 (an engine computing something else, which conv.c's check against the direct kernel must
    catch); GPSIM_DNN_PLAN_MS=N makes finalizing a plan take N ms of wall time (an engine slow to
-   build, which conv.c's planning caps must bound). */
+   build, which conv.c's planning caps must bound); GPSIM_DNN_GEMM_WRONG=1 scales the legacy
+   IMPLICIT_GEMM's output (the heuristic's second algorithm here) by 1.25 and spares it
+   GPSIM_DNN_LEGACY_SLOW (an algorithm fast and inaccurate, which conv.c must also check). */
 
 #define SB_ATTRS 12
 #define SB_BYTES 64
@@ -1292,6 +1303,9 @@ SIM_API cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescripto
         vp->kind != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
         return CUDNN_STATUS_BAD_PARAM;
     if (lost()) return CUDNN_STATUS_EXECUTION_FAILED;
+    /* GPSIM_DNN_EXEC_FIRST_ONLY: plans run on the process's first handle only (an engine that a
+       later slot's handle cannot run, which conv.c must find at setup, not at a batch) */
+    if (h->index > 0 && env_on("GPSIM_DNN_EXEC_FIRST_ONLY")) return CUDNN_STATUS_NOT_SUPPORTED;
     const sb_desc *op = sb_graph_op(p->graph);
     sim_conv_geom g;
     sim_t t;
