@@ -67,6 +67,36 @@ def main():
     gap = image([("fc.weight", "F32", [2, 2]), ("fc.bias", "F32", [2])],
                 "input f32 2\nlinear fc\n")
     seeds["gap"] = gap.replace(b"[16,24]", b"[20,28]") + b"\0" * 4
+    # Variable-length models (token ids or f32 tokens): the text-encoder ops, run packed.
+    C, V, P, F = 8, 11, 6, 16
+
+    def lin(n, o, i, dt="F32"):
+        return [(n + ".weight", dt, [o, i]), (n + ".bias", dt, [o])]
+
+    def ln(n):
+        return [(n + ".weight", "F32", [C]), (n + ".bias", "F32", [C])]
+
+    seeds["varlen_pool"] = image([], "input f32 *x2\npool mean\n")
+    seeds["bert"] = image(
+        [("e.word_embeddings.weight", "F32", [V, C]), ("e.position_embeddings.weight", "F32", [P, C]),
+         ("e.token_type_embeddings.weight", "F16", [2, C])] + ln("e.LayerNorm")
+        + lin("a.self.query", C, C) + lin("a.self.key", C, C) + lin("a.self.value", C, C, "BF16")
+        + lin("a.output.dense", C, C) + ln("l1") + lin("ff1", F, C) + lin("ff2", C, F) + ln("l2"),
+        "input i32 *\nembedding e\nlayernorm e.LayerNorm eps=1e-12\nsave x\nattention a heads=2\n"
+        "add x\nlayernorm l1\nsave h\nlinear ff1\ngelu\nlinear ff2\nadd h\nlayernorm l2\n"
+        "pool mean\nl2norm\n")
+    seeds["mha_cls"] = image(
+        [("w.weight", "F32", [V, C]), ("pos.weight", "F32", [P, C]), ("tt.weight", "F32", [2, C]),
+         ("m.in_proj_weight", "F32", [3 * C, C]), ("m.in_proj_bias", "F32", [3 * C])]
+        + lin("m.out_proj", C, C) + lin("cls", 3, C),
+        "input u32 *\nembedding w position=pos token_type=tt\nMultiheadAttention m num_heads=4\n"
+        "pool cls\nlinear cls\ntanh\nsoftmax dim=-1\nargmax\n")
+    seeds["custom_qkvo"] = image(
+        [("w.weight", "F32", [V, C])] + lin("at.qq", C, C) + lin("at.kk", C, C)
+        + lin("at.vv", C, C) + lin("at.oo", C, C),
+        "input i64 *\nembedding w\nattention at heads=1 q=qq k=kk v=vv out=oo\nglobalavgpool\n"
+        "l2norm eps=1e-6\ntopk k=2\n")
+    seeds["f32_tokens"] = image(ln("n") + lin("p", C, C), "input f32 *x8\nlayernorm n\nlinear p\npool mean\n")
     for name, data in seeds.items():
         with open(os.path.join(out, name + ".safetensors"), "wb") as f:
             f.write(data)
