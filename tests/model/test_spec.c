@@ -95,7 +95,7 @@ static void parse_forms(void) {
     GPT_EQ(sp.lines[3].eps == 1e-12, 1);
     GPT_EQ(sp.lines[4].eps == 0.5, 1);
     gp__spec_free(&sp);
-    printf("ok  every form of docs/MODELS.md " The spec " parses\n");
+    printf("ok  every form of docs/MODELS.md \"The spec\" parses\n");
 }
 
 static void parse_error(const char *text, const char *needle) {
