@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <gpupipe/gpupipe.h>
 #include <gpupipe/model.h>
@@ -207,6 +208,16 @@ static int npy_read(const char *path, npy *a, char *err, size_t len) {
     if ((rc = npy_parse_header(hdr, a, err, len)) != 0) goto out;
     rc = -1;
     size_t bytes = a->count * a->elem;
+    /* A regular file shorter than its shape says is that, not an allocation of what it claims
+       (a 128-byte file claiming 1 TB said "out of memory") */
+    struct stat st;
+    long at = ftell(fp);
+    if (at >= 0 && fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode) &&
+        (uint64_t)(st.st_size - at) < (uint64_t)bytes) {
+        snprintf(err, len, "data is shorter than its shape says (%zu bytes expected, %lld there)",
+                 bytes, (long long)(st.st_size - at));
+        goto out;
+    }
     a->data = malloc(bytes ? bytes : 1);
     if (!a->data) {
         snprintf(err, len, "out of memory (%zu bytes)", bytes);

@@ -19,7 +19,7 @@
 #include "../model/exec.h"
 
 enum { ENGINE_H2D, ENGINE_COMPUTE, ENGINE_D2H, ENGINE_COUNT };
-#define STREAM_OPS 64 /* a slot enqueues at most 8 ops per batch and has one batch at a time */
+#define STREAM_OPS 64 /* a slot enqueues at most 9 ops per batch and has one batch at a time */
 
 /* A simulated engine serves operations in the order they were enqueued (tickets taken by the
    batcher at enqueue time), like a GPU's copy or compute queue: two slots' copies never

@@ -112,6 +112,15 @@ def main():
     expect(gp, "int64 input", ["--model", w("lin.safetensors"), "--input", w("xi.npy"),
                                "--output", w("y.npy")], 3,
            "has dtype i64", "convert with x.astype(np.float32)")
+    # A file whose header claims far more than it holds (4 TB of f32 in 32 bytes): a short file,
+    # not an allocation of what it claims (it said "out of memory").
+    hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (268435456000, 4), }"
+    hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+    with open(w("short.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(hdr).to_bytes(2, "little") + hdr.encode() + bytes(32))
+    expect(gp, "a truncated .npy claiming 4 TB", ["--model", w("lin.safetensors"), "--input",
+                                                  w("short.npy"), "--output", w("y.npy")], 3,
+           "data is shorter than its shape says", "32 there")
     np.save(w("img.npy"), np.zeros((2, 32, 32, 3), np.float32))
     expect(gp, "float images for a u8 model", ["--demo", "cnn", "--input", w("img.npy"),
                                                "--output", w("y.npy")], 3,
