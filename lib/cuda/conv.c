@@ -422,14 +422,16 @@ static cudnnStatus_t conv_exec(const slot_state *st, const step *sp, const gp_ba
 }
 
 /* Make candidate i the bucket's: a legacy algorithm (its math type on the descriptor), or past
-   them the graph's plan i - n_cand. */
+   them the graph's plan i - n_cand, with the heuristic's first behind it (conv_exec: a batch on
+   other buffers), never a candidate conv_verify may have passed over. */
 static int conv_set(conv_bucket *bk, int i, ck *c) {
     if (i >= bk->n_cand && i - bk->n_cand < gp__cgraph_count(bk->g)) {
         bk->graph = i - bk->n_cand;
         bk->fused = 0;
-        return GP_OK;
+        i = 0;
+    } else {
+        bk->graph = -1;
     }
-    bk->graph = -1;
     if (bk->n_cand == 0) return GP_OK; /* IMPLICIT_GEMM, set by conv_pick */
     CK(c, cudnnSetConvolutionMathType(bk->conv, bk->cand_math[i]));
     bk->algo = bk->cand_algo[i];
@@ -599,7 +601,9 @@ static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slo
     int rc = GP_OK;
     *diff = INFINITY;
     if (!tmp || !want || !got) {
-        rc = CK_FAIL(c, GP_ENOMEM, "out of memory checking conv2d %s's graph plan", op->name);
+        rc = CK_FAIL(c, GP_ENOMEM,
+                     "out of memory checking conv2d %s's candidate against the direct kernel",
+                     op->name);
         goto out;
     }
     /* two patterns in [-1, 1) (a fixed LCG), item 0's and item n-1's */
@@ -662,7 +666,7 @@ out:
    Anything that fails leaves the bucket without plans (its legacy candidates stand). */
 static void conv_bind_graph(const slot_state *st, const step *sp, const gp_batch *slot,
                             conv_bucket *bk, size_t n, const int *memo) {
-    char why[160];
+    char why[512];
     if (bk->deferred && !bk->g && memo && memo[0] == CONV_MEMO_GRAPH) {
         if (conv_graph(st, slot, sp->op, bk, gp_cuda_cudnn(slot), n, memo[1], CONV_GRAPH_CAP_MS) ==
                 1 &&
@@ -811,13 +815,15 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                 }
                 if (ds != CUDNN_STATUS_SUCCESS) {
                     (void)cudaGetLastError(); /* what a refused call may have left */
+                    best = bk->n_cand > 0 ? 0 : bk->n_cand + ng;     /* the stand-in: n_cand 0 */
+                    best_fused = cp->relu != NULL && bk->n_cand > 0; /* as untimed */
+                    char name[64];
+                    cand_name(bk, best, name, sizeof name);
                     gp__slot_info(slot,
-                                  "conv2d %s: batch %zu: graph engine %lld, an earlier slot's "
-                                  "choice, did not run here (%s): the legacy algorithm instead",
+                                  "conv2d %s: batch %zu: graph engine %lld, chosen earlier, did "
+                                  "not run on this slot (%s): %s instead",
                                   sp->op->name, n, gp__cgraph_engine(bk->g, hit - bk->n_cand),
-                                  cudnnGetErrorString(ds));
-                    best = bk->n_cand > 0 ? 0 : bk->n_cand + ng; /* the stand-in: n_cand 0 */
-                    best_fused = 0;
+                                  cudnnGetErrorString(ds), name);
                 }
             }
         } else if (n_all * forms > 1 || ng > 0) { /* a graph plan is never chosen untried */

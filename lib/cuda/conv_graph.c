@@ -51,6 +51,15 @@ static void cg_fail(char *why, size_t why_len, const char *call, cudnnStatus_t s
              cudnnGetErrorString(s), last[0] ? ": " : "", last);
 }
 
+/* cuDNN keeps a thread's last message until it is read: one an earlier call left (a legacy
+   call conv.c lets fail, as the fused trial) is not a later graph call's reason (cg_fail). */
+static void cg_drain_reason(void) {
+#if CUDNN_MAJOR >= 9
+    char stale[256];
+    cudnnGetLastErrorString(stale, sizeof stale);
+#endif
+}
+
 #define CG(call)                                                                                   \
     do {                                                                                           \
         cudnnStatus_t s_ = (call);                                                                 \
@@ -244,6 +253,7 @@ int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *
                     const gp__cgraph_want *w, gp__cgraph **out, char *why, size_t why_len) {
     uint64_t t0 = gp__now_ns();
     if (why_len) why[0] = '\0';
+    cg_drain_reason();
     const int max_plans = w->max_plans < 1                    ? 1
                           : w->max_plans > GP__CGRAPH_OFFERED ? GP__CGRAPH_OFFERED
                                                               : w->max_plans;
@@ -322,8 +332,7 @@ int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *
         snprintf(why, why_len,
                  "none of %d engine configurations qualified (%d not reached within %.0f ms, "
                  "%d refused%s%s)",
-                 offered, late, w->cap_ms, refused, refused ? ", the first: " : "",
-                 first_refusal);
+                 offered, late, w->cap_ms, refused, refused ? ", the first: " : "", first_refusal);
     return cg->n;
 }
 
@@ -344,6 +353,7 @@ int gp__cgraph_bind(gp__cgraph *g, const void *x, const void *w, void *y, void *
                     size_t why_len) {
     const int64_t uids[3] = {UID_X, UID_W, UID_Y};
     void *ptrs[3] = {(void *)(uintptr_t)x, (void *)(uintptr_t)w, y};
+    cg_drain_reason();
     cg_destroy(&g->pack);
     CG(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &g->pack));
     CG(cudnnBackendSetAttribute(g->pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3,

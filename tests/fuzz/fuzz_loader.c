@@ -19,7 +19,7 @@ static void run_packed(gp_model *m, const gp_tensor_info *ii, size_t ib, size_t 
     char err[256];
     size_t tb = ii->bytes, most = tb ? ib / tb : 0;
     if (tb == 0 || most == 0 || ib % tb != 0) __builtin_trap(); /* the header's promise */
-    if (most > 64 || ob > (1u << 16) || gp_model_flops(m) >= 2e7) return;
+    if (ib > (1u << 20) || ob > (1u << 16) || gp_model_flops(m) >= 2e7) return;
     const size_t cnt[3] = {1, most < 3 ? most : 3, most < 2 ? most : 2};
     uint64_t off[4] = {0};
     for (int k = 0; k < 3; k++)

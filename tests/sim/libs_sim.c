@@ -788,7 +788,7 @@ typedef struct dnn_args {
     sim_conv_geom g;
     float alpha, beta;
     int32_t t, tf32, relu;
-    int32_t slow; /* GPSIM_DNN_LEGACY_SLOW: the work takes 4x its time, and 2 ms more */
+    int32_t slow; /* GPSIM_DNN_LEGACY_SLOW: the work takes 4x its time, and 8 ms more */
 } dnn_args;
 _Static_assert(sizeof(dnn_args) <= SIM_MAX_ARGS, "the forward's arguments fit an operation");
 
@@ -813,7 +813,7 @@ static int emu_dnn_forward(const sim_op *o) {
     if (a.slow) { /* a margin that other work on the machine does not undo */
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
-        usleep((useconds_t)(3.0 * us + 2000.0));
+        usleep((useconds_t)(3.0 * us + 8000.0));
     }
     return 0;
 }
@@ -903,7 +903,7 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
    for tensors not packed NCHW is CUDNN_STATUS_NOT_SUPPORTED (the simulation's one layout).
    Execute finds x, w and y by unique id in the variant pack and runs the legacy forward's work
    (engine 1 reads fp32 as tf32). GPSIM_DNN_LEGACY_SLOW=1 makes every legacy forward take 4x its
-   time and 2 ms more, so the plans win a timing; GPSIM_DNN_GRAPH_WRONG=1 scales every plan's output
+   time and 8 ms more, so the plans win a timing; GPSIM_DNN_GRAPH_WRONG=1 scales every plan's output
    by 1.25 (an engine computing something else, which conv.c's check against the direct kernel must
    catch); GPSIM_DNN_PLAN_MS=N makes finalizing a plan take N ms of wall time (an engine slow to
    build, which conv.c's planning caps must bound); GPSIM_DNN_GEMM_WRONG=1 scales the legacy
