@@ -379,9 +379,12 @@ void *gp__batcher_main(void *arg) {
         uint64_t now = gp__now_ns();
         if (skip_dead(&b, end, now)) continue;
 
+        /* The flush mark before the count, acquire (DESIGN §4, "flush"): an item published
+           before the flush that covers it is counted with it, not left to a batch of its own
+           (a producer's submit then drain could close 7 of its 8 items). */
+        uint64_t flush = atomic_load_explicit(&p->flush_upto, memory_order_acquire);
         int budget, pressed;
         uint64_t n = count_published(&b, end, &budget, &pressed);
-        uint64_t flush = atomic_load_explicit(&p->flush_upto, memory_order_relaxed);
         if (n == 0) { /* starved: nothing published at the head */
             gp__wait_begin(&st->starved_since, now);
             wait_data(&b, b.head, 0, flush, end != UINT64_MAX);

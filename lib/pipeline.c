@@ -1110,8 +1110,10 @@ int gp_pipeline_flush(gp_pipeline *p) {
     if (!p) return GP_EINVAL;
     uint64_t t = gp__ring_claimed(&p->ring);
     uint64_t cur = atomic_load_explicit(&p->flush_upto, memory_order_relaxed);
+    /* Release: the items this thread published before are visible to the batcher that sees
+       the mark (DESIGN §4, "flush"). */
     while (cur < t && !atomic_compare_exchange_weak_explicit(
-                          &p->flush_upto, &cur, t, memory_order_relaxed, memory_order_relaxed))
+                          &p->flush_upto, &cur, t, memory_order_release, memory_order_relaxed))
         ;
     gp__notify_wake(&p->bwake);
     return GP_OK;
