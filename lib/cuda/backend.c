@@ -223,6 +223,20 @@ static void nap(unsigned i) {
     }
 }
 
+/* Poll `ev` until it completes (napping): its final status. The polls' "not yet"
+   (cudaErrorNotReady) may stay as the thread's last error (PyTorch clears it for that reason),
+   where the next cudaGetLastError() on this thread (the application's, a callback's) would read
+   it as its own failure: it is cleared when it is the last error and the event completed. */
+static cudaError_t spin_query(cudaEvent_t ev) {
+    cudaError_t q;
+    unsigned i = 0;
+    for (; (q = cudaEventQuery(ev)) == cudaErrorNotReady; i++)
+        nap(i);
+    if (i > 0 && q == cudaSuccess && cudaPeekAtLastError() == cudaErrorNotReady)
+        (void)cudaGetLastError();
+    return q;
+}
+
 /* Record the reference event on the idle anchor stream and poll it: its host time lies
    between the call and the observed completion; take the middle (a few us of offset, the
    same for every event of the device, so stage intervals are unaffected).
@@ -233,19 +247,12 @@ static void nap(unsigned i) {
    a thread with one pending waits with cudaEventSynchronize instead of polling. */
 static int anchor(cuda_ctx *c, cuda_dev *d) {
     int rc;
-    cudaError_t q;
     if ((rc = set_device(c, d)) != GP_OK) return rc;
     int poll = cudaPeekAtLastError() == cudaSuccess; /* a value, not a failure of the call */
     uint64_t t0 = gp__now_ns();
     if ((rc = GP__CU(c, cudaEventRecord(d->ref, d->anchor))) != GP_OK) return rc;
     if (poll) {
-        unsigned i = 0;
-        for (; (q = cudaEventQuery(d->ref)) == cudaErrorNotReady; i++)
-            nap(i);
-        /* Only this loop's NotReady can be the last error now (there was none before). */
-        if (i > 0 && q == cudaSuccess && cudaPeekAtLastError() == cudaErrorNotReady)
-            (void)cudaGetLastError();
-        if ((rc = GP__CU_ST(c, q, "cudaEventQuery(d->ref)")) != GP_OK) return rc;
+        if ((rc = GP__CU_ST(c, spin_query(d->ref), "cudaEventQuery(d->ref)")) != GP_OK) return rc;
     } else if ((rc = GP__CU(c, cudaEventSynchronize(d->ref))) != GP_OK) {
         return rc;
     }
@@ -822,15 +829,8 @@ static int cuda_event_wait(void *ctx, gp__event *e) {
     int rc = set_device(c, e->dev);
     if (rc != GP_OK) return rc;
     if (!c->spin) return GP__CU(c, cudaEventSynchronize(e->ev));
-    cudaError_t q;
-    unsigned i = 0;
-    for (; (q = cudaEventQuery(e->ev)) == cudaErrorNotReady; i++)
-        nap(i);
-    /* As anchor(): a "not yet" left as this thread's last error would reach the callbacks that
-       run on the poller (one completion worker) as their own failure. */
-    if (i > 0 && q == cudaSuccess && cudaPeekAtLastError() == cudaErrorNotReady)
-        (void)cudaGetLastError();
-    return GP__CU_ST(c, q, "cudaEventQuery(e->ev)");
+    /* spin_query: callbacks on the poller (one completion worker) see no "not yet" of ours */
+    return GP__CU_ST(c, spin_query(e->ev), "cudaEventQuery(e->ev)");
 }
 
 static int elapsed_ns(cuda_ctx *c, cuda_dev *d, gp__event *e, int64_t *dt) {

@@ -397,21 +397,28 @@ static cudnnStatus_t conv_fused(const slot_state *st, const step *sp, const gp_b
 
 /* One bucket's convolution as a batch runs it: fused, or cuDNN's then the bias/act kernel. A
    cuDNN status and a CUDA error come back apart (the caller decides what each means). */
+/* The convolution alone, y = conv(x) on b's buffers: graph plan gi, or with gi < 0 the bucket's
+   legacy algorithm (conv_set). */
+static cudnnStatus_t conv_forward(const slot_state *st, const step *sp, const gp_batch *b,
+                                  const conv_bucket *bk, int gi) {
+    const conv_plan *cp = sp->plan;
+    const float one = 1.0f, zero = 0.0f;
+    if (gi >= 0) return gp__cgraph_run(bk->g, gp_cuda_cudnn(b), gi);
+    return cudnnConvolutionForward(gp_cuda_cudnn(b), &one, bk->x, gp__resolve(sp->src, b), cp->w,
+                                   sp->k->w, bk->conv, bk->algo, conv_ws(st, b, bk->ws), bk->ws,
+                                   &zero, bk->y, gp__resolve(sp->dst, b));
+}
+
 static cudnnStatus_t conv_exec(const slot_state *st, const step *sp, const gp_batch *b,
                                const conv_bucket *bk, size_t n, cudaError_t *kerr) {
-    const conv_plan *cp = sp->plan;
     const gp__op *op = sp->op;
     *kerr = cudaSuccess;
     if (bk->fused) return conv_fused(st, sp, b, bk);
-    const float one = 1.0f, zero = 0.0f;
     void *x = gp__resolve(sp->src, b), *y = gp__resolve(sp->dst, b);
     /* A graph plan's variant pack holds the slot's x, w, y and workspace (conv_bind); a batch on
        other buffers (a caller that wraps the compute) runs the legacy algorithm behind it. */
     cudnnStatus_t s =
-        bk->graph >= 0 && x == bk->gx && y == bk->gy
-            ? gp__cgraph_run(bk->g, gp_cuda_cudnn(b), bk->graph)
-            : cudnnConvolutionForward(gp_cuda_cudnn(b), &one, bk->x, x, cp->w, sp->k->w, bk->conv,
-                                      bk->algo, conv_ws(st, b, bk->ws), bk->ws, &zero, bk->y, y);
+        conv_forward(st, sp, b, bk, bk->graph >= 0 && x == bk->gx && y == bk->gy ? bk->graph : -1);
     if (s != CUDNN_STATUS_SUCCESS) return s;
     int res = gp__op_has_src2(op); /* the activation then follows the residual add */
     *kerr =
@@ -590,7 +597,6 @@ static int conv_fetch(const slot_state *st, cudaStream_t s, const unsigned char 
 static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slot, conv_bucket *bk,
                        int gi, size_t n, double *diff, ck *c) {
     const gp__op *op = sp->op;
-    const conv_plan *cp = sp->plan;
     cudaStream_t s = gp_cuda_stream(slot);
     const size_t es = gp__kt_size(st->kt), hw = (size_t)op->out.h * (size_t)op->out.w;
     const size_t in_el = (size_t)op->in.c * op->in.h * op->in.w, out_el = (size_t)op->out.c * hw;
@@ -632,11 +638,7 @@ static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slo
                                     op->groups, GP__ACT_NONE));
     }
     if ((rc = conv_fetch(st, s, y, n, out_el, tmp, want, c)) != GP_OK) goto out;
-    const float one = 1.0f, zero = 0.0f;
-    cudnnStatus_t ds = gi >= 0 ? gp__cgraph_run(bk->g, gp_cuda_cudnn(slot), gi)
-                               : cudnnConvolutionForward(
-                                     gp_cuda_cudnn(slot), &one, bk->x, x, cp->w, sp->k->w, bk->conv,
-                                     bk->algo, conv_ws(st, slot, bk->ws), bk->ws, &zero, bk->y, y);
+    cudnnStatus_t ds = conv_forward(st, sp, slot, bk, gi);
     if (ds != CUDNN_STATUS_SUCCESS) {
         (void)cudaGetLastError(); /* what a refused call may have left: passed over */
         gp__slot_info(slot, "conv2d %s: batch %zu: %s did not run for the check: %s", op->name, n,
@@ -805,7 +807,7 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
             best = hit;
             best_fused = hit < bk->n_cand ? memo[2] : 0;
             if (hit >= bk->n_cand) { /* an earlier slot's plan: run once here before batches */
-                cudnnStatus_t ds = gp__cgraph_run(bk->g, gp_cuda_cudnn(slot), hit - bk->n_cand);
+                cudnnStatus_t ds = conv_forward(st, sp, slot, bk, hit - bk->n_cand);
                 cudaError_t e = cudaSuccess;
                 if (ds == CUDNN_STATUS_SUCCESS) e = cudaStreamSynchronize(gp_cuda_stream(slot));
                 if (e != cudaSuccess) {
