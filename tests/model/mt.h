@@ -25,11 +25,7 @@ typedef struct mt {
 } mt;
 
 static inline double mt_uniform(mt *t) {
-    uint64_t z = (t->rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+    return gpt_uniform(&t->rng);
 }
 
 static inline float *mt_rand(mt *t, size_t n, double lo, double hi) {

@@ -56,13 +56,6 @@ static double tol_of(gp_precision p) {
  */
 
 static uint64_t rng = 0x62657274656e63ull;
-static double uniform(void) { /* splitmix64 -> [0, 1) */
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
-}
 
 #define MAX_T 96
 typedef struct tset {
@@ -97,7 +90,7 @@ static float *t_rand(tset *t, const char *name, int rank, const uint64_t *shape,
     float *v = malloc(n * sizeof *v);
     GPT_CHECK(v);
     for (size_t i = 0; i < n; i++)
-        v[i] = (float)(lo + (hi - lo) * uniform());
+        v[i] = (float)(lo + (hi - lo) * gpt_uniform(&rng));
     if (name) t_put(t, name, rank, shape, v, 1);
     return v;
 }
@@ -152,9 +145,9 @@ static void t_attention(tset *t, const char *name, uint64_t c) {
     char s[96];
     for (int p = 0; p < 3; p++) {
         for (size_t i = 0; i < c * c; i++)
-            w[p * c * c + i] = (float)(gain[p] * r * (2.0 * uniform() - 1.0));
+            w[p * c * c + i] = (float)(gain[p] * r * (2.0 * gpt_uniform(&rng) - 1.0));
         for (size_t i = 0; i < c; i++)
-            b[p * c + i] = (float)(r * (2.0 * uniform() - 1.0));
+            b[p * c + i] = (float)(r * (2.0 * gpt_uniform(&rng) - 1.0));
         snprintf(s, sizeof s, "%s.self.%s.weight", name, part[p]);
         t_put(t, s, 2, (uint64_t[]){c, c}, w + p * c * c, 0);
         snprintf(s, sizeof s, "%s.self.%s.bias", name, part[p]);
@@ -360,11 +353,11 @@ static void compare(const enc_case *ec, const void *img, size_t len, gp_precisio
     for (size_t i = 0; i < T; i++) {
         if (ec->ids == GP_DTYPE_F32) {
             for (int f = 0; f < ec->c; f++) {
-                float v = (float)(2.0 + 2.0 * uniform() - 1.0);
+                float v = (float)(2.0 + 2.0 * gpt_uniform(&rng) - 1.0);
                 memcpy(in + i * tb + 4 * (size_t)f, &v, 4);
             }
         } else {
-            int64_t id = (int64_t)(uniform() * VOCAB);
+            int64_t id = (int64_t)(gpt_uniform(&rng) * VOCAB);
             if (ec->ids == GP_DTYPE_I64)
                 memcpy(in + i * tb, &id, 8);
             else {
@@ -416,7 +409,7 @@ int main(int argc, char **argv) {
     static const size_t round1[] = {1, 2, 7, 63, 64, 65, 511, 512};
     size_t round2[24];
     for (size_t k = 0; k < 24; k++)
-        round2[k] = 1 + (size_t)(uniform() * 512);
+        round2[k] = 1 + (size_t)(gpt_uniform(&rng) * 512);
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         tset t = {0};
         add_tensors(&t, &cases[ci]);

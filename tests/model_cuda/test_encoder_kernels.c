@@ -52,13 +52,6 @@ static int arch;
     } while (0)
 
 static uint64_t rng = 0x656e636f646572ull;
-static double uniform(void) { /* splitmix64 -> [0, 1) */
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
-}
 
 static const char *kt_name(gp__kt t) {
     return t == GP__KT_F32 ? "fp32" : t == GP__KT_F16 ? "fp16" : "bf16";
@@ -192,7 +185,7 @@ static void attention_case(gp__kt t, int d, int use_arch) {
        uniform nor one-hot. */
     const double amp = sqrt(6.0);
     for (size_t i = 0; i < nq; i++)
-        qkv[i] = round_to(t, (float)(amp * (2.0 * uniform() - 1.0)));
+        qkv[i] = round_to(t, (float)(amp * (2.0 * gpt_uniform(&rng) - 1.0)));
     attention_ref(qkv, heads, d, ref);
     void *dq = to_device(t, qkv, nq), *dout = nan_device(t, no + GUARD_ROWS * c);
     int path = gp__k_attention_path(t, d, use_arch);
@@ -248,16 +241,16 @@ static void embedding_case(gp__kt t, int i64) {
     float *pos = malloc((size_t)positions * C * sizeof *pos), type0[48];
     GPT_CHECK(word && pos);
     for (int i = 0; i < vocab * C; i++)
-        word[i] = round_to(t, (float)(2.0 * uniform() - 1.0));
+        word[i] = round_to(t, (float)(2.0 * gpt_uniform(&rng) - 1.0));
     for (int i = 0; i < positions * C; i++)
-        pos[i] = round_to(t, (float)(0.5 * uniform() - 0.25));
+        pos[i] = round_to(t, (float)(0.5 * gpt_uniform(&rng) - 0.25));
     for (int i = 0; i < C; i++)
-        type0[i] = (float)(0.2 * uniform() - 0.1);
+        type0[i] = (float)(0.2 * gpt_uniform(&rng) - 0.1);
     int64_t *ids = malloc(T_all * sizeof *ids);
     int32_t *ids32 = malloc(T_all * sizeof *ids32);
     GPT_CHECK(ids && ids32);
     for (size_t i = 0; i < T_all; i++)
-        ids[i] = (int64_t)(uniform() * vocab);
+        ids[i] = (int64_t)(gpt_uniform(&rng) * vocab);
     /* Bad ids in item 1 or 2 (7 tokens): -1, vocab, and for i64 one past 32 bits. */
     size_t b0 = (size_t)tok_h[quick ? 1 : 2];
     ids[b0 + 1] = -1;
@@ -357,10 +350,10 @@ static void rows_case(gp__kt t, int C) {
     double *ref = malloc(n * sizeof *ref);
     GPT_CHECK(x && gamma && beta && ref);
     for (size_t i = 0; i < n; i++) /* an offset mean, as real activations have */
-        x[i] = round_to(t, (float)(3.0 + 2.0 * uniform() - 1.0));
+        x[i] = round_to(t, (float)(3.0 + 2.0 * gpt_uniform(&rng) - 1.0));
     for (int i = 0; i < C; i++) {
-        gamma[i] = (float)(0.5 + uniform());
-        beta[i] = (float)(uniform() - 0.5);
+        gamma[i] = (float)(0.5 + gpt_uniform(&rng));
+        beta[i] = (float)(gpt_uniform(&rng) - 0.5);
     }
     for (int i = 0; i < C; i++) /* row 5 is all zeros: l2norm gives zeros (x / eps) */
         x[5 * (size_t)C + (size_t)i] = 0.0f;

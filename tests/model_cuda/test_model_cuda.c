@@ -49,15 +49,6 @@ static double tol_of(gp_precision p) {
 
 static uint64_t rng = 0x6d6f64656c637564ull;
 
-static double uniform(void) /* splitmix64 -> [0, 1) */
-{
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
-}
-
 typedef struct tset {
     gp__st_entry e[MAX_T];
     float *v[MAX_T];
@@ -74,7 +65,7 @@ static void t_add(tset *t, const char *name, int rank, const uint64_t *shape, do
     float *v = malloc(n * sizeof *v);
     GPT_CHECK(v);
     for (size_t i = 0; i < n; i++)
-        v[i] = (float)(lo + (hi - lo) * uniform());
+        v[i] = (float)(lo + (hi - lo) * gpt_uniform(&rng));
     gp__st_entry *e = &t->e[t->n];
     memset(e, 0, sizeof *e);
     e->name = name;
@@ -223,12 +214,12 @@ static unsigned char *make_inputs(const gp_model *m, size_t n) {
     GPT_CHECK(in);
     if (ii.dtype == GP_DTYPE_U8) {
         for (size_t i = 0; i < n * ii.bytes; i++)
-            in[i] = (unsigned char)(uniform() * 256.0);
+            in[i] = (unsigned char)(gpt_uniform(&rng) * 256.0);
     } else {
         GPT_EQ(ii.dtype, GP_DTYPE_F32);
         float *f = (float *)(void *)in;
         for (size_t i = 0; i < n * ii.bytes / 4; i++)
-            f[i] = (float)(2.0 * uniform() - 1.0);
+            f[i] = (float)(2.0 * gpt_uniform(&rng) - 1.0);
     }
     return in;
 }

@@ -32,6 +32,15 @@ static inline int gpt_no_device(void) {
     return GPT_SKIP;
 }
 
+/* splitmix64 -> [0, 1): the tests' random numbers, one stream per state word. */
+static inline double gpt_uniform(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
 #define GPT_CHECK(cond)                                                                            \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
