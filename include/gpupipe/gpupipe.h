@@ -327,7 +327,8 @@ typedef struct gp_config {
     size_t item_in_bytes;               /* bytes of one input item (required, > 0) */
     size_t item_out_bytes;              /* bytes of one output item (required, > 0) */
     size_t capacity;                    /* ring items, a power of two in max_batch..2^30;
-                                           default 0 = next power of two of 4 * max_batch * inflight */
+                                           default 0 = next power of two of 4 * max_batch * inflight;
+                                           each also costs a 64-byte descriptor in host memory */
     size_t max_batch;                   /* 1..2^20 (1048576); default 64 */
     size_t preferred[GP_MAX_PREFERRED]; /* preferred batch sizes, ascending, <= max_batch */
     int num_preferred;                  /* default 0 */
@@ -497,7 +498,8 @@ GP_API int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_b
 typedef struct gp_submit_args {
     size_t struct_size;    /* set by gp_submit_args_init() */
     const void *input;     /* the item's bytes, copied into the ring (NULL with prep_src) */
-    size_t input_bytes;    /* item_in_bytes, or 1..max_item_in_bytes for variable-size items
+    size_t input_bytes;    /* item_in_bytes (with prep_src too: the size prep writes; 0 is
+                              GP_EINVAL), or 1..max_item_in_bytes for variable-size items
                               (a whole number of item_in_multiple when set) */
     size_t output_bytes;   /* variable-size outputs: 1..max_item_out_bytes (0: the maximum);
                               fixed outputs: 0 or item_out_bytes */
