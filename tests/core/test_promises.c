@@ -433,7 +433,8 @@ typedef struct reentry {
     _Atomic int drain_rc, infer_rc, shutdown_rc, destroy_rc, trace_drain_rc, prep_drain_rc;
     _Atomic int compute_drain_rc;
     _Atomic int submitted, eagain, others, ran;
-    done_log inner;
+    _Atomic int prep_submitted, prep_eagain, prep_others;
+    done_log inner, prep_inner;
 } reentry;
 
 static void reentrant_done(void *user, int status, const void *out, size_t bytes) {
@@ -474,6 +475,18 @@ static int reentrant_compute(void *user, const gp_batch *b) {
 static int reentrant_prep(void *user, const void *src, size_t n, void *slot, size_t slot_bytes) {
     reentry *r = user;
     atomic_store(&r->prep_drain_rc, gp_pipeline_drain(r->p, 1000 * 1000));
+    /* Blocking submits from the prep worker: its own item holds back every later one, so a
+       wait for room would wait for itself. GP_EAGAIN once the ring is full. */
+    unsigned char in[ITEM] = {0};
+    for (int i = 0; i < 16; i++) {
+        int rc = gp_pipeline_submit(r->p, in, ITEM, on_done, &r->prep_inner);
+        if (rc == GP_OK)
+            atomic_fetch_add(&r->prep_submitted, 1);
+        else if (rc == GP_EAGAIN)
+            atomic_fetch_add(&r->prep_eagain, 1);
+        else
+            atomic_fetch_add(&r->prep_others, 1);
+    }
     memcpy(slot, src, n < slot_bytes ? n : slot_bytes);
     return GP_OK;
 }
@@ -580,15 +593,20 @@ static void own_threads(void) {
     GPT_EQ(atomic_load(&r.others), 0);
     GPT_CHECK(atomic_load(&r.eagain) > 0); /* 64 items into a ring of 8 */
     GPT_EQ(atomic_load(&r.submitted) + atomic_load(&r.eagain), 64);
+    GPT_EQ(atomic_load(&r.prep_others), 0);
+    GPT_CHECK(atomic_load(&r.prep_eagain) > 0); /* 16 items behind its own, in a ring of 8 */
+    GPT_EQ(atomic_load(&r.prep_submitted) + atomic_load(&r.prep_eagain), 16);
     char err[512] = "";
     gp_pipeline_last_error(r.p, err, sizeof err);
     printf("from the pipeline's own threads (callback, trace, prep, host compute): drain, infer, "
            "shutdown, destroy -> GP_EINVAL; "
-           "%d of 64 blocking submits from a callback -> GP_EAGAIN on the full ring (%s)\n",
-           atomic_load(&r.eagain), err);
+           "%d of 64 blocking submits from a callback and %d of 16 from prep -> GP_EAGAIN on the "
+           "full ring (%s)\n",
+           atomic_load(&r.eagain), atomic_load(&r.prep_eagain), err);
     GPT_CHECK(strstr(err, "would wait for itself") != NULL);
     GPT_RC(gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN), GP_OK); /* still whole */
     GPT_EQ(atomic_load(&r.inner.calls), atomic_load(&r.submitted));
+    GPT_EQ(atomic_load(&r.prep_inner.calls), atomic_load(&r.prep_submitted));
     /* From another thread after shutdown, drain is not refused (a new thread may reuse a
        joined worker's id). */
     gp_pipeline *p = make(&c);
