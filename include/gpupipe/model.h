@@ -81,6 +81,7 @@
  *
  * The safetensors file must be well formed as the reference loader defines it: the tensors'
  * data_offsets cover the data exactly, without overlaps, gaps or bytes after the last tensor.
+ * One refusal of this library's own: a JSON key (a tensor name) containing U+0000 (GP_EMODEL).
  * A torch.save archive, a pickle or a NumPy file is recognized and the message says so.
  *
  * Read top-down: types, options, lifecycle, queries, use with a pipeline, utilities.

@@ -113,9 +113,19 @@ static int tensor_at(bctx *c, const char *prefix, const char *suffix, int rank, 
                                       (long long)want[i]);
         }
         if (o < sizeof exp) snprintf(exp + o, sizeof exp - o, "]");
-        return gp__errf(c->e, GP_EMODEL,
-                        "spec line %d: %s '%s': tensor '%s' has shape %s, expected %s", c->l->line,
-                        gp__spec_kind_name(c->l->kind), c->l->name, full, got, exp);
+        /* The shape may fit the pattern and still be refused: say which dimension. */
+        char why[96] = "";
+        for (int i = 0; (*t)->rank == rank && !why[0] && i < rank; i++) {
+            uint64_t lim = i == 0 ? max0 : GP__SPEC_MAX_DIM;
+            if ((*t)->shape[i] == 0)
+                snprintf(why, sizeof why, " (dimension %d is 0)", i);
+            else if ((*t)->shape[i] > lim)
+                snprintf(why, sizeof why, " (dimension %d is over the limit, %llu)", i,
+                         (unsigned long long)lim);
+        }
+        return gp__errf(
+            c->e, GP_EMODEL, "spec line %d: %s '%s': tensor '%s' has shape %s, expected %s%s",
+            c->l->line, gp__spec_kind_name(c->l->kind), c->l->name, full, got, exp, why);
     }
     return GP_OK;
 }

@@ -94,6 +94,9 @@ int gp__token_offsets(const gp__model *m, size_t n, const uint64_t *off, int64_t
     size_t most = 0, total = 0;
     if (tok) tok[0] = 0;
     for (size_t k = 0; k < n; k++) {
+        if (off[k + 1] < off[k])
+            return gp__errf(e, GP_EINVAL, "item %zu's offsets decrease: %llu, then %llu", k,
+                            (unsigned long long)off[k], (unsigned long long)off[k + 1]);
         uint64_t len = off[k + 1] - off[k];
         if (len == 0 || len % m->token_bytes || len / m->token_bytes > m->max_tokens)
             return gp__errf(e, GP_EINVAL,

@@ -313,7 +313,9 @@ static int parse_container(gp__jparser *p, gp__jval *v, int depth, int is_object
                 if ((rc = parse_string(p, &keys[n], &klen)) != GP_OK) goto out;
                 if (memchr(keys[n], '\0', klen)) {
                     p->pos = kpos;
-                    rc = fail(p, "NUL in object key");
+                    rc = fail(p,
+                              "NUL (\\u0000) in an object key, which this loader does not support "
+                              "(tensor names are C strings)");
                     goto out;
                 }
                 for (size_t i = 0; i < n; i++) {

@@ -318,6 +318,9 @@ int gp_model_describe(const gp_model *m, FILE *f) {
     else
         bad |= fprintf(f, "buffers: %d, scratch %zu floats per item; %.4g MFLOP per item\n",
                        m->n_bufs, m->scratch_elems, m->flops * 1e-6) < 0;
+    /* Flush: a write error inside the FILE's buffer surfaces here, not at the caller's fclose
+       (as the stats renderers, lib/render.c). */
+    bad |= fflush(f) != 0 || ferror(f);
     return bad ? GP_EIO : GP_OK;
 }
 

@@ -285,6 +285,12 @@ static void embedding_cases(void) {
         char want[128];
         snprintf(want, sizeof want, "not 1..%zu whole tokens", limit);
         GPT_CHECK(strstr(err, want) != NULL);
+        /* Offsets that decrease: named as such, not as an item of 2^64 - k bytes. */
+        uint64_t back[3] = {0, 2 * b.tb, b.tb};
+        GPT_RC(gp_model_run_host_packed(m, 2, o.in, back, out, err, sizeof err), GP_EINVAL);
+        snprintf(want, sizeof want, "item 1's offsets decrease: %zu, then %zu", 2 * b.tb, b.tb);
+        if (!strstr(err, want)) fprintf(stderr, "decreasing offsets: '%s'\n", err);
+        GPT_CHECK(strstr(err, want) != NULL);
         /* describe says which limit holds */
         char *text = mt_describe(m);
         GPT_CHECK(strstr(text, cases[ci].pos ? "the position embeddings' rows"

@@ -118,6 +118,11 @@ static void structure(void) {
     expect("invalid UTF-8", "{\"a\xff\":{}}", 0, spec_lin, GP_EMODEL, "UTF-8");
     expect("overlong UTF-8", "{\"a\xc0\xaf\":{}}", 0, spec_lin, GP_EMODEL, "UTF-8");
     expect("raw control character", "{\"a\tb\":{}}", 0, spec_lin, GP_EMODEL, "control");
+    expect("NUL in a tensor name",
+           "{" FC_OK
+           ",\"extra\\u0000x\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[60,60]}}",
+           60, spec_lin, GP_EMODEL,
+           "NUL (\\u0000) in an object key, which this loader does not support");
     expect("bad escape", "{\"a\\q\":{}}", 0, spec_lin, GP_EMODEL, "escape");
     expect("unpaired surrogate", "{\"a\\ud800\":{}}", 0, spec_lin, GP_EMODEL, "surrogate");
     expect("leading zero number",
@@ -274,6 +279,10 @@ static void against_spec(void) {
            "spec line 3: linear 'head': tensor 'head.weight' is missing");
     expect("wrong shape", "{" FC_OK "}", 60, "input f32 5\nlinear fc\n", GP_EMODEL,
            "spec line 2: linear 'fc': tensor 'fc.weight' has shape [3,4], expected [*,5]");
+    expect("weight with a dimension of 0",
+           "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[0,4],\"data_offsets\":[0,0]}}", 0,
+           spec_lin, GP_EMODEL,
+           "tensor 'fc.weight' has shape [0,4], expected [*,4] (dimension 0 is 0)");
     expect("bias wrong shape",
            "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[0,48]},"
            "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[48,56]}}",

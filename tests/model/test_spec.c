@@ -262,7 +262,15 @@ static void describe_lines(void) {
     GPT_CHECK(strstr(text, "output: f32 3 per item (12 bytes): values\n"));
     gp_model_free(m);
     mt_free(&t);
-    printf("ok  describe: input and output lines\n");
+    /* A write error the FILE buffer would hide until fclose: GP_EIO from describe itself. */
+    f = fopen("/dev/full", "w");
+    if (f) {
+        GPT_RC(gp_model_demo("cnn", NULL, &m, err, sizeof err), GP_OK);
+        GPT_RC(gp_model_describe(m, f), GP_EIO);
+        fclose(f);
+        gp_model_free(m);
+    }
+    printf("ok  describe: input and output lines; GP_EIO on a full device\n");
 }
 
 /* IR-level errors: lines that parse but do not fit together. */
