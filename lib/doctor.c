@@ -249,6 +249,21 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         break;
     }
     case GP_VERDICT_ENQUEUE: {
+        if (s->backend == GP_BACKEND_HOST) {
+            /* Host: every stage is a push to the slot's thread; the batcher's time per batch
+               outgrows a compute this short when those threads wait for cores. */
+            say(d->why, sizeof d->why,
+                "the batcher spends %.0f%% of wall time dispatching: %s of host work per batch "
+                "(handing its copies and compute to the slot's thread) vs %s of compute per "
+                "batch; the slots wait for the batcher",
+                gp__pct(d->enqueue), gp__fmt_ns(d->batch_enqueue_us * 1e3).s,
+                gp__fmt_ns(d->batch_compute_us * 1e3).s);
+            say(d->knob, sizeof d->knob,
+                "raise max_batch so each batch carries more work, and keep inflight (now %d: a "
+                "thread each on the host backend) at or below the free cores",
+                s->inflight);
+            break;
+        }
         /* launch_ns: the compute's share of the enqueue (0: a caller's older gp_stats). */
         double launch_us = s->batches ? (double)s->launch_ns / (double)s->batches / 1e3 : 0;
         char part[64] = " + compute launch";
@@ -288,6 +303,11 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
                             : "the slots spend their time between batches, not in the stages");
         if (s->inflight < 3)
             say(d->knob, sizeof d->knob, "raise inflight (now %d) to 3 or more", s->inflight);
+        else if (s->backend == GP_BACKEND_HOST) /* a slot is a thread: cores, not slots */
+            say(d->knob, sizeof d->knob,
+                "raise max_batch so each batch carries more work: on the host backend a slot is "
+                "a thread, and more slots (now %d) than free cores add switching, not overlap",
+                s->inflight);
         else /* docs/DESIGN.md §2, "A slot's cycle" (measured on an H200) */
             say(d->knob, sizeof d->knob,
                 "raise inflight (now %d): a slot's cycle is its three stages plus its turnaround "

@@ -146,6 +146,15 @@ int main(void) {
     s.cuda_graphs = 1;
     s.graph_eager = 1000;
     GPT_EQ(verdict(&s, "raise max_batch so each batch carries more items"), GP_VERDICT_ENQUEUE);
+    /* On the host backend the enqueue is pushes to the slots' threads: no graphs, no GPU. */
+    s = base();
+    s.backend = GP_BACKEND_HOST;
+    s.enqueue_ns = 850 * MS;
+    s.compute_busy_ns = 300 * MS;
+    s.inflight = 16;
+    GPT_EQ(verdict(&s, "keep inflight (now 16: a thread each on the host backend)"),
+           GP_VERDICT_ENQUEUE);
+    GPT_EQ(verdict(&s, "the slots wait for the batcher"), GP_VERDICT_ENQUEUE);
     /* ...but not when the device takes longer per batch than the launch: then it is compute. */
     s = base();
     s.enqueue_ns = 850 * MS;
@@ -199,6 +208,10 @@ int main(void) {
     s.spin_wait = 1; /* on already: not advised again */
     GPT_EQ(verdict(&s, "spin_wait is on already"), GP_VERDICT_INFLIGHT);
     GPT_CHECK(!says(&s, "spin_wait=1"));
+    s.backend = GP_BACKEND_HOST; /* a slot is a thread: more of them is not the advice */
+    s.inflight = 16;
+    GPT_EQ(verdict(&s, "more slots (now 16) than free cores add switching"), GP_VERDICT_INFLIGHT);
+    GPT_CHECK(!says(&s, "raise inflight"));
     s = base();
     s.starved_ns = 690 * MS;
     GPT_EQ(verdict(&s, "GPU is starved"), GP_VERDICT_PRODUCERS);
