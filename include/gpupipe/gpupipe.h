@@ -825,7 +825,7 @@ GP_API void gp_stats_mark_free(gp_stats_mark *m);
     X(D2H, 6, "d2h", "device-to-host copies are the bottleneck")                                   \
     X(CALLBACKS, 7, "callbacks", "callbacks / post-processing are the bottleneck")                 \
     X(SMALL_BATCHES, 8, "small-batches", "batches too small for the configured delay")             \
-    X(ENQUEUE, 9, "enqueue", "host enqueue takes longer than the GPU compute")                     \
+    X(ENQUEUE, 9, "enqueue", "host enqueue takes longer than the compute")                         \
     X(INFLIGHT, 10, "inflight", "too few in-flight slots: stages cannot overlap")                  \
     X(MIXED, 11, "mixed", "no single bottleneck")                                                  \
     X(PADDING, 12, "padding", "the compute spends a large share on padding")
