@@ -25,7 +25,8 @@
  * run) and the pipeline's busy time per stage (gp_stats h2d/compute/d2h_busy_ns: on CUDA,
  * compute_busy_ns / batches is the device's compute time per batch under load), as JSON. Exit
  * status: 0 ok; 1 a run-time failure; 2 usage (also an --output, --report or --save-demo path
- * that cannot be written, found before the run, and --max-tokens for a fixed-size model); 3 bad
+ * that cannot be written, found before the run, --max-tokens for a fixed-size model, and options
+ * the pipeline's config refuses, such as --capacity 12); 3 bad
  * model or input file (shape/dtype mismatch, missing tensor, ...); 4 the requested backend is not
  * usable here.
  * --log L prints the pipeline's log lines at level L and above to stderr, each as
@@ -381,7 +382,8 @@ static void usage(FILE *f) {
            "  --quiet: no summary line on stderr\n"
            "  --log L: print the pipeline's log at level L and above to stderr (default: none)\n"
            "exit status: 0 ok; 1 a run-time failure; 2 usage (also an output path that cannot be\n"
-           "written); 3 bad model or input file; 4 the requested backend is not usable here\n");
+           "written, or options the pipeline's config refuses); 3 bad model or input file; 4 the\n"
+           "requested backend is not usable here\n");
 }
 
 /* --log's levels, by gp_log_level. */
@@ -745,7 +747,10 @@ int main(int argc, char **argv) {
         snprintf(what, sizeof what, "backend %s", backend_s);
         snprintf(msg, sizeof msg, "%s%s%s", err, detail[0] ? ": " : "", detail);
         print_err(what, rc, msg);
-        exit_code = rc == GP_ENODEV || rc == GP_ENOTSUP ? EXIT_NODEV : EXIT_RUN;
+        /* GP_EINVAL: a config the options made (--capacity 100), a usage error. */
+        exit_code = rc == GP_ENODEV || rc == GP_ENOTSUP ? EXIT_NODEV
+                    : rc == GP_EINVAL                   ? EXIT_USAGE
+                                                        : EXIT_RUN;
         goto out;
     }
     producer pr = {&r, items};

@@ -242,23 +242,28 @@ static int try_backend(gp_pipeline *p, gp_backend id, int probe, char *why, size
 /* HOST or CUDA: that one or GP_ENODEV. AUTO: the table's order; the first backend's failure
    is recorded as the fallback reason (stats, report, log), never silent. */
 static int open_backend(gp_pipeline *p) {
-    char why[sizeof p->err.msg];
+    char why[sizeof p->err.msg], first[sizeof p->err.msg] = "";
     if (p->cfg.backend != GP_BACKEND_AUTO)
         return try_backend(p, p->cfg.backend, 0, why, sizeof why);
     int rc = GP_ENODEV, n = gp__backend_count();
     for (int i = 0; i < n; i++) {
         gp_backend id = gp__backend_at(i);
         if ((rc = try_backend(p, id, i < n - 1, why, sizeof why)) == GP_OK) break;
-        if (i == 0) { /* truncated to the stats field; the most useful part comes first */
-            size_t k = strnlen(why, sizeof p->fallback_reason - 1);
-            memcpy(p->fallback_reason, why, k);
-            p->fallback_reason[k] = '\0';
-        }
+        if (i == 0) snprintf(first, sizeof first, "%s", why);
     }
     if (rc == GP_OK && p->be->id != gp__backend_at(0)) {
         p->fell_back = 1;
+        /* The stats field holds 159 characters (the most useful part comes first); a longer
+           reason ends in "..." there, and the log line has it whole. */
+        size_t k = strlen(first), cap = sizeof p->fallback_reason;
+        if (k < cap) {
+            memcpy(p->fallback_reason, first, k + 1);
+        } else {
+            memcpy(p->fallback_reason, first, cap - 4);
+            memcpy(p->fallback_reason + cap - 4, "...", 4);
+        }
         gp__log(&p->err, GP_LOG_WARN, "backend auto: no usable GPU, running on the %s backend: %s",
-                gp_backend_name(p->be->id), p->fallback_reason);
+                gp_backend_name(p->be->id), first);
     }
     return rc;
 }

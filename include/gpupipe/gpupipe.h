@@ -650,7 +650,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
       "set by the caller to sizeof(gp_stats) before the call")                                     \
     X(BACKEND, gp_backend, backend, , "", "", "the backend that runs: HOST or CUDA")               \
     X(FLAG, int, fell_back, , "", "", "1 when AUTO chose host because no device was usable")       \
-    X(TEXT, char, fallback_reason, [160], "", "", "why, when fell_back")                           \
+    X(TEXT, char, fallback_reason, [160], "", "",                                                  \
+      "why, when fell_back (a longer reason ends in '...'; the WARN log line has it whole)")       \
     X(WALL, uint64_t, wall_ns, , "ns", "uptime_seconds",                                           \
       "time since create finished its setup and started the threads, up to the end of "            \
       "gp_pipeline_shutdown once called (a window: its length)")                                   \

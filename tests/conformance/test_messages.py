@@ -191,7 +191,7 @@ def main():
            "--warmup with an input of no items: exit 0, no outputs", f"exit {rc0}: {err0[-200:]}")
     expect(gp, "--capacity not a power of two",
            ["--model", w("lin.safetensors"), "--input", w("x.npy"), "--output", w("y.npy"),
-            "--backend", "host", "--batch", "4", "--capacity", "12"], 1,
+            "--backend", "host", "--batch", "4", "--capacity", "12"], 2,
            "config.capacity: 12 must be a power of two")
     expect(gp, "--repeat 0", ["--model", w("lin.safetensors"), "--input", w("x.npy"),
                               "--output", w("y.npy"), "--repeat", "0"], 2,

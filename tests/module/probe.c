@@ -57,6 +57,12 @@ int main(int argc, char **argv) {
         return ok ? 0 : 1;
     }
     if (!s.fell_back) ok = 0;
+    /* A reason longer than the field is cut visibly: it ends in "...". */
+    size_t rl = strlen(s.fallback_reason);
+    if (rl == sizeof s.fallback_reason - 1 && strcmp(s.fallback_reason + rl - 3, "...") != 0) {
+        printf("FAIL: a reason cut at %zu characters does not end in '...'\n", rl);
+        ok = 0;
+    }
     if (want && strcmp(want, "any") != 0 && !strstr(s.fallback_reason, want)) {
         printf("FAIL: the reason does not say '%s'\n", want);
         ok = 0;

@@ -29,7 +29,7 @@ fi
 # The library without its module, found first through LD_LIBRARY_PATH.
 mkdir -p "$tmp/nomod"
 cp -P "$lib"/libgpupipe.so* "$tmp/nomod/"
-echo "== 1. no module"
+echo "== 1. no module (its reason names the directory: longer than the stats field, cut with ...)"
 LD_LIBRARY_PATH="$tmp/nomod" "$probe" "libgpupipe-cuda.so not found"
 
 echo "== 2. a module whose dependency is missing"
