@@ -64,7 +64,15 @@ import sys
 import tempfile
 import traceback
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as _np_exc:  # say which interpreter, not a bare traceback
+    if __name__ == "__main__":
+        print(f"gpupipe_export.py: NumPy is not importable by {sys.executable} ({_np_exc}): run "
+              "it with a Python that has NumPy and PyTorch (Debian: /usr/bin/python3 with "
+              "python3-numpy and python3-torch)", file=sys.stderr)
+        sys.exit(2)
+    raise
 
 try:
     import torch
@@ -1989,7 +1997,8 @@ def main(argv=None):
     ap.add_argument("--tol", type=float, default=1e-4,
                     help="relative error limit of the check (default 1e-4, fp32 on the host)")
     ap.add_argument("--check-items", type=int, default=8, help="random items checked")
-    ap.add_argument("--check-backend", default="host", choices=("host", "cuda", "auto"))
+    ap.add_argument("--check-backend", default="host", choices=("host", "cuda", "auto"),
+                    help="the backend gp-infer runs the check on (default host, fp32)")
     ap.add_argument("--print-spec", action="store_true", help="print the spec written")
     a = ap.parse_args(argv)
     try:
