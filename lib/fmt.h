@@ -8,7 +8,8 @@ typedef struct gp__fmtbuf {
     char s[24];
 } gp__fmtbuf;
 
-/* v in steps of 1000 with 3 significant digits: unit[k] after v / 1000^k (k = 0..3). */
+/* v in steps of 1000 with 3 significant digits (more above 999 of the last unit): unit[k]
+   after v / 1000^k (k = 0..3). */
 static inline gp__fmtbuf gp__fmt_si(double v, const char *const unit[4]) {
     gp__fmtbuf b;
     int k = 0;
@@ -20,12 +21,7 @@ static inline gp__fmtbuf gp__fmt_si(double v, const char *const unit[4]) {
         snprintf(b.s, sizeof b.s, "%.2e%s", v, unit[k]);
         return b;
     }
-    snprintf(b.s, sizeof b.s, "%.*f%s",
-             k == 0             ? 0
-             : k == 3 || v < 10 ? 2
-             : v < 100          ? 1
-                                : 0,
-             v, unit[k]);
+    snprintf(b.s, sizeof b.s, "%.*f%s", k == 0 ? 0 : v < 10 ? 2 : v < 100 ? 1 : 0, v, unit[k]);
     return b;
 }
 
