@@ -296,18 +296,22 @@ static int describe_output(const gp__model *m, FILE *f) {
 int gp_model_describe(const gp_model *m, FILE *f) {
     if (!m || !f) return GP_EINVAL;
     int bad = describe_input(m, f);
+    int w = 20; /* the name column: as wide as the longest name (a BERT layer's runs to 40+) */
+    for (int i = 0; i < m->n_ops; i++) {
+        int l = (int)strlen(m->ops[i].name);
+        if (l > w) w = l;
+    }
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
         char si[32], so[32], ss[8], sd[8], s2[8];
         gp__shape_str(op->in, si, sizeof si);
         gp__shape_str(op->out, so, sizeof so);
-        bad |=
-            fprintf(f, "%3d  line %-3d %-13s %-20s %12s -> %-12s %-7s %s%s%s -> %s  %.3g MFLOP\n",
-                    i, op->line, gp__op_name(op->kind), op->name, si, so,
-                    op->act ? gp__act_name(op->act) : "", buf_name(op->src, ss, sizeof ss),
-                    gp__op_has_src2(op) ? " + " : "",
-                    gp__op_has_src2(op) ? buf_name(op->src2, s2, sizeof s2) : "",
-                    buf_name(op->dst, sd, sizeof sd), op->flops * 1e-6) < 0;
+        bad |= fprintf(f, "%3d  line %-3d %-13s %-*s %12s -> %-12s %-7s %s%s%s -> %s  %.3g MFLOP\n",
+                       i, op->line, gp__op_name(op->kind), w, op->name, si, so,
+                       op->act ? gp__act_name(op->act) : "", buf_name(op->src, ss, sizeof ss),
+                       gp__op_has_src2(op) ? " + " : "",
+                       gp__op_has_src2(op) ? buf_name(op->src2, s2, sizeof s2) : "",
+                       buf_name(op->dst, sd, sizeof sd), op->flops * 1e-6) < 0;
     }
     bad |= describe_output(m, f);
     if (m->token_bytes)
