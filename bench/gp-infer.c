@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gpupipe/gpupipe.h>
 #include <gpupipe/model.h>
@@ -71,37 +72,57 @@ static const struct {
                  {"<u4", "<u4", GP_DTYPE_U32}};
 
 static int npy_dtype(const char *descr, gp_dtype *t) {
+    /* '=': the writer's native order; this program runs little-endian hosts only. */
+    char d[8];
+    snprintf(d, sizeof d, "%s", descr);
+    if (d[0] == '=') d[0] = d[1] == 'u' && d[2] == '1' && !d[3] ? '|' : '<';
     for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
-        if (!strcmp(descr, npy_types[i].descr) || !strcmp(descr, npy_types[i].alt)) {
+        if (!strcmp(d, npy_types[i].descr) || !strcmp(d, npy_types[i].alt)) {
             *t = npy_types[i].dtype;
             return 1;
         }
     return 0;
 }
 
-/* NumPy's name for a descr ("<f8" -> "float64"), for messages. */
+/* NumPy's name for a descr ("<f8" -> "float64"), for messages; "" for a kind it does not
+   know (the message then shows the descr alone). */
 static void npy_type_name(const char *descr, char *buf, size_t len) {
-    const char *kinds = "f"
+    /* kinds with a size in bytes, then kinds named whole */
+    const char *sized = "f"
                         "float\0"
                         "i"
                         "int\0"
                         "u"
                         "uint\0"
-                        "b"
-                        "bool\0"
                         "c"
-                        "complex\0";
+                        "complex\0",
+               *named = "b"
+                        "bool\0"
+                        "O"
+                        "object\0"
+                        "U"
+                        "str (unicode)\0"
+                        "S"
+                        "bytes\0"
+                        "V"
+                        "void (raw records)\0"
+                        "M"
+                        "datetime64\0"
+                        "m"
+                        "timedelta64\0";
     char k = descr[0] ? descr[1] : 0;
     long bytes = k ? strtol(descr + 2, NULL, 10) : 0;
-    for (const char *p = kinds; *p; p += strlen(p) + 1) {
-        if (*p != k) continue;
-        if (k == 'b')
-            snprintf(buf, len, "bool");
-        else
+    for (const char *p = sized; *p; p += strlen(p) + 1)
+        if (*p == k) {
             snprintf(buf, len, "%s%s%ld", descr[0] == '>' ? "big-endian " : "", p + 1, bytes * 8);
-        return;
-    }
-    snprintf(buf, len, "'%s'", descr);
+            return;
+        }
+    for (const char *p = named; *p; p += strlen(p) + 1)
+        if (*p == k) {
+            snprintf(buf, len, "%s", p + 1);
+            return;
+        }
+    snprintf(buf, len, "%s", "");
 }
 
 /* How to turn an array into what the model takes, as NumPy code. */
@@ -133,6 +154,11 @@ static int npy_parse_header(const char *h, npy *a, char *err, size_t len) {
                *s = strstr(h, "'shape':");
     if (!d || !f || !s) return snprintf(err, len, "header lacks descr, fortran_order or shape"), -1;
     d = skip_ws(d + 8);
+    if (*d == '[')
+        return snprintf(err, len,
+                        "a structured dtype (named fields): gp-infer reads plain numeric "
+                        "arrays"),
+               -2;
     if (*d != '\'') return snprintf(err, len, "bad descr"), -1;
     const char *e = strchr(d + 1, '\'');
     if (!e || e - d - 1 >= (long)sizeof a->descr)
@@ -143,20 +169,25 @@ static int npy_parse_header(const char *h, npy *a, char *err, size_t len) {
     if (!npy_dtype(a->descr, &t)) {
         char name[32];
         npy_type_name(a->descr, name, sizeof name);
+        if (!name[0])
+            return snprintf(err, len, "dtype '%s' is not one gp-infer reads", a->descr), -2;
         return snprintf(err, len, "dtype %s ('%s') is not one gp-infer reads", name, a->descr), -2;
     }
     a->elem = gp_dtype_size(t);
     f = skip_ws(f + 16);
-    if (strncmp(f, "False", 5) != 0)
+    if (strncmp(f, "True", 4) == 0 && (f[4] == ',' || f[4] == ' ' || f[4] == '}'))
         return snprintf(err, len,
                         "Fortran-order array: save a C-order copy, np.save(path, "
                         "np.ascontiguousarray(x))"),
                -1;
+    if (strncmp(f, "False", 5) != 0 || (f[5] != ',' && f[5] != ' ' && f[5] != '}'))
+        return snprintf(err, len, "bad fortran_order (True or False)"), -1;
     s = skip_ws(s + 8);
     if (*s != '(') return snprintf(err, len, "bad shape"), -1;
     s++;
     a->rank = 0;
     a->count = 1;
+    int huge = 0;
     for (;;) {
         s = skip_ws(s);
         if (*s == ')') break;
@@ -166,14 +197,16 @@ static int npy_parse_header(const char *h, npy *a, char *err, size_t len) {
         if (end == s || errno || v < 0 || a->rank == 8) return snprintf(err, len, "bad shape"), -1;
         a->shape[a->rank++] = v;
         if ((size_t)v && a->count > SIZE_MAX / 16 / (size_t)v)
-            return snprintf(err, len, "shape too large"), -1;
-        a->count *= (size_t)v;
+            huge = 1; /* too large, unless a later dimension is 0 */
+        else
+            a->count *= (size_t)v;
         s = skip_ws(end);
         if (*s == ',')
             s++;
         else if (*s != ')')
             return snprintf(err, len, "bad shape"), -1;
     }
+    if (huge && a->count) return snprintf(err, len, "shape too large"), -1;
     return 0;
 }
 
@@ -184,8 +217,15 @@ static int npy_read(const char *path, npy *a, char *err, size_t len) {
     unsigned char pre[12];
     int rc = -1;
     char *hdr = NULL;
-    if (fread(pre, 1, 10, fp) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        snprintf(err, len, "not an .npy file");
+    size_t got = fread(pre, 1, 10, fp);
+    if (got != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        struct stat ds;
+        if (fstat(fileno(fp), &ds) == 0 && S_ISDIR(ds.st_mode))
+            snprintf(err, len, "is a directory");
+        else if (got == 0 && !ferror(fp))
+            snprintf(err, len, "an empty file, not an .npy file");
+        else
+            snprintf(err, len, "not an .npy file");
         goto out;
     }
     size_t hlen;
@@ -258,14 +298,32 @@ static int npy_write(const char *path, const char *descr, const int64_t *shape, 
     size_t hlen = o + pad + 1;
     pre[8] = (unsigned char)(hlen & 0xFF);
     pre[9] = (unsigned char)(hlen >> 8);
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return snprintf(err, len, "cannot create: %s", strerror(errno)), -1;
+    /* A regular file (or a new one) is written beside it and renamed over it: a failed write
+       (a full disk) leaves no half-written .npy and an earlier one unchanged. A device or a
+       FIFO is written in place. */
+    struct stat st;
+    int direct = lstat(path, &st) == 0 && !S_ISREG(st.st_mode);
+    char tmp[4200];
+    if (!direct &&
+        (size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= sizeof tmp)
+        return snprintf(err, len, "the path is too long"), -1;
+    const char *to = direct ? path : tmp;
+    FILE *fp = fopen(to, "wb");
+    if (!fp) return snprintf(err, len, "cannot create %s: %s", to, strerror(errno)), -1;
     int bad = fwrite(pre, 1, 10, fp) != 10 || fwrite(dict, 1, o, fp) != o;
     for (size_t i = 0; i < pad && !bad; i++)
         bad = fputc(' ', fp) == EOF;
-    bad = bad || fputc('\n', fp) == EOF || fwrite(data, 1, bytes, fp) != bytes;
-    bad = fclose(fp) != 0 || bad;
-    if (bad) return snprintf(err, len, "write failed: %s", strerror(errno)), -1;
+    bad = bad || fputc('\n', fp) == EOF || fwrite(data, 1, bytes, fp) != bytes || fflush(fp) != 0;
+    int e = bad ? errno : 0;
+    if (fclose(fp) != 0 && !bad) bad = 1, e = errno;
+    if (!bad && !direct && rename(tmp, path) != 0) bad = 1, e = errno;
+    if (bad) {
+        if (!direct) unlink(tmp);
+        return snprintf(err, len, "not written: %s%s", strerror(e ? e : EIO),
+                        direct || lstat(path, &st) != 0 ? ""
+                                                        : " (the file already there is unchanged)"),
+               -1;
+    }
     return 0;
 }
 
@@ -666,7 +724,11 @@ int main(int argc, char **argv) {
             if (lr == 0)
                 snprintf(err, sizeof err,
                          "must be a 1-D int64 (or int32) array, one token count "
-                         "per item");
+                         "per item%s",
+                         l.rank == 1 ? ": convert with x.astype(np.int64)" : "");
+            else if (lr == -2)
+                snprintf(err + strlen(err), sizeof err - strlen(err),
+                         "; token counts are int64 (or int32): convert with x.astype(np.int64)");
             fprintf(stderr, "gp-infer: lengths %s: %s\n", len_path, err);
             if (lr == 0) free(l.data);
             free(x.data);
@@ -700,6 +762,26 @@ int main(int argc, char **argv) {
                     "holds %zu\n",
                     len_path, sum, in_path, T);
             bad = 2;
+        }
+        /* Token ids outside the vocabulary: a bad input file, named by its item and token
+           here, before the run (the pipeline would fail the item alone, by its place in a
+           batch). */
+        int64_t vocab = gp_model_vocab(m);
+        for (size_t k = 0; k < n && !bad && vocab > 0; k++) {
+            size_t t0 = (size_t)(off[k] / ii.bytes), t1 = (size_t)(off[k + 1] / ii.bytes);
+            for (size_t t = t0; t < t1 && !bad; t++) {
+                int64_t id = xt == GP_DTYPE_I64   ? ((const int64_t *)x.data)[t]
+                             : xt == GP_DTYPE_U32 ? (int64_t)((const uint32_t *)x.data)[t]
+                                                  : (int64_t)((const int32_t *)x.data)[t];
+                if (id < 0 || id >= vocab) {
+                    fprintf(stderr,
+                            "gp-infer: input %s: item %zu (tokens %zu..%zu of the file): token "
+                            "%zu has id %" PRId64 ", outside the model's vocabulary 0..%" PRId64
+                            "\n",
+                            in_path, k, t0, t1 - 1, t - t0, id, vocab - 1);
+                    bad = 2;
+                }
+            }
         }
         if (bad) {
             if (bad == 1) fprintf(stderr, "gp-infer: out of memory\n");
