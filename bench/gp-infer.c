@@ -309,7 +309,7 @@ static int npy_write(const char *path, const char *descr, const int64_t *shape, 
         return snprintf(err, len, "the path is too long"), -1;
     const char *to = direct ? path : tmp;
     FILE *fp = fopen(to, "wb");
-    if (!fp) return snprintf(err, len, "cannot create %s: %s", to, strerror(errno)), -1;
+    if (!fp) return snprintf(err, len, "cannot create %.300s: %s", to, strerror(errno)), -1;
     int bad = fwrite(pre, 1, 10, fp) != 10 || fwrite(dict, 1, o, fp) != o;
     for (size_t i = 0; i < pad && !bad; i++)
         bad = fputc(' ', fp) == EOF;

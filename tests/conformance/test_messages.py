@@ -247,10 +247,15 @@ def main():
                                                   w("len.npy"), "--output", w("y.npy")],
            3, "the model takes i32 tokens", "convert with x.astype(np.int32)")
     np.save(w("big.npy"), np.array([1, 7, 2, 1, 30, 9, 2], np.int32))
-    expect(gp, "an id outside the vocabulary", enc + ["--input", w("big.npy"), "--lengths",
-                                                      w("len.npy"), "--output", w("y.npy"),
-                                                      "--backend", "host"], 1,
-           "token 1 has id 30, outside the vocabulary 0..29")
+    expect(gp, "an id outside the vocabulary (a bad input, named by its place in the file)",
+           enc + ["--input", w("big.npy"), "--lengths", w("len.npy"), "--output", w("y.npy"),
+                  "--backend", "host"], 3,
+           "item 1 (tokens 3..6 of the file): token 1 has id 30, outside the model's "
+           "vocabulary 0..29")
+    np.save(w("lenf.npy"), np.array([3, 4], np.float64))
+    expect(gp, "float lengths", enc + ["--input", w("ids.npy"), "--lengths", w("lenf.npy"),
+                                       "--output", w("y.npy")], 3,
+           "float64", "convert with x.astype(np.int64)")
     expect(gp, "--describe (encoder)", enc + ["--describe"], 0,
            "input:  i32 * per item: 1..16 token ids (the limit: the position embeddings' rows)",
            "output: f32 8 per item (32 bytes): values", stream="stdout")
@@ -261,6 +266,57 @@ def main():
     y = np.load(w("y.npy")) if rc == 0 else None
     record(rc == 0 and y.shape == (2, 8) and np.allclose(np.linalg.norm(y, axis=1), 1, 1e-5),
            "packed ids through gp-infer: (2, 8) unit vectors", err.strip())
+
+    # .npy files NumPy can write but gp-infer does not read, or reads: each said plainly.
+    def raw_npy(name, descr, shape, data, fortran="False"):
+        d = ("{'descr': %s, 'fortran_order': %s, 'shape': %s, }"
+             % (descr, fortran, shape)).encode()
+        d += b" " * ((64 - (10 + len(d) + 1) % 64) % 64) + b"\n"
+        with open(w(name), "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d + data)
+    lin_in = ["--model", w("lin.safetensors"), "--backend", "host", "--output", w("y.npy")]
+    raw_npy("native.npy", "'=f4'", "(5, 4)", x.tobytes())
+    rc, _, err = run(gp, *lin_in, "--input", w("native.npy"), "--quiet")
+    record(rc == 0 and np.load(w("y.npy")).shape == (5, 3),
+           "'=f4' (native byte order) reads as float32", err.strip())
+    raw_npy("rec.npy", "[('a', '<f4'), ('b', '<f4')]", "(5,)", x.tobytes()[:40])
+    expect(gp, "a structured dtype", lin_in + ["--input", w("rec.npy")], 3,
+           "a structured dtype (named fields)", "convert with x.astype(np.float32)")
+    raw_npy("obj.npy", "'|O'", "(1,)", b"")
+    expect(gp, "an object array", lin_in + ["--input", w("obj.npy")], 3,
+           "dtype object ('|O') is not one gp-infer reads")
+    raw_npy("f0.npy", "'<f4'", "(5, 4)", x.tobytes(), fortran="0")
+    expect(gp, "fortran_order 0", lin_in + ["--input", w("f0.npy")], 3,
+           "bad fortran_order (True or False)")
+    open(w("empty.npy"), "wb").close()
+    expect(gp, "an empty file", lin_in + ["--input", w("empty.npy")], 3,
+           "an empty file, not an .npy file")
+    expect(gp, "a directory as input", lin_in + ["--input", work], 3, "is a directory")
+    raw_npy("zero.npy", "'<f4'", "(9223372036854775807, 0)", b"")
+    expect(gp, "a huge dimension times 0: no elements, read (then the shape is wrong)",
+           lin_in + ["--input", w("zero.npy")], 3, "has dtype f32 and shape")
+
+    # A write that fails half-way (a file-size limit, as a full disk) leaves the earlier output
+    # as it was and no half-written file.
+    import resource
+    import signal
+    x2k = np.random.default_rng(4).standard_normal((4000, 4)).astype(np.float32)
+    np.save(w("x2k.npy"), x2k)
+    rc0, _, _ = run(gp, *lin_in, "--input", w("x.npy"), "--quiet")
+    before = np.load(w("y.npy")) if rc0 == 0 else None
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+    p = subprocess.run([gp] + lin_in + ["--input", w("x2k.npy"), "--quiet"], capture_output=True,
+                       text=True, preexec_fn=small_files)
+    after = np.load(w("y.npy"))
+    left = [f for f in os.listdir(work) if f.startswith("y.npy.tmp")]
+    record(p.returncode == 1 and "not written" in p.stderr
+           and "the file already there is unchanged" in p.stderr and before is not None
+           and after.shape == before.shape and np.array_equal(after, before) and not left,
+           "a failed output write: exit 1, the earlier y.npy unchanged, no temporary left",
+           p.stderr.strip())
 
     # The error code's name once: a backend this machine may not have.
     rc, _, err = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",
