@@ -439,8 +439,21 @@ int gb_write_json(const gb_run *r, const char *path) {
 
 /* ---- SVG -------------------------------------------------------------------------------- */
 
+/* XML 1.0 text: the five escapes; a control character other than tab, newline and carriage
+   return, or bytes that are not UTF-8, as U+FFFD (neither may stand in an XML document). */
 static void xml_text(FILE *f, const char *s) {
     for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        size_t n = gb_utf8_len((const unsigned char *)s);
+        if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || n == 0) {
+            fputs("&#xFFFD;", f);
+            continue;
+        }
+        if (n > 1) {
+            fwrite(s, 1, n, f);
+            s += n - 1;
+            continue;
+        }
         switch (*s) {
         case '<':
             fputs("&lt;", f);
@@ -549,17 +562,32 @@ static void axes(FILE *f, const panel *p, const xaxis *x, const gb_run *r, const
             (PLOT_X0 + PLOT_X1) / 2, p->y1 + 30);
 }
 
+/* The points of pts[i]'s series, by batch size (a line drawn in sweep order would double back
+   for --batch 2,16,4). */
+static int series_points(const gb_run *r, int i, int *idx) {
+    int n = 0;
+    for (int j = 0; j < r->npts; j++) {
+        if (!same_series(&r->pts[i], &r->pts[j])) continue;
+        int k = n++;
+        for (; k > 0 && r->pts[idx[k - 1]].batch > r->pts[j].batch; k--)
+            idx[k] = idx[k - 1];
+        idx[k] = j;
+    }
+    return n;
+}
+
 static void series(FILE *f, const gb_run *r, const panel *p, const xaxis *x, int latency) {
-    int done[GB_MAX_POINTS] = {0}, ncolor = 0;
+    int done[GB_MAX_POINTS] = {0}, ncolor = 0, idx[GB_MAX_POINTS];
     for (int i = 0; i < r->npts; i++) {
         if (done[i]) continue;
         const char *col = colors[ncolor++ % (int)(sizeof colors / sizeof colors[0])];
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
-        for (int j = i; j < r->npts; j++)
-            if (same_series(&r->pts[i], &r->pts[j])) {
-                double v = latency ? r->pts[j].p99_us / 1e3 : r->pts[j].items_per_s;
-                fprintf(f, "%.1f,%.1f ", px_x(x, (double)r->pts[j].batch), px_y(p, v));
-            }
+        int n = series_points(r, i, idx);
+        for (int k = 0; k < n; k++) {
+            const gb_point *pt = &r->pts[idx[k]];
+            double v = latency ? pt->p99_us / 1e3 : pt->items_per_s;
+            fprintf(f, "%.1f,%.1f ", px_x(x, (double)pt->batch), px_y(p, v));
+        }
         fprintf(f, "\"/>\n");
         for (int j = i; j < r->npts; j++)
             if (same_series(&r->pts[i], &r->pts[j])) {
@@ -586,10 +614,11 @@ static void series(FILE *f, const gb_run *r, const panel *p, const xaxis *x, int
     if (r->o->bound) { /* bound per batch size (the first series has them all) */
         fprintf(f, "<polyline fill=\"none\" stroke=\"#777\" stroke-width=\"1.5\" "
                    "stroke-dasharray=\"6 4\" points=\"");
-        for (int j = 0; j < r->npts; j++)
-            if (same_series(&r->pts[0], &r->pts[j]) && r->pts[j].bound_items_per_s > 0)
-                fprintf(f, "%.1f,%.1f ", px_x(x, (double)r->pts[j].batch),
-                        px_y(p, r->pts[j].bound_items_per_s));
+        int n = series_points(r, 0, idx);
+        for (int k = 0; k < n; k++)
+            if (r->pts[idx[k]].bound_items_per_s > 0)
+                fprintf(f, "%.1f,%.1f ", px_x(x, (double)r->pts[idx[k]].batch),
+                        px_y(p, r->pts[idx[k]].bound_items_per_s));
         fprintf(f,
                 "\"/>\n<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#777\" "
                 "stroke-dasharray=\"6 4\"/>\n<text x=\"%d\" y=\"%.1f\" font-size=\"11\">bound "

@@ -48,15 +48,34 @@ uint64_t gb_hist_quantile(const gb_hist *h, double q) {
     return 0;
 }
 
+size_t gb_utf8_len(const unsigned char *s) {
+    if (s[0] < 0x80) return 1;
+    size_t n = s[0] >= 0xC2 && s[0] <= 0xDF   ? 2
+               : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+               : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4
+                                              : 0;
+    for (size_t k = 1; k < n; k++)
+        if ((s[k] & 0xC0) != 0x80) return 0;
+    /* overlong 3- and 4-byte forms, surrogates, past U+10FFFF */
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ||
+        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))
+        return 0;
+    return n;
+}
+
 void gb_json_str(FILE *f, const char *s) {
     fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c;) {
+        size_t n = gb_utf8_len(c);
         if (*c == '"' || *c == '\\')
             fprintf(f, "\\%c", *c);
         else if (*c < 0x20)
             fprintf(f, "\\u%04x", *c);
+        else if (n == 0)
+            fputs("\\ufffd", f);
         else
-            fputc(*c, f);
+            fwrite(c, 1, n, f);
+        c += n ? n : 1;
     }
     fputc('"', f);
 }

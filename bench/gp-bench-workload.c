@@ -488,6 +488,12 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                      "engine; CUDA: spin kernel); copies %s",
                      lens, w->token_bytes, w->out_bytes, o->compute_us, o->compute_us_per_item,
                      o->compute_us_per_token, copies);
+        } else if (o->max_batch_tokens) {
+            snprintf(err, len,
+                     "--max-batch-tokens: a token budget needs variable-size items (--lengths); "
+                     "these are fixed-size (--batch limits them)");
+            free(w);
+            return GP_EINVAL;
         } else {
             snprintf(w->desc, sizeof w->desc,
                      "synthetic: %zu B in, %zu B out per item; compute %.4g us/batch + %.4g "
@@ -508,6 +514,14 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
         snprintf(err, len,
                  "--workload %s: expected synthetic, mlp, cnn, encoder or FILE.safetensors",
                  o->workload);
+        free(w);
+        return GP_EINVAL;
+    }
+    if (o->synthetic_only) { /* a model has its own item sizes and compute */
+        snprintf(err, len,
+                 "%s: the synthetic workload's; the model %s sets its own item sizes and "
+                 "compute: leave it out",
+                 o->synthetic_only, o->workload);
         free(w);
         return GP_EINVAL;
     }

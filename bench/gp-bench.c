@@ -136,7 +136,8 @@ static int empty_element(const char *s) {
     return !len || s[0] == ',' || s[len - 1] == ',' || strstr(s, ",,") != NULL;
 }
 
-/* "1,2,4" -> values; -1 on a bad element, an empty one, too many, or none. */
+/* "1,2,4" -> values, each once (a repeat is dropped); -1 on a bad element, an empty one, too
+   many, or none. */
 static int parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, int max) {
     int n = 0;
     char buf[512];
@@ -145,7 +146,10 @@ static int parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, in
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (n == max || parse_u64(t, lo, hi, &out[n]) != 0) return -1;
-        n++;
+        int seen = 0;
+        for (int k = 0; k < n; k++)
+            seen |= out[k] == out[n];
+        n += !seen;
     }
     return n ? n : -1;
 }
@@ -181,6 +185,39 @@ static int parse_packing(const char *s, gb_opts *o) {
     return o->npacking ? 0 : -1;
 }
 
+/* The options that take a value, and the flags (none). */
+static const char *const valued[] = {"--workload",
+                                     "--backend",
+                                     "--batch",
+                                     "--inflight",
+                                     "--producers",
+                                     "--max-delay-us",
+                                     "--completion-workers",
+                                     "--arrival",
+                                     "--window",
+                                     "--duration",
+                                     "--repeat",
+                                     "--warmup",
+                                     "--bound-duration",
+                                     "--in-bytes",
+                                     "--out-bytes",
+                                     "--compute-us",
+                                     "--compute-us-per-item",
+                                     "--copy-gbps",
+                                     "--precision",
+                                     "--lengths",
+                                     "--token-bytes",
+                                     "--compute-us-per-token",
+                                     "--max-batch-tokens",
+                                     "--vocab",
+                                     "--packing",
+                                     "--baseline",
+                                     "--csv",
+                                     "--json",
+                                     "--svg"};
+static const char *const flags[] = {"--help",      "--quiet",       "--report",
+                                    "--host-spin", "--cuda-graphs", "--spin-wait"};
+
 static int parse_args(int argc, char **argv, gb_opts *o) {
     uint64_t v[GB_MAX_LIST];
     for (int i = 1; i < argc; i++) {
@@ -199,6 +236,7 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         }
         if (!strcmp(a, "--host-spin")) {
             o->host_spin = 1;
+            if (!o->synthetic_only) o->synthetic_only = "--host-spin";
             continue;
         }
         if (!strcmp(a, "--cuda-graphs")) {
@@ -218,11 +256,25 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
             name[eq - a] = '\0';
             val = eq + 1;
             a = name;
-        } else if (i + 1 < argc) {
-            val = argv[++i];
-        } else {
-            return bad(a, NULL, "needs a value");
         }
+        /* The name first: an unknown one is that, not "needs a value"; a flag given a value
+           says it takes none. */
+        const char *known = NULL; /* the static name (a may point into name[]) */
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0] && !known; k++)
+            if (!strcmp(a, valued[k])) known = valued[k];
+        if (!known) {
+            for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+                if (!strcmp(a, flags[k])) return bad(a, val, "takes no value");
+            return bad(a, NULL, "unknown option");
+        }
+        if (!val) {
+            if (i + 1 >= argc) return bad(a, NULL, "needs a value");
+            val = argv[++i];
+        }
+        if (!o->synthetic_only &&
+            (!strcmp(a, "--in-bytes") || !strcmp(a, "--out-bytes") || !strcmp(a, "--compute-us") ||
+             !strcmp(a, "--compute-us-per-item") || !strcmp(a, "--compute-us-per-token")))
+            o->synthetic_only = known;
         double d;
         int n;
         if (!strcmp(a, "--workload")) {
@@ -343,7 +395,7 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
                     o->naive = 1;
                 else if (!strcmp(t, "bound"))
                     o->bound = 1;
-                else if (strcmp(t, "none") != 0)
+                else if (strcmp(t, "none") != 0 || strcmp(val, "none") != 0)
                     return bad(a, val, "expected naive, bound, naive,bound or none");
             }
         } else if (!strcmp(a, "--csv")) {
@@ -1260,15 +1312,15 @@ int main(int argc, char **argv) {
         gb_workload_close(w);
         return 1;
     }
-    gb_print_header(&r, stdout);
-    fflush(stdout);
-
     int total = o.nbatch * o.ninflight * o.nproducers * o.ndelay * o.npacking;
-    if (total > GB_MAX_POINTS) {
+    if (total > GB_MAX_POINTS) { /* before anything is printed: a usage error */
         fprintf(stderr, "gp-bench: %d points; at most %d\n", total, GB_MAX_POINTS);
         gb_workload_close(w);
         return 2;
     }
+    gb_print_header(&r, stdout);
+    fflush(stdout);
+
     /* The bound: the stages alone once per batch size; for CPU compute, the compute alone
        once per batch size and inflight (it runs on that many threads). */
     int cpu = gb_workload_cpu_compute(w, r.backend);

@@ -68,8 +68,9 @@ typedef struct gb_opts {
     int repeat; /* windows per point (and naive runs); the median by items/s is reported */
     size_t in_bytes, out_bytes;             /* synthetic */
     double compute_us, compute_us_per_item; /* synthetic, per batch and per item */
-    double copy_gbps; /* host backend: simulated copy engines, GB/s; 0 = free */
-    int host_spin;    /* host: compute as a busy loop instead of simulated time */
+    double copy_gbps;           /* host backend: simulated copy engines, GB/s; 0 = free */
+    int host_spin;              /* host: compute as a busy loop instead of simulated time */
+    const char *synthetic_only; /* the first synthetic-only option given (refused for a model) */
     /* Variable-size items. */
     gb_lengths lengths;
     size_t token_bytes; /* synthetic: bytes per token */
@@ -151,6 +152,9 @@ void gb_hist_add(gb_hist *h, uint64_t ns);
 uint64_t gb_hist_quantile(const gb_hist *h, double q);
 /* `s` (NULL: "") as a JSON string literal, escaped. */
 void gb_json_str(FILE *f, const char *s);
+/* The length of the valid UTF-8 sequence at s (1..4), 0 when it is not one (a Latin-1 file
+   name, a stray byte): JSON and SVG write U+FFFD for it. */
+size_t gb_utf8_len(const unsigned char *s);
 /* Output paths, checked before a run, not found unwritable after it: each {flag, path} given
    (NULL paths skipped) must be an existing file we may write or a new one in a directory we
    may write; the first that is not is printed as "TOOL: FLAG why" on stderr and gives -1. */

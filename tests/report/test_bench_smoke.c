@@ -178,6 +178,16 @@ static void check_svg(void) {
             size_t an = strcspn(p, "= />");
             GPT_CHECK(an > 0 && p[an] == '=' && p[an + 1] == '"');
             const char *q = strchr(p + an + 2, '"');
+            if (!strcmp(name, "polyline") && an == 6 && !strncmp(p, "points", 6)) {
+                /* a line over batch sizes runs left to right, whatever the --batch order */
+                double last = -1, x, y;
+                int used;
+                for (const char *s = p + 8; s < q && sscanf(s, "%lf,%lf%n", &x, &y, &used) == 2;
+                     s += used) {
+                    GPT_CHECK(x > last);
+                    last = x;
+                }
+            }
             GPT_CHECK(q && !memchr(p + an + 2, '<', (size_t)(q - (p + an + 2))));
             p = q + 1;
         }
@@ -440,7 +450,7 @@ int main(int argc, char **argv) {
 
     /* A tiny sweep with both baselines and every output. */
     snprintf(args, sizeof args,
-             "--backend host --batch 1,4 --duration 0.1 --warmup 0.05 --bound-duration 0.05 "
+             "--backend host --batch 4,1,4 --duration 0.1 --warmup 0.05 --bound-duration 0.05 "
              "--compute-us 100 --compute-us-per-item 2 --baseline naive,bound --repeat 2 --report "
              "--csv '%s/out.csv' --json '%s/out.json' --svg '%s/out.svg'",
              dir, dir, dir);
@@ -514,6 +524,35 @@ int main(int argc, char **argv) {
     free(err);
     GPT_CHECK(run("--backend host --lengths uniform:1,8 --host-spin", &out, &err) == 1);
     GPT_CHECK(strstr(err, "--host-spin: fixed-size items only") != NULL);
+    free(out);
+    free(err);
+    GPT_CHECK(run("--backend host --max-batch-tokens 64 --batch 4", &out, &err) == 1);
+    GPT_CHECK(strstr(err, "a token budget needs variable-size items") != NULL);
+    free(out);
+    free(err);
+    /* The synthetic workload's options with a model: refused, not silently ignored. */
+    GPT_CHECK(run("--workload mlp --backend host --compute-us=99 --batch 4", &out, &err) == 1);
+    GPT_CHECK(strstr(err, "--compute-us: the synthetic workload's; the model mlp") != NULL);
+    free(out);
+    free(err);
+    /* Option names before values: unknown is unknown, a flag takes no value, none stands
+       alone, and the points limit is said before anything is printed. */
+    GPT_CHECK(run("--bogus", &out, &err) == 2);
+    GPT_CHECK(strstr(err, "--bogus: unknown option") != NULL);
+    free(out);
+    free(err);
+    GPT_CHECK(run("--report=1", &out, &err) == 2);
+    GPT_CHECK(strstr(err, "takes no value") != NULL);
+    free(out);
+    free(err);
+    GPT_CHECK(run("--baseline naive,none", &out, &err) == 2);
+    free(out);
+    free(err);
+    GPT_CHECK(run("--backend host --batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20 "
+                  "--inflight 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,"
+                  "26",
+                  &out, &err) == 2);
+    GPT_CHECK(strstr(err, "520 points; at most 512") != NULL && out[0] == '\0');
     free(out);
     free(err);
 
