@@ -87,7 +87,8 @@ int gp_batch_fail_item(const gp_batch *b, size_t k, int code) {
                                                     memory_order_relaxed, memory_order_relaxed);
             return GP_OK;
         }
-    return GP_EBUSY; /* it had a status already (a deadline at dispatch, a failure before) */
+    return GP_EBUSY; /* it had a status already (a deadline at dispatch, a failure before, a
+                        cancel) */
 }
 
 int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total) {

@@ -210,11 +210,11 @@ GP_API int gp_batch_set_error(const gp_batch *b, const char *fmt, ...)
  * and captured at create are ignored (those are not batches; a replayed graph does not call the
  * compute).
  * @return GP_OK (this call failed the item; also for the ignored calls at create); GP_EBUSY
- *         (the item had a status already, an earlier failure or a deadline passed at dispatch:
- *         it keeps it, and this call is not counted); GP_ECANCELED (item k is an abandoned
- *         reservation, whose bytes ride in the batch with no caller: nothing to fail, nothing
- *         counted); GP_EINVAL (NULL, a batch that is not a pipeline's, such as a copy of the one
- *         the compute got, k >= b->n).
+ *         (the item had a status already, an earlier failure, a deadline passed at dispatch or
+ *         a cancel (gp_pipeline_cancel): it keeps it, and this call is not counted); GP_ECANCELED
+ * (item k is an abandoned reservation, whose bytes ride in the batch with no caller: nothing to
+ * fail, nothing counted); GP_EINVAL (NULL, a batch that is not a pipeline's, such as a copy of the
+ * one the compute got, k >= b->n).
  */
 GP_API int gp_batch_fail_item(const gp_batch *b, size_t k, int code);
 
@@ -526,7 +526,8 @@ GP_API int gp_pipeline_submit_ex(gp_pipeline *p, const gp_submit_args *a, uint64
 /*
  * Complete the accepted item `seq` with GP_ECANCELED if the batcher has not taken it yet
  * (docs/DESIGN.md §8.5). It is then never copied to the device (or, inside a batch's span,
- * rides along but its output is dropped), and its one callback says GP_ECANCELED.
+ * rides along but its output is dropped: its input bytes may never have been written, a prep
+ * item canceled before its prep ran), and its one callback says GP_ECANCELED.
  * @return GP_OK (canceled; a second cancel of the same item also returns GP_OK);
  *         GP_EBUSY (too late: the item is on the device or done, its callback comes as usual,
  *         with its output); GP_EINVAL (NULL, or `seq` names no accepted item: not yet

@@ -169,6 +169,56 @@ static void abandoned_bytes(void) {
            err);
 }
 
+/* Host: a canceled item inside a span rides in the batch; failing it answers GP_EBUSY (it has
+   its status, the cancel) and counts nothing; its callback says GP_ECANCELED. */
+#define CANCELED 0xCA0CE1EDu
+static _Atomic int canceled_rc = 99;
+
+static int compute_canceled(void *user, const gp_batch *b) {
+    (void)user;
+    int rc = gpt_transform(NULL, b);
+    const uint32_t *in = b->in;
+    for (size_t k = 0; k < b->n; k++)
+        if (in[k * WORDS] == CANCELED) atomic_store(&canceled_rc, gp_batch_fail_item(b, k, 9));
+    return rc;
+}
+
+static void canceled_bytes(void) {
+    gp_config c;
+    gpt_config(&c, GP_BACKEND_HOST);
+    c.item_in_bytes = c.item_out_bytes = sizeof R.in[0];
+    c.max_batch = 16;
+    c.max_delay_us = 60 * 1000 * 1000; /* one batch: the drain's flush closes it */
+    c.compute = compute_canceled;
+    gp_pipeline *p = gpt_create(&c);
+    memset(&R.calls, 0, sizeof R.calls);
+    uint32_t marked[WORDS] = {CANCELED};
+    gp_submit_args a;
+    gp_submit_args_init(&a);
+    a.input_bytes = sizeof R.in[0];
+    a.done = done;
+    uint64_t seq[3];
+    for (uintptr_t i = 0; i < 3; i++) {
+        a.input = i == 1 ? (const void *)marked : (const void *)R.in[i];
+        a.user = (void *)i;
+        GPT_RC(gp_pipeline_submit_ex(p, &a, &seq[i]), GP_OK);
+    }
+    GPT_RC(gp_pipeline_cancel(p, seq[1]), GP_OK); /* held for the delay: not taken yet */
+    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    gp_stats st = {.struct_size = sizeof st};
+    GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    GPT_EQ(st.batches, 1);
+    GPT_RC(atomic_load(&canceled_rc), GP_EBUSY);
+    GPT_RC(atomic_load(&R.status[0]), GP_OK);
+    GPT_RC(atomic_load(&R.status[1]), GP_ECANCELED);
+    GPT_RC(atomic_load(&R.status[2]), GP_OK);
+    GPT_EQ(st.failed, 0);
+    GPT_EQ(st.canceled, 1);
+    printf("host: a canceled item riding in its batch: gp_batch_fail_item -> GP_EBUSY, its "
+           "callback GP_ECANCELED, nothing counted as failed\n");
+}
+
 int main(int argc, char **argv) {
     gp_backend backend = gpt_backend(argc, argv);
     for (size_t i = 0; i < ITEMS; i++)
@@ -236,5 +286,6 @@ int main(int argc, char **argv) {
            gp_backend_name(backend), (size_t)ITEMS, (unsigned long long)st.batches, ok, failed,
            err);
     if (backend == GP_BACKEND_HOST) abandoned_bytes();
+    if (backend == GP_BACKEND_HOST) canceled_bytes();
     return 0;
 }
