@@ -31,7 +31,8 @@ static const char usage[] =
     "  --compute-us-per-item X   synthetic: compute per item, us (default 5)\n"
     "  --copy-gbps X         host backend: simulated H2D/D2H engines, GB/s; 0 = free\n"
     "                        (default 12, a PCIe 3.0 x16 link)\n"
-    "  --host-spin           host backend: compute as a busy loop, not simulated time\n"
+    "  --host-spin           synthetic, host backend: compute as a busy loop, not simulated\n"
+    "                        time\n"
     "  --precision P         model on CUDA: fp32 | tf32 | fp16 | bf16\n"
     "variable-size items (token counts; item i always has the same count, in every mode)\n"
     "  --lengths D           fixed (default: fixed-size items of --in-bytes) | fixed:N |\n"
@@ -145,11 +146,14 @@ static int parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, in
     strcpy(buf, s);
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (n == max || parse_u64(t, lo, hi, &out[n]) != 0) return -1;
+        uint64_t x;
+        if (parse_u64(t, lo, hi, &x) != 0) return -1;
         int seen = 0;
         for (int k = 0; k < n; k++)
-            seen |= out[k] == out[n];
-        n += !seen;
+            seen |= out[k] == x;
+        if (seen) continue;
+        if (n == max) return -1;
+        out[n++] = x;
     }
     return n ? n : -1;
 }

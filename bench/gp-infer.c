@@ -298,30 +298,23 @@ static int npy_write(const char *path, const char *descr, const int64_t *shape, 
     size_t hlen = o + pad + 1;
     pre[8] = (unsigned char)(hlen & 0xFF);
     pre[9] = (unsigned char)(hlen >> 8);
-    /* A regular file (or a new one) is written beside it and renamed over it: a failed write
-       (a full disk) leaves no half-written .npy and an earlier one unchanged. A device or a
-       FIFO is written in place. */
-    struct stat st;
-    int direct = lstat(path, &st) == 0 && !S_ISREG(st.st_mode);
-    char tmp[4200];
-    if (!direct &&
-        (size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= sizeof tmp)
-        return snprintf(err, len, "the path is too long"), -1;
-    const char *to = direct ? path : tmp;
-    FILE *fp = fopen(to, "wb");
-    if (!fp) return snprintf(err, len, "cannot create %.300s: %s", to, strerror(errno)), -1;
+    /* Written in place (a temporary file renamed over it would change a file's mode, owner and
+       hard links, and need a writable directory). A write that fails (a full disk) removes
+       the partial regular file and says so: no half-written .npy stays behind unannounced. */
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return snprintf(err, len, "cannot create: %s", strerror(errno)), -1;
     int bad = fwrite(pre, 1, 10, fp) != 10 || fwrite(dict, 1, o, fp) != o;
     for (size_t i = 0; i < pad && !bad; i++)
         bad = fputc(' ', fp) == EOF;
     bad = bad || fputc('\n', fp) == EOF || fwrite(data, 1, bytes, fp) != bytes || fflush(fp) != 0;
     int e = bad ? errno : 0;
     if (fclose(fp) != 0 && !bad) bad = 1, e = errno;
-    if (!bad && !direct && rename(tmp, path) != 0) bad = 1, e = errno;
     if (bad) {
-        if (!direct) unlink(tmp);
+        struct stat st; /* a regular file, not a device, FIFO or a link's target */
+        int removed = lstat(path, &st) == 0 && S_ISREG(st.st_mode) && unlink(path) == 0;
         return snprintf(err, len, "not written: %s%s", strerror(e ? e : EIO),
-                        direct || lstat(path, &st) != 0 ? ""
-                                                        : " (the file already there is unchanged)"),
+                        removed ? " (the partial file was removed)"
+                                : " (what was written so far is left there)"),
                -1;
     }
     return 0;
@@ -829,10 +822,11 @@ int main(int argc, char **argv) {
         snprintf(what, sizeof what, "backend %s", backend_s);
         snprintf(msg, sizeof msg, "%s%s%s", err, detail[0] ? ": " : "", detail);
         print_err(what, rc, msg);
-        /* GP_EINVAL: a config the options made (--capacity 100), a usage error. */
-        exit_code = rc == GP_ENODEV || rc == GP_ENOTSUP ? EXIT_NODEV
-                    : rc == GP_EINVAL                   ? EXIT_USAGE
-                                                        : EXIT_RUN;
+        /* The config the options made refused ("config.capacity: ..."): a usage error; any
+           other failure (the model's setup among them) is a run-time one. */
+        exit_code = rc == GP_ENODEV || rc == GP_ENOTSUP              ? EXIT_NODEV
+                    : rc == GP_EINVAL && !strncmp(err, "config.", 7) ? EXIT_USAGE
+                                                                     : EXIT_RUN;
         goto out;
     }
     producer pr = {&r, items};

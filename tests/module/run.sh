@@ -30,7 +30,7 @@ fi
 mkdir -p "$tmp/nomod"
 cp -P "$lib"/libgpupipe.so* "$tmp/nomod/"
 echo "== 1. no module (its reason names the directory: longer than the stats field, cut with ...)"
-LD_LIBRARY_PATH="$tmp/nomod" "$probe" "libgpupipe-cuda.so not found"
+LD_LIBRARY_PATH="$tmp/nomod" "$probe" "libgpupipe-cuda.so not found" cut
 
 echo "== 2. a module whose dependency is missing"
 mkdir -p "$tmp/badmod" "$tmp/absent"

@@ -471,6 +471,22 @@ int main(int argc, char **argv) {
     check_json(2);
     check_svg();
 
+    /* A path that is not UTF-8 (a Latin-1 name) and has a control character: JSON stays valid
+       (U+FFFD for the byte, \u0001 for the control), as the command line it records shows. */
+    snprintf(args, sizeof args,
+             "--backend host --batch 2 --duration 0.05 --warmup 0 --baseline none -q "
+             "--json '%s/lat\xe9\x01.json'",
+             dir);
+    GPT_EQ(run(args, &out, &err), 0);
+    free(out);
+    free(err);
+    size_t jl, at;
+    char *jt = slurp("lat\xe9\x01.json", &jl);
+    const char *je = jsoncheck(jt, jl, &at);
+    if (je) fprintf(stderr, "JSON with a Latin-1 path invalid at %zu: %s\n", at, je);
+    GPT_CHECK(je == NULL && strstr(jt, "lat\\ufffd\\u0001.json") && !strchr(jt, '\xe9'));
+    free(jt);
+
     /* Open-loop arrivals, no baselines: the ratios line says n/a. */
     snprintf(args, sizeof args,
              "--backend host --batch 8 --arrival poisson=3000 --duration 0.1 --warmup 0.05 "
