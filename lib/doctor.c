@@ -64,6 +64,19 @@ static void say_more(char *buf, size_t len, const char *fmt, ...) {
     memcpy(buf + n, more, (size_t)m + 1);
 }
 
+/* Put a clause before the knob: "<clause>; then: <the knob>", the knob only where it fits
+   whole. */
+static void lead(gp_diagnosis *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void lead(gp_diagnosis *d, const char *fmt, ...) {
+    char was[sizeof d->knob];
+    memcpy(was, d->knob, sizeof was);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->knob, sizeof d->knob, fmt, ap);
+    va_end(ap);
+    if (was[0]) say_more(d->knob, sizeof d->knob, "; then: %s", was);
+}
+
 /* "h2d 12%, compute 95%, d2h 3%" */
 static void stage_mix(const gp_diagnosis *d, char *buf, size_t len) {
     say(buf, len, "h2d %.0f%%, compute %.0f%%, d2h %.0f%%", gp__pct(d->h2d), gp__pct(d->compute),
@@ -116,10 +129,23 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
             "GPU is starved",
             gp__pct(d->compute), gp__fmt_count((double)s->submitted / d->wall_s).s,
             gp__fmt_count(d->device_items_per_s).s, d->mean_batch, gp__pct(d->starved), held);
-        say(d->knob, sizeof d->knob,
-            "add producer threads, or move pre-processing off the producers (prep_workers with "
-            "gp_pipeline_submit_prep); if this is simply the offered load, the GPU has "
-            "headroom");
+        if (d->compute >= SATURATED) /* busy only because each batch carries so few */
+            say_more(d->why, sizeof d->why,
+                     " (compute is busy because each batch carries %.1f items: more load fills "
+                     "batches at little extra device time)",
+                     d->mean_batch);
+        if (d->delay_wait > d->starved) /* the user's own delay holds the items */
+            say(d->knob, sizeof d->knob,
+                "lower max_delay_us (now %u us) if latency matters: the batcher held partial "
+                "batches for it %.0f%% of the time, waiting for items that come slowly; more "
+                "producers fill batches sooner; if this is simply the offered load, the GPU has "
+                "headroom",
+                s->max_delay_us, gp__pct(d->delay_wait));
+        else
+            say(d->knob, sizeof d->knob,
+                "add producer threads, or move pre-processing off the producers (prep_workers "
+                "with gp_pipeline_submit_prep); if this is simply the offered load, the GPU has "
+                "headroom");
         break;
     }
     case GP_VERDICT_PREP:
@@ -250,8 +276,9 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
     }
     case GP_VERDICT_ENQUEUE: {
         if (s->backend == GP_BACKEND_HOST) {
-            /* Host: every stage is a push to the slot's thread; the batcher's time per batch
-               outgrows a compute this short when those threads wait for cores. */
+            /* Host: every stage is a push to the slot's thread, a cost per batch whatever it
+               carries. Larger batches are the lever (measured, 2-core VM: max_batch 1 -> 16 at
+               inflight 16, 87k -> 1.47M items/s; fewer slots made it slower: inflight 2, 26k). */
             say(d->why, sizeof d->why,
                 "the batcher spends %.0f%% of wall time dispatching: %s of host work per batch "
                 "(handing its copies and compute to the slot's thread) vs %s of compute per "
@@ -259,9 +286,9 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
                 gp__pct(d->enqueue), gp__fmt_ns(d->batch_enqueue_us * 1e3).s,
                 gp__fmt_ns(d->batch_compute_us * 1e3).s);
             say(d->knob, sizeof d->knob,
-                "raise max_batch so each batch carries more work, and keep inflight (now %d: a "
-                "thread each on the host backend) at or below the free cores",
-                s->inflight);
+                "raise max_batch so each batch carries more work: the hand-off costs the same per "
+                "batch whatever it carries (fewer slots do not help: the slot threads mostly "
+                "wait)");
             break;
         }
         /* launch_ns: the compute's share of the enqueue (0: a caller's older gp_stats). */
@@ -303,10 +330,10 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
                             : "the slots spend their time between batches, not in the stages");
         if (s->inflight < 3)
             say(d->knob, sizeof d->knob, "raise inflight (now %d) to 3 or more", s->inflight);
-        else if (s->backend == GP_BACKEND_HOST) /* a slot is a thread: cores, not slots */
+        else if (s->backend == GP_BACKEND_HOST) /* the turnaround costs per batch: fill them */
             say(d->knob, sizeof d->knob,
-                "raise max_batch so each batch carries more work: on the host backend a slot is "
-                "a thread, and more slots (now %d) than free cores add switching, not overlap",
+                "raise max_batch so each batch carries more work (a slot's turnaround between "
+                "batches costs the same whatever a batch carries), or inflight (now %d)",
                 s->inflight);
         else /* docs/DESIGN.md §2, "A slot's cycle" (measured on an H200) */
             say(d->knob, sizeof d->knob,
@@ -332,10 +359,27 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
     }
     /* Busy time counts when a batch completes: with few batches, one still running is missing
        from the fractions. */
-    if (d->bottleneck != GP_VERDICT_NO_WORK && s->batches < 4)
+    if (d->bottleneck != GP_VERDICT_NO_WORK && s->batches < 4) {
         say_more(d->why, sizeof d->why,
                  " (only %" PRIu64 " batch%s dispatched: judge a longer window)", s->batches,
                  s->batches == 1 ? "" : "es");
+        lead(d,
+             "judge a longer window first: with %" PRIu64 " batch%s the busy times miss any "
+             "batch still running",
+             s->batches, s->batches == 1 ? "" : "es");
+    }
+    /* Most callbacks not results: that is what to fix, before any speed. */
+    if (s->completed && s->failed * 2 >= s->completed)
+        lead(d,
+             "fix the failures first: %" PRIu64 " of %" PRIu64 " callbacks failed "
+             "(gp_pipeline_last_error names the first)",
+             s->failed, s->completed);
+    else if (s->completed && s->timed_out * 2 >= s->completed)
+        lead(d,
+             "most items time out (%" PRIu64 " of %" PRIu64 "): their deadlines are shorter than "
+             "a batch's wait and compute (latency p50 %s); lower max_batch or lengthen the "
+             "deadlines",
+             s->timed_out, s->completed, gp__fmt_ns((double)s->latency_p50).s);
     /* Callbacks that were not results: items/s counts them (a deadline passed, a cancel, a
        failure), so say how many and the rate of results. */
     uint64_t other = s->timed_out + s->canceled + s->failed;
@@ -417,6 +461,12 @@ void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {
                 v = GP_VERDICT_MIXED;
         }
     }
+    /* Compute "saturated" by tiny batches while the batcher mostly found nothing to send: the
+       items come too slowly to fill batches; more load would fill them at little extra device
+       time. The producers are the limit (a delay would only add latency). */
+    if (v == GP_VERDICT_COMPUTE && d->starved >= STARVED &&
+        d->mean_batch * 4 < (double)s->max_batch)
+        v = GP_VERDICT_PRODUCERS;
     /* Saturated compute of which a large share is padding: the padding is what to fix. */
     if (v == GP_VERDICT_COMPUTE && d->padding >= PADDED) v = GP_VERDICT_PADDING;
     d->bottleneck = v;
