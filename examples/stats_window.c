@@ -57,8 +57,9 @@ int main(void) {
     gp_diagnosis d = {.struct_size = sizeof d};
     if (rc == GP_OK) rc = gp_stats_diagnose(&w, &d);
     if (rc == GP_OK) {
-        printf("%.0f items/s over %.2f s, verdict %s: %s\n", d.items_per_s, d.wall_s,
-               gp_verdict_name(d.verdict), d.why);
+        /* d.why proves d.bottleneck (d.verdict differs only when AUTO fell back to the host) */
+        printf("%.0f items/s over %.2f s, verdict %s, bottleneck %s: %s\n", d.items_per_s, d.wall_s,
+               gp_verdict_name(d.verdict), gp_verdict_name(d.bottleneck), d.why);
         rc = gp_stats_report(&w, stdout); /* GP_EIO if stdout failed */
     }
 
