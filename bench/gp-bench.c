@@ -189,36 +189,40 @@ static int parse_packing(const char *s, gb_opts *o) {
     return o->npacking ? 0 : -1;
 }
 
-/* The options that take a value, and the flags (none). */
-static const char *const valued[] = {"--workload",
-                                     "--backend",
-                                     "--batch",
-                                     "--inflight",
-                                     "--producers",
-                                     "--max-delay-us",
-                                     "--completion-workers",
-                                     "--arrival",
-                                     "--window",
-                                     "--duration",
-                                     "--repeat",
-                                     "--warmup",
-                                     "--bound-duration",
-                                     "--in-bytes",
-                                     "--out-bytes",
-                                     "--compute-us",
-                                     "--compute-us-per-item",
-                                     "--copy-gbps",
-                                     "--precision",
-                                     "--lengths",
-                                     "--token-bytes",
-                                     "--compute-us-per-token",
-                                     "--max-batch-tokens",
-                                     "--vocab",
-                                     "--packing",
-                                     "--baseline",
-                                     "--csv",
-                                     "--json",
-                                     "--svg"};
+/* The options that take a value (synthetic: the synthetic workload's alone, refused with a
+   model), and the flags (none). */
+static const struct {
+    const char *name;
+    int synthetic;
+} valued[] = {{"--workload", 0},
+              {"--backend", 0},
+              {"--batch", 0},
+              {"--inflight", 0},
+              {"--producers", 0},
+              {"--max-delay-us", 0},
+              {"--completion-workers", 0},
+              {"--arrival", 0},
+              {"--window", 0},
+              {"--duration", 0},
+              {"--repeat", 0},
+              {"--warmup", 0},
+              {"--bound-duration", 0},
+              {"--in-bytes", 1},
+              {"--out-bytes", 1},
+              {"--compute-us", 1},
+              {"--compute-us-per-item", 1},
+              {"--copy-gbps", 0},
+              {"--precision", 0},
+              {"--lengths", 0},
+              {"--token-bytes", 0},
+              {"--compute-us-per-token", 1},
+              {"--max-batch-tokens", 0},
+              {"--vocab", 0},
+              {"--packing", 0},
+              {"--baseline", 0},
+              {"--csv", 0},
+              {"--json", 0},
+              {"--svg", 0}};
 static const char *const flags[] = {"--help",      "--quiet",       "--report",
                                     "--host-spin", "--cuda-graphs", "--spin-wait"};
 
@@ -263,10 +267,10 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         }
         /* The name first: an unknown one is that, not "needs a value"; a flag given a value
            says it takes none. */
-        const char *known = NULL; /* the static name (a may point into name[]) */
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0] && !known; k++)
-            if (!strcmp(a, valued[k])) known = valued[k];
-        if (!known) {
+        size_t known = 0;
+        while (known < sizeof valued / sizeof valued[0] && strcmp(a, valued[known].name))
+            known++;
+        if (known == sizeof valued / sizeof valued[0]) {
             for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
                 if (!strcmp(a, flags[k])) return bad(a, val, "takes no value");
             return bad(a, NULL, "unknown option");
@@ -275,10 +279,8 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
             if (i + 1 >= argc) return bad(a, NULL, "needs a value");
             val = argv[++i];
         }
-        if (!o->synthetic_only &&
-            (!strcmp(a, "--in-bytes") || !strcmp(a, "--out-bytes") || !strcmp(a, "--compute-us") ||
-             !strcmp(a, "--compute-us-per-item") || !strcmp(a, "--compute-us-per-token")))
-            o->synthetic_only = known;
+        if (valued[known].synthetic && !o->synthetic_only) /* the static name, not name[] */
+            o->synthetic_only = valued[known].name;
         double d;
         int n;
         if (!strcmp(a, "--workload")) {

@@ -142,6 +142,12 @@ static const char *npy_fix(gp_dtype want) {
     }
 }
 
+/* Whether the header text at p is the Python literal w (followed by ',', ' ' or '}'). */
+static int npy_word(const char *p, const char *w) {
+    size_t n = strlen(w);
+    return !strncmp(p, w, n) && (p[n] == ',' || p[n] == ' ' || p[n] == '}');
+}
+
 static const char *skip_ws(const char *p) {
     while (*p == ' ')
         p++;
@@ -175,13 +181,12 @@ static int npy_parse_header(const char *h, npy *a, char *err, size_t len) {
     }
     a->elem = gp_dtype_size(t);
     f = skip_ws(f + 16);
-    if (strncmp(f, "True", 4) == 0 && (f[4] == ',' || f[4] == ' ' || f[4] == '}'))
+    if (npy_word(f, "True"))
         return snprintf(err, len,
                         "Fortran-order array: save a C-order copy, np.save(path, "
                         "np.ascontiguousarray(x))"),
                -1;
-    if (strncmp(f, "False", 5) != 0 || (f[5] != ',' && f[5] != ' ' && f[5] != '}'))
-        return snprintf(err, len, "bad fortran_order (True or False)"), -1;
+    if (!npy_word(f, "False")) return snprintf(err, len, "bad fortran_order (True or False)"), -1;
     s = skip_ws(s + 8);
     if (*s != '(') return snprintf(err, len, "bad shape"), -1;
     s++;

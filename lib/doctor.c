@@ -91,6 +91,11 @@ static double short_mean(const gp_stats *s, const gp_diagnosis *d) {
     return (double)(s->batch_items - full * s->max_batch) / (double)rest;
 }
 
+/* Batches that average under a quarter of max_batch: more items would ride nearly free. */
+static int small_batches(const gp_stats *s, const gp_diagnosis *d) {
+    return d->mean_batch * 4 < (double)s->max_batch;
+}
+
 /* Bytes one item moved: the copies' bytes over the items batched (variable-size items have no
    item_in_bytes / item_out_bytes; for fixed-size ones this is those). */
 static double per_item_bytes(const gp_stats *s, uint64_t bytes, uint64_t item_bytes) {
@@ -193,7 +198,7 @@ static void explain(const gp_stats *s, gp_diagnosis *d) {
         /* Small batches: closed by the byte budget (variable-size items), only a larger budget
            helps; closed early otherwise, a delay or preferred sizes do. */
         int by_bytes = s->batches && s->close_bytes * 2 >= s->batches;
-        int small = d->mean_batch * 4 < (double)s->max_batch;
+        int small = small_batches(s, d);
         /* One slot: the copies of the next batch wait for this compute; slots would help. */
         int serial = s->inflight == 1 && d->h2d + d->d2h > 0.05 && d->compute < 0.95;
         /* Graphs: the CUDA backend's, for fixed-size items only (gp_config.cuda_graphs). */
@@ -464,8 +469,7 @@ void gp__diagnose(const gp_stats *s, gp_diagnosis *d) {
     /* Compute "saturated" by tiny batches while the batcher mostly found nothing to send: the
        items come too slowly to fill batches; more load would fill them at little extra device
        time. The producers are the limit (a delay would only add latency). */
-    if (v == GP_VERDICT_COMPUTE && d->starved >= STARVED &&
-        d->mean_batch * 4 < (double)s->max_batch)
+    if (v == GP_VERDICT_COMPUTE && d->starved >= STARVED && small_batches(s, d))
         v = GP_VERDICT_PRODUCERS;
     /* Saturated compute of which a large share is padding: the padding is what to fix. */
     if (v == GP_VERDICT_COMPUTE && d->padding >= PADDED) v = GP_VERDICT_PADDING;

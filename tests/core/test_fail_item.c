@@ -130,15 +130,21 @@ static int compute_abandon(void *user, const gp_batch *b) {
     return rc;
 }
 
-static void abandoned_bytes(void) {
+/* Host: a pipeline whose items wait for one batch, which the drain's flush closes; R.calls
+   cleared. */
+static gp_pipeline *one_batch(gp_compute_fn fn) {
     gp_config c;
     gpt_config(&c, GP_BACKEND_HOST);
     c.item_in_bytes = c.item_out_bytes = sizeof R.in[0];
     c.max_batch = 16;
-    c.max_delay_us = 60 * 1000 * 1000; /* one batch: the drain's flush closes it */
-    c.compute = compute_abandon;
-    gp_pipeline *p = gpt_create(&c);
+    c.max_delay_us = 60 * 1000 * 1000;
+    c.compute = fn;
     memset(&R.calls, 0, sizeof R.calls);
+    return gpt_create(&c);
+}
+
+static void abandoned_bytes(void) {
+    gp_pipeline *p = one_batch(compute_abandon);
     uint32_t marked[WORDS] = {ABANDONED};
     gp_reservation r;
     GPT_RC(gp_pipeline_submit(p, R.in[0], sizeof R.in[0], done, (void *)0), GP_OK);
@@ -184,14 +190,7 @@ static int compute_canceled(void *user, const gp_batch *b) {
 }
 
 static void canceled_bytes(void) {
-    gp_config c;
-    gpt_config(&c, GP_BACKEND_HOST);
-    c.item_in_bytes = c.item_out_bytes = sizeof R.in[0];
-    c.max_batch = 16;
-    c.max_delay_us = 60 * 1000 * 1000; /* one batch: the drain's flush closes it */
-    c.compute = compute_canceled;
-    gp_pipeline *p = gpt_create(&c);
-    memset(&R.calls, 0, sizeof R.calls);
+    gp_pipeline *p = one_batch(compute_canceled);
     uint32_t marked[WORDS] = {CANCELED};
     gp_submit_args a;
     gp_submit_args_init(&a);

@@ -432,10 +432,26 @@ typedef struct reentry {
     gp_pipeline *p;
     _Atomic int drain_rc, infer_rc, shutdown_rc, destroy_rc, trace_drain_rc, prep_drain_rc;
     _Atomic int compute_drain_rc;
-    _Atomic int submitted, eagain, others, ran;
-    _Atomic int prep_submitted, prep_eagain, prep_others;
-    done_log inner, prep_inner;
+    _Atomic int ran;
+    struct tries { /* blocking submits from one of the pipeline's threads */
+        _Atomic int submitted, eagain, others;
+        done_log log;
+    } from_done, from_prep;
 } reentry;
+
+/* n blocking submits into t: GP_EAGAIN once the ring is full, not a wait forever. */
+static void try_submits(gp_pipeline *p, int n, struct tries *t) {
+    unsigned char in[ITEM] = {0};
+    for (int i = 0; i < n; i++) {
+        int rc = gp_pipeline_submit(p, in, ITEM, on_done, &t->log);
+        if (rc == GP_OK)
+            atomic_fetch_add(&t->submitted, 1);
+        else if (rc == GP_EAGAIN)
+            atomic_fetch_add(&t->eagain, 1);
+        else
+            atomic_fetch_add(&t->others, 1);
+    }
+}
 
 static void reentrant_done(void *user, int status, const void *out, size_t bytes) {
     (void)status, (void)out, (void)bytes;
@@ -446,16 +462,7 @@ static void reentrant_done(void *user, int status, const void *out, size_t bytes
     atomic_store(&r->infer_rc, gp_pipeline_infer(r->p, in, ITEM, o, ITEM));
     atomic_store(&r->shutdown_rc, gp_pipeline_shutdown(r->p, GP_DESTROY_DRAIN));
     atomic_store(&r->destroy_rc, gp_pipeline_destroy(r->p, GP_DESTROY_DRAIN));
-    /* A blocking submit from here: GP_EAGAIN once the ring is full, not a wait forever. */
-    for (int i = 0; i < 64; i++) {
-        int rc = gp_pipeline_submit(r->p, in, ITEM, on_done, &r->inner);
-        if (rc == GP_OK)
-            atomic_fetch_add(&r->submitted, 1);
-        else if (rc == GP_EAGAIN)
-            atomic_fetch_add(&r->eagain, 1);
-        else
-            atomic_fetch_add(&r->others, 1);
-    }
+    try_submits(r->p, 64, &r->from_done);
 }
 
 static void reentrant_trace(void *user, const gp_batch_trace *t) {
@@ -475,18 +482,9 @@ static int reentrant_compute(void *user, const gp_batch *b) {
 static int reentrant_prep(void *user, const void *src, size_t n, void *slot, size_t slot_bytes) {
     reentry *r = user;
     atomic_store(&r->prep_drain_rc, gp_pipeline_drain(r->p, 1000 * 1000));
-    /* Blocking submits from the prep worker: its own item holds back every later one, so a
-       wait for room would wait for itself. GP_EAGAIN once the ring is full. */
-    unsigned char in[ITEM] = {0};
-    for (int i = 0; i < 16; i++) {
-        int rc = gp_pipeline_submit(r->p, in, ITEM, on_done, &r->prep_inner);
-        if (rc == GP_OK)
-            atomic_fetch_add(&r->prep_submitted, 1);
-        else if (rc == GP_EAGAIN)
-            atomic_fetch_add(&r->prep_eagain, 1);
-        else
-            atomic_fetch_add(&r->prep_others, 1);
-    }
+    /* From the prep worker: its own item holds back every later one, so a wait for room would
+       wait for itself. */
+    try_submits(r->p, 16, &r->from_prep);
     memcpy(slot, src, n < slot_bytes ? n : slot_bytes);
     return GP_OK;
 }
@@ -590,23 +588,23 @@ static void own_threads(void) {
     GPT_RC(atomic_load(&r.trace_drain_rc), GP_EINVAL);
     GPT_RC(atomic_load(&r.prep_drain_rc), GP_EINVAL);
     GPT_RC(atomic_load(&r.compute_drain_rc), GP_EINVAL);
-    GPT_EQ(atomic_load(&r.others), 0);
-    GPT_CHECK(atomic_load(&r.eagain) > 0); /* 64 items into a ring of 8 */
-    GPT_EQ(atomic_load(&r.submitted) + atomic_load(&r.eagain), 64);
-    GPT_EQ(atomic_load(&r.prep_others), 0);
-    GPT_CHECK(atomic_load(&r.prep_eagain) > 0); /* 16 items behind its own, in a ring of 8 */
-    GPT_EQ(atomic_load(&r.prep_submitted) + atomic_load(&r.prep_eagain), 16);
+    GPT_EQ(atomic_load(&r.from_done.others), 0);
+    GPT_CHECK(atomic_load(&r.from_done.eagain) > 0); /* 64 items into a ring of 8 */
+    GPT_EQ(atomic_load(&r.from_done.submitted) + atomic_load(&r.from_done.eagain), 64);
+    GPT_EQ(atomic_load(&r.from_prep.others), 0);
+    GPT_CHECK(atomic_load(&r.from_prep.eagain) > 0); /* 16 items behind its own, in a ring of 8 */
+    GPT_EQ(atomic_load(&r.from_prep.submitted) + atomic_load(&r.from_prep.eagain), 16);
     char err[512] = "";
     gp_pipeline_last_error(r.p, err, sizeof err);
     printf("from the pipeline's own threads (callback, trace, prep, host compute): drain, infer, "
            "shutdown, destroy -> GP_EINVAL; "
            "%d of 64 blocking submits from a callback and %d of 16 from prep -> GP_EAGAIN on the "
            "full ring (%s)\n",
-           atomic_load(&r.eagain), atomic_load(&r.prep_eagain), err);
+           atomic_load(&r.from_done.eagain), atomic_load(&r.from_prep.eagain), err);
     GPT_CHECK(strstr(err, "would wait for itself") != NULL);
     GPT_RC(gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN), GP_OK); /* still whole */
-    GPT_EQ(atomic_load(&r.inner.calls), atomic_load(&r.submitted));
-    GPT_EQ(atomic_load(&r.prep_inner.calls), atomic_load(&r.prep_submitted));
+    GPT_EQ(atomic_load(&r.from_done.log.calls), atomic_load(&r.from_done.submitted));
+    GPT_EQ(atomic_load(&r.from_prep.log.calls), atomic_load(&r.from_prep.submitted));
     /* From another thread after shutdown, drain is not refused (a new thread may reuse a
        joined worker's id). */
     gp_pipeline *p = make(&c);
