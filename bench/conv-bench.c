@@ -8,14 +8,16 @@
  *
  * For each shape (default: every distinct convolution of torchvision's ResNet-18 at 224x224,
  * with how often the model has it) and each layout (x, y and the filter all NCHW, or all NHWC):
- *   (h) conv.c's legacy-API rule (conv.c also times graph-API plans: the first 8 of (g)'s mode
- *       A that qualify): cudnnGetConvolutionForwardAlgorithm_v7's list filtered as conv_pick
- *       filters it (status ok, workspace <= 256 MiB, fp32: no FFT / FFT_TILING and FMA math only,
- *       never TENSOR_OP_MATH_ALLOW_CONVERSION), every entry timed: the fastest convolution
+ *   (h) conv.c's legacy-API rule (conv.c also times graph-API plans: the first 8 of (g)'s
+ *       configurations that qualify, mode A then the fallback list):
+ *       cudnnGetConvolutionForwardAlgorithm_v7's list filtered as conv_pick filters it (status
+ *       ok, workspace within conv.c's cap, gp__conv_ws_cap of the free memory at start, printed
+ *       as ws_max_mib; fp32: no FFT / FFT_TILING and FMA math only, never
+ *       TENSOR_OP_MATH_ALLOW_CONVERSION), every entry timed: the fastest convolution
  *       alone (conv.c also times each unfused with its bias/act kernel after it, which this
  *       bench does not run, and fused: (f));
  *   (a) every algorithm with every math type the precision allows (fp32: FMA, the IEEE fp32
- *       contract; fp16 / bf16: DEFAULT and TENSOR_OP), workspace <= 256 MiB, timed: the
+ *       contract; fp16 / bf16: DEFAULT and TENSOR_OP), workspace within the cap, timed: the
  *       fastest; FFT and FFT_TILING are timed too but reported apart (conv.c excludes them
  *       in fp32);
  *   (f) conv.c's fused form, cudnnConvolutionBiasActivationForward (bias + relu, alpha2 = 0,
@@ -56,7 +58,6 @@
 #include "bench-spin.h"
 #include "conv_graph.h"
 
-#define WS_MAX ((size_t)256 << 20)              /* conv.c's CONV_WS_MAX */
 #define N_CAND CUDNN_CONVOLUTION_FWD_ALGO_COUNT /* conv.c's CONV_MAX_CAND */
 #define TIMED_CAP_MS 250.0f                     /* the timed runs of one configuration, about */
 #define MAX_SHAPES 64
@@ -184,6 +185,7 @@ typedef struct bench {
     const char *layout;
     cfg cache[N_ALGO][N_MATH];
     int heur_rank[N_ALGO][N_MATH]; /* position in the heuristic's list, -1: not in it */
+    size_t ws_max;                 /* conv.c's workspace cap (gp__conv_ws_cap) for this device */
 } bench;
 
 /* --- host data: a fixed LCG, converted to the storage type --------------------------------- */
@@ -348,9 +350,10 @@ static const cfg *time_cfg(bench *b, int algo, int math) {
                                                              &c->ws)) != CUDNN_STATUS_SUCCESS) {
         c->state = CFG_SKIPPED;
         snprintf(c->why, sizeof c->why, "workspace_query:%s", cudnnGetErrorString(st));
-    } else if (c->ws > WS_MAX) {
+    } else if (c->ws > b->ws_max) {
         c->state = CFG_SKIPPED;
-        snprintf(c->why, sizeof c->why, "workspace_%.0f_MiB>256", (double)c->ws / (1 << 20));
+        snprintf(c->why, sizeof c->why, "workspace_%.0f_MiB>%zu", (double)c->ws / (1 << 20),
+                 b->ws_max >> 20);
     } else if (time_runs(b, algo, c->ws, 0, &c->ms, &c->runs, c->why, sizeof c->why) == 0) {
         c->state = CFG_OK;
     } else {
@@ -465,7 +468,7 @@ static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
     const gp__cgraph_geom geo = {b->batch,  s->c,      s->hw,  s->hw,  s->k, ho, ho, s->r, s->r,
                                  s->stride, s->stride, s->pad, s->pad, 1,    1,  1,  nhwc};
     const gp__cgraph_want want = {.forbid = gp__cgraph_forbidden(b->prec == PREC_FP32),
-                                  .ws_max = WS_MAX,
+                                  .ws_max = b->ws_max,
                                   .cap_ms = G_CAP_MS,
                                   .max_plans = G_MAX_PLANS,
                                   .only = -1,
@@ -615,7 +618,7 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
     int cand_a[N_CAND], cand_m[N_CAND], n_cand = 0;
     for (int i = 0; i < got && n_cand < N_CAND; i++) {
         int a = (int)perf[i].algo, m = (int)perf[i].mathType;
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > WS_MAX) continue;
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > b->ws_max) continue;
         if (b->prec == PREC_FP32 && (is_fft(a) || m != CUDNN_FMA_MATH)) continue;
         if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
         if (a < 0 || a >= N_ALGO || m < 0 || m >= N_MATH) continue;
@@ -626,7 +629,7 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
         if (cudnnGetConvolutionForwardWorkspaceSize(b->h, b->xd, b->wd, b->cd, b->yd,
                                                     (cudnnConvolutionFwdAlgo_t)a,
                                                     &ws) != CUDNN_STATUS_SUCCESS ||
-            ws > WS_MAX)
+            ws > b->ws_max)
             continue;
         cand_a[n_cand] = a;
         cand_m[n_cand] = m;
@@ -974,13 +977,16 @@ int main(int argc, char **argv) {
     CU(cudaGetDeviceProperties(&prop, 0));
     CU(cudaDriverGetVersion(&drv));
     CU(cudaRuntimeGetVersion(&rt));
+    size_t free_b = 0, total_b = 0;
+    CU(cudaMemGetInfo(&free_b, &total_b));
+    b.ws_max = gp__conv_ws_cap(free_b); /* as conv.c's first slot on the device sets it */
     printf("conv-bench: device=\"%s\" cc=%d.%d sms=%d mem_gib=%.1f driver=%d runtime=%d\n",
            prop.name, prop.major, prop.minor, prop.multiProcessorCount,
            (double)prop.totalGlobalMem / (1 << 30), drv, rt);
     printf("conv-bench: prec=%s batch=%d reps=%d shapes=%s n_shapes=%d layouts=%s%s%s "
            "ws_max_mib=%d\n",
            PREC_NAME[b.prec], b.batch, b.reps, shapes_arg, n_shapes, lay[0] ? "NCHW" : "",
-           lay[0] && lay[1] ? "," : "", lay[1] ? "NHWC" : "", (int)(WS_MAX >> 20));
+           lay[0] && lay[1] ? "," : "", lay[1] ? "NHWC" : "", (int)(b.ws_max >> 20));
     fflush(stdout);
 
     /* Buffers once, for the largest shape. */
@@ -1007,7 +1013,7 @@ int main(int argc, char **argv) {
     CU(cudaMalloc(&b.y, y_el * b.es));
     CU(cudaMalloc(&b.w, w_el * b.es));
     CU(cudaMalloc(&b.bias, k_max * b.es));
-    CU(cudaMalloc(&b.ws, WS_MAX));
+    CU(cudaMalloc(&b.ws, b.ws_max));
     fill(&b, b.x, x_el, 1.0f, 0x636f6e76ull, host);
     fill(&b, b.w, w_el, 0.1f, 0x77656967ull, host);
     fill(&b, b.bias, k_max, 0.1f, 0x62696173ull, host);

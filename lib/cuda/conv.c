@@ -19,8 +19,6 @@
 #include "../clock.h"
 #include "layers.h"
 
-/* The most a convolution may ask for as workspace; algorithms wanting more are skipped. */
-#define CONV_WS_MAX ((size_t)256 << 20)
 /* Per bucket, every usable algorithm of the heuristic's list is timed at setup, as PyTorch's
    cudnn.benchmark does (the second GPU run, 2026-11-26, had gpupipe's 3x3 stride-1 stages 1.2-2.8x
    slower than PyTorch's with the heuristic's first three only; bench/RESULTS.md), in each form,
@@ -76,6 +74,7 @@ typedef struct conv_bucket {
     cudnnMathType_t cand_math[CONV_MAX_CAND];
     size_t cand_ws[CONV_MAX_CAND];
     gp__cgraph *g;
+    int over_cap;   /* legacy candidates and graph configurations over the workspace cap */
     int graph;      /* the plan of g the bucket runs, or -1: the legacy algorithm */
     const void *gx; /* the x and y g's variant pack holds (conv_bind_graph) */
     void *gy;
@@ -126,6 +125,11 @@ static int conv_desc(cudnnConvolutionDescriptor_t *d, const gp__op *op, ck *c) {
     return GP_OK;
 }
 
+/* conv_graph's tally of the configurations passed over for their workspace (conv_log). */
+static void conv_seen(void *user, const gp__cgraph_seen *s) {
+    if (s->over_ws) ((conv_bucket *)user)->over_cap++;
+}
+
 /* The bucket's graph-API plans (conv_graph.c) into bk->g, all of them (only < 0) or the one at
    position `only` (a memo's), within cap_ms of finalizing: how many. None is no error (the
    legacy candidates stand); the precision's rule is the legacy one's: fp32 without tensor
@@ -138,11 +142,14 @@ static int conv_graph(const slot_state *st, const gp_batch *slot, const gp__op *
                                op->groups,   0};
     const gp__cgraph_want want = {.forbid =
                                       gp__cgraph_forbidden(st->m->precision == GP_PRECISION_FP32),
-                                  .ws_max = CONV_WS_MAX,
+                                  .ws_max = st->conv_ws_cap,
                                   .cap_ms = cap_ms,
                                   .max_plans = GP__CGRAPH_MAX,
                                   .only = only,
-                                  .no_rtc = 1};
+                                  .fallback = 1, /* fp32's mode A is mostly tensor-core */
+                                  .no_rtc = 1,
+                                  .seen = conv_seen,
+                                  .user = bk};
     char why[512];
     int got = gp__cgraph_plan(h, dnn_type(st->kt), &g, &want, &bk->g, why, sizeof why);
     if (got == 0) { /* why: cuDNN refused the graph, or nothing qualified: not an error */
@@ -154,30 +161,33 @@ static int conv_graph(const slot_state *st, const gp_batch *slot, const gp__op *
 }
 
 /* The bucket's algorithm when no candidate is usable: IMPLICIT_GEMM in the precision's math. */
-static int conv_standin(gp_precision prec, const conv_plan *cp, conv_bucket *bk, cudnnHandle_t h,
+static int conv_standin(const slot_state *st, const conv_plan *cp, conv_bucket *bk, cudnnHandle_t h,
                         ck *c) {
+    gp_precision prec = st->m->precision;
     CK(c, cudnnSetConvolutionMathType(bk->conv, dnn_math(prec)));
     bk->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
     CK(c, cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y, bk->algo,
                                                   &bk->ws));
-    if (bk->ws > CONV_WS_MAX)
-        return CK_FAIL(c, GP_ENOTSUP, "cuDNN offers no convolution algorithm within %zu bytes",
-                       CONV_WS_MAX);
+    if (bk->ws > st->conv_ws_cap)
+        return CK_FAIL(c, GP_ENOTSUP,
+                       "cuDNN offers no convolution algorithm within the %zu MiB workspace cap "
+                       "(IMPLICIT_GEMM asks for %zu MiB)",
+                       st->conv_ws_cap >> 20, (bk->ws + (1u << 20) - 1) >> 20);
     return GP_OK;
 }
 
 /* The bucket's candidates: every entry of the heuristic's list (fastest estimates first) that
-   succeeded, fits CONV_WS_MAX and, for fp32, is not FFT (its rounding is not the direct sums'
-   and fp32 is held to 1e-4 of the reference: left out untried rather than chosen by speed
-   alone; tf32, fp16 and bf16 take it, its fp32-computed transforms' error being far below their
-   own rounding) and uses FMA math only; the first is the bucket's algorithm until conv_bind has
-   timed them. The descriptor takes that result's math type (cuDNN needs algorithm and math type
-   together). Then the graph API's plans (conv_graph), which conv_bind times after them. When
-   an earlier slot on this device timed the same convolution at this batch size (gp__memo_*),
-   its choice is the only candidate, so this slot's workspace is only what that algorithm or
-   plan needs. With `defer` (an earlier op of this slot has the same key) no plans are made
-   here: that op's timing decides, and conv_bind plans its choice. IMPLICIT_GEMM stands in when
-   the heuristic offers nothing usable. */
+   succeeded, fits the slot's workspace cap (gp__conv_ws_cap; over it, counted) and, for fp32, is
+   not FFT (its rounding is not the direct sums' and fp32 is held to 1e-4 of the reference: left out
+   untried rather than chosen by speed alone; tf32, fp16 and bf16 take it, its fp32-computed
+   transforms' error being far below their own rounding) and uses FMA math only; the first is the
+   bucket's algorithm until conv_bind has timed them. The descriptor takes that result's math type
+   (cuDNN needs algorithm and math type together). Then the graph API's plans (conv_graph), which
+   conv_bind times after them. When an earlier slot on this device timed the same convolution at
+   this batch size (gp__memo_*), its choice is the only candidate, so this slot's workspace is only
+   what that algorithm or plan needs. With `defer` (an earlier op of this slot has the same key) no
+   plans are made here: that op's timing decides, and conv_bind plans its choice. IMPLICIT_GEMM
+   stands in when the heuristic offers nothing usable. */
 static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, conv_plan *cp,
                      conv_bucket *bk, cudnnHandle_t h, size_t n, int defer, ck *c) {
     gp_precision prec = st->m->precision;
@@ -193,7 +203,7 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
         if (conv_graph(st, slot, op, bk, h, n, memo[1], CONV_GRAPH_CAP_MS) == 1 &&
             gp__cgraph_engine(bk->g, 0) == (long long)memo[2]) {
             bk->n_cand = 0;
-            int rc = conv_standin(prec, cp, bk, h, c);
+            int rc = conv_standin(st, cp, bk, h, c);
             if (rc == GP_OK && gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);
             return rc;
         }
@@ -207,7 +217,7 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
             cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y,
                                                     (cudnnConvolutionFwdAlgo_t)memo[0],
                                                     &ws) == CUDNN_STATUS_SUCCESS &&
-            ws <= CONV_WS_MAX) {
+            ws <= st->conv_ws_cap) {
             bk->n_cand = 1;
             bk->cand_algo[0] = bk->algo = (cudnnConvolutionFwdAlgo_t)memo[0];
             bk->cand_math[0] = (cudnnMathType_t)memo[1];
@@ -215,6 +225,7 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
             return GP_OK; /* conv_bind finds the memo's form */
         }
     }
+    bk->over_cap = 0; /* counted afresh, should a memo's plan have been tried above */
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
     memset(perf, 0, sizeof perf);
@@ -223,21 +234,28 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
     bk->n_cand = 0;
     for (int i = 0; i < got && bk->n_cand < CONV_MAX_CAND; i++) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX) continue;
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
         if (prec == GP_PRECISION_FP32 && (perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
                                           perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING))
             continue;
         /* fp32 runs FMA only; no precision lets cuDNN down-convert fp32 data to fp16. */
         if (prec == GP_PRECISION_FP32 && perf[i].mathType != CUDNN_FMA_MATH) continue;
         if (perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+        if (perf[i].memory > st->conv_ws_cap) {
+            bk->over_cap++;
+            continue;
+        }
         /* A candidate the descriptor or the workspace query rejects is skipped, not an error. */
         if (cudnnSetConvolutionMathType(bk->conv, perf[i].mathType) != CUDNN_STATUS_SUCCESS)
             continue;
         size_t ws = 0;
         if (cudnnGetConvolutionForwardWorkspaceSize(h, bk->x, cp->w, bk->conv, bk->y, perf[i].algo,
-                                                    &ws) != CUDNN_STATUS_SUCCESS ||
-            ws > CONV_WS_MAX)
+                                                    &ws) != CUDNN_STATUS_SUCCESS)
             continue;
+        if (ws > st->conv_ws_cap) {
+            bk->over_cap++;
+            continue;
+        }
         bk->cand_algo[bk->n_cand] = perf[i].algo;
         bk->cand_math[bk->n_cand] = perf[i].mathType;
         bk->cand_ws[bk->n_cand] = ws;
@@ -250,7 +268,7 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
         for (int i = 0; i < bk->n_cand; i++)
             if (bk->cand_ws[i] > bk->ws) bk->ws = bk->cand_ws[i];
     } else {
-        int rc = conv_standin(prec, cp, bk, h, c);
+        int rc = conv_standin(st, cp, bk, h, c);
         if (rc != GP_OK) return rc;
     }
     int ng = 0;
@@ -344,6 +362,25 @@ static int conv_plan_dnn(slot_state *st, step *sp, const gp_batch *slot, cudnnHa
     return GP_OK;
 }
 
+/* The slot's workspace cap: set from the device's free memory by the first slot that plans a
+   convolution there, then taken from the memo by every later slot (their memos' choices were
+   made under it, and the free memory has shrunk by then). */
+static int conv_cap(slot_state *st, ck *c) {
+    static const char key[] = "conv2d workspace cap"; /* a length no conv_key has */
+    int v[GP__MEMO_VALS] = {0};
+    if (st->conv_ws_cap) return GP_OK;
+    if (gp__memo_get(st, key, sizeof key, v) && v[0] > 0) {
+        st->conv_ws_cap = (size_t)v[0] << 20;
+        return GP_OK;
+    }
+    size_t free_b = 0, total = 0;
+    CK(c, cudaMemGetInfo(&free_b, &total));
+    st->conv_ws_cap = gp__conv_ws_cap(free_b);
+    v[0] = (int)(st->conv_ws_cap >> 20);
+    (void)gp__memo_put(st, key, sizeof key, v); /* not kept: the next slot reads its own */
+    return GP_OK;
+}
+
 /* Before the buffers: the workspace sizes decide the slot's allocation. A convolution cuDNN
    cannot plan (cuDNN unavailable here, or a configuration its legacy API lacks) runs on the
    direct kernel; the reason goes to the slot's note, not to the model's errors. */
@@ -360,7 +397,9 @@ static int conv_plan_op(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     probe.note = why;
     probe.note_len = sizeof why;
     int spent = st->graph_ms >= CONV_GRAPH_SLOT_MS;
-    int rc = conv_plan_dnn(st, sp, slot, h, &probe);
+    int rc = conv_cap(st, c);
+    if (rc != GP_OK) return rc;
+    rc = conv_plan_dnn(st, sp, slot, h, &probe);
     if (!spent && st->graph_ms >= CONV_GRAPH_SLOT_MS)
         gp__slot_info(slot,
                       "conv2d %s: the slot's %.0f ms of graph-API planning is spent (%.0f ms): "
@@ -519,13 +558,18 @@ static void cand_name(const conv_bucket *bk, int i, char *buf, size_t len) {
 
 /* The pipeline's INFO line for a timed bucket: what stays, its time per run, and the
    heuristic's first pick's (what an untimed rule would have run). */
-static void conv_log(const gp__op *op, const gp_batch *slot, const conv_bucket *bk, size_t n,
-                     int best, int fused, float best_ms, float first_ms, int ran, int tried) {
+static void conv_log(const slot_state *st, const gp__op *op, const gp_batch *slot,
+                     const conv_bucket *bk, size_t n, int best, int fused, float best_ms,
+                     float first_ms, int ran, int tried) {
+    char over[96] = ""; /* what the cap left out, so a reader sees what a larger one would add */
+    if (bk->over_cap)
+        snprintf(over, sizeof over, "; %d more over the %zu MiB workspace cap", bk->over_cap,
+                 st->conv_ws_cap >> 20);
     if (best_ms < 0) {
         gp__slot_info(slot,
-                      "conv2d %s: batch %zu: none of %d algorithm/form pairs ran at setup; "
+                      "conv2d %s: batch %zu: none of %d algorithm/form pairs ran at setup%s; "
                       "batches run the heuristic's first",
-                      op->name, n, tried);
+                      op->name, n, tried, over);
         return;
     }
     char name[64], first[64], tail[96];
@@ -537,12 +581,12 @@ static void conv_log(const gp__op *op, const gp_batch *slot, const conv_bucket *
         snprintf(tail, sizeof tail, "did not run");
     gp__slot_info(slot,
                   "conv2d %s (%dx%dx%d -> %dx%dx%d, %dx%d/%d): batch %zu: %s %s, %.3f ms per "
-                  "run (%d of %d algorithm/form pairs ran, %d of them graph-API plans; the "
+                  "run (%d of %d algorithm/form pairs ran, %d of them graph-API plans%s; the "
                   "heuristic's first, %s: %s)",
                   op->name, op->in.c, op->in.h, op->in.w, op->out.c, op->out.h, op->out.w, op->kh,
                   op->kw, op->stride_h, n, name, fused ? "fused" : "unfused",
-                  (double)(best_ms / CONV_TIMED_RUNS), ran, tried, gp__cgraph_count(bk->g), first,
-                  tail);
+                  (double)(best_ms / CONV_TIMED_RUNS), ran, tried, gp__cgraph_count(bk->g), over,
+                  first, tail);
 }
 
 /* How far a precision's convolution may be from the direct kernel's, relative to the largest
@@ -762,7 +806,7 @@ static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_buck
         *best = bk->n_cand > 0 ? 0 : bk->n_cand + ng;
         *best_fused = cp->relu != NULL && bk->n_cand > 0;
     }
-    conv_log(sp->op, slot, bk, n, *best, *best_fused, best_ms, first_ms, ran, tried);
+    conv_log(st, sp->op, slot, bk, n, *best, *best_fused, best_ms, first_ms, ran, tried);
     if (best_ms < 0 || (bk->n_cand == 0 && ng == 0)) return GP_OK; /* nothing to keep */
     int memo[GP__MEMO_VALS];
     if (*best >= bk->n_cand) {

@@ -303,6 +303,7 @@ int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *
                 if (!refused++) snprintf(first_refusal, sizeof first_refusal, "%s", w2);
             } else if (sn.ws > w->ws_max) {
                 sn.why = "workspace over the cap";
+                sn.over_ws = 1;
             } else {
                 int dup = 0;
                 for (int j = 0; j < n_seen && hash; j++)

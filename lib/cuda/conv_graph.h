@@ -13,7 +13,20 @@
 
 #include <cudnn.h>
 
-#define GP__CGRAPH_MAX 8      /* conv.c: plans per bucket, the heuristic's first that qualify */
+#define GP__CGRAPH_MAX 8 /* conv.c: plans per bucket, the heuristic's first that qualify */
+
+/* The most workspace a convolution may ask for, conv.c's rule (bench/conv-bench runs it too):
+   1/16 of the device's free memory when the first slot on it plans, at least 256 MiB and at
+   most 2 GiB. A fixed 256 MiB left out, at batch 256 on an H200, algorithms PyTorch's
+   cudnn.benchmark can run with workspace from its caching allocator (fp32 WINOGRAD_NONFUSED at
+   297 MiB, the NCHW tensor-core engines of a 3-channel stem in fp16; bench/RESULTS.md, third
+   GPU run). docs/DESIGN.md §6. */
+#define GP__CONV_WS_MIN ((size_t)256 << 20)
+#define GP__CONV_WS_MAX ((size_t)2 << 30)
+static inline size_t gp__conv_ws_cap(size_t free_bytes) {
+    size_t cap = free_bytes / 16;
+    return cap < GP__CONV_WS_MIN ? GP__CONV_WS_MIN : cap > GP__CONV_WS_MAX ? GP__CONV_WS_MAX : cap;
+}
 #define GP__CGRAPH_OFFERED 64 /* configurations read from each heuristic mode */
 
 typedef struct gp__cgraph gp__cgraph;
@@ -35,6 +48,7 @@ typedef struct gp__cgraph_seen {
     int runtime_built; /* CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION */
     int plan;          /* its plan's index in the graph, or -1 with `why` */
     size_t ws;         /* the plan's workspace, when one was finalized */
+    int over_ws;       /* passed over for its workspace (why: "workspace over the cap") */
     const char *why;   /* "forbidden note", "built at run time", "workspace over the cap",
                           "same plan as an earlier", "not reached in time", "kept enough", or
                           cuDNN's refusal */

@@ -152,6 +152,7 @@ typedef struct slot_state {
     void *tmp;        /* the steps' shared scratch (step.tmp), or NULL */
     void *conv_ws;    /* own cuDNN workspace, or NULL: the cuBLASLt workspace serves */
     size_t conv_ws_bytes;
+    size_t conv_ws_cap; /* conv.c: the most a convolution may ask for (gp__conv_ws_cap), or 0 */
     unsigned in_align, out_align; /* of b->in / b->out at setup, which the plans assume */
 
     step *steps;

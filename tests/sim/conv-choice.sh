@@ -116,3 +116,28 @@ capped=$(grep -c 'slot 0: conv2d .*: batch [0-9]*: graph engine [0-9]* unfused, 
   { echo "$capped of $want buckets chose a plan under the cap (expected some, not all)"; exit 1; }
 cmp y-cuda.npy y-capped.npy || { echo "the capped run's output differs from the legacy run's"; exit 1; }
 echo "conv-choice: planning capped: $capped of $want buckets planned before the slot's budget ran out"
+
+# The workspace cap (conv.c, gp__conv_ws_cap: 1/16 of the device's free memory when the first
+# slot plans, 256 MiB to 2 GiB; the simulated device's 80 GiB give 2048 MiB). With
+# IMPLICIT_PRECOMP_GEMM and graph engine 0 asking for 300 MiB, over the fixed 256 MiB of before,
+# every bucket times the pairs of the 1 MiB run and reports nothing over the cap; at 2100 MiB
+# they are left out: each bucket still timed says how many, and times fewer pairs than in the
+# 1 MiB run (a bucket left one pair is not timed). The output is the 1 MiB run's either way.
+# pairs NAME: "conv batch pairs" for each bucket slot 0 timed.
+pairs() {
+  sed -n 's/.*slot 0: conv2d \([^ ]*\) .*: batch \([0-9]*\): .* ms per run ([0-9]* of \([0-9]*\) algorithm.*/\1 \2 \3/p' "log-$1.txt" | sort
+}
+run ws300 GPSIM_DNN_WS_MIB=300
+[ "$(pairs ws300)" = "$(pairs cuda)" ] || { echo "300 MiB workspaces: the timed pairs differ from the 1 MiB run's"; exit 1; }
+if grep -q 'over the [0-9]* MiB workspace cap' log-ws300.txt; then
+  echo "300 MiB workspaces were reported over the cap"; exit 1
+fi
+cmp y-cuda.npy y-ws300.npy || { echo "the 300 MiB run's output differs from the 1 MiB run's"; exit 1; }
+run ws2100 GPSIM_DNN_WS_MIB=2100
+timed=$(pairs ws2100 | wc -l)
+over=$(grep -c 'slot 0: conv2d .*: batch [0-9]*: .* graph-API plans; [0-9]* more over the 2048 MiB workspace cap;' log-ws2100.txt || true)
+[ "$timed" -ge 1 ] && [ "$over" = "$timed" ] || { echo "$over of $timed timed buckets reported workspaces over the 2048 MiB cap"; exit 1; }
+fewer=$(join <(pairs cuda | awk '{print $1 "@" $2, $3}') <(pairs ws2100 | awk '{print $1 "@" $2, $3}') | awk '$3 < $2' | wc -l)
+[ "$fewer" = "$timed" ] || { echo "$fewer of $timed buckets timed fewer pairs with 2100 MiB workspaces"; exit 1; }
+cmp y-cuda.npy y-ws2100.npy || { echo "the 2100 MiB run's output differs from the 1 MiB run's"; exit 1; }
+echo "conv-choice: workspace cap 2048 MiB: 300 MiB candidates kept, 2100 MiB ones left out ($over buckets say so)"

@@ -732,10 +732,14 @@ SIM_API cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvoluti
     return CUDNN_STATUS_SUCCESS;
 }
 
-#define DNN_WS ((size_t)1 << 20) /* what the simulated IMPLICIT_PRECOMP_GEMM asks for */
-
+/* What the simulated IMPLICIT_PRECOMP_GEMM and graph engine 0 ask for: 1 MiB, or
+   GPSIM_DNN_WS_MIB MiB (a workspace near or over conv.c's cap). */
+static size_t dnn_ws_bytes(void) {
+    const char *v = getenv("GPSIM_DNN_WS_MIB");
+    return (v && *v ? (size_t)strtoull(v, NULL, 10) : 1) << 20;
+}
 static size_t dnn_ws(cudnnConvolutionFwdAlgo_t algo) {
-    return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ? DNN_WS : 0;
+    return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ? dnn_ws_bytes() : 0;
 }
 static int dnn_algo_ok(cudnnConvolutionFwdAlgo_t algo) {
     return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
@@ -908,7 +912,8 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
    catch); GPSIM_DNN_PLAN_MS=N makes finalizing a plan take N ms of wall time (an engine slow to
    build, which conv.c's planning caps must bound); GPSIM_DNN_GEMM_WRONG=1 scales the legacy
    IMPLICIT_GEMM's output (the heuristic's second algorithm here) by 1.25 and spares it
-   GPSIM_DNN_LEGACY_SLOW (an algorithm fast and inaccurate, which conv.c must also check). */
+   GPSIM_DNN_LEGACY_SLOW (an algorithm fast and inaccurate, which conv.c must also check);
+   GPSIM_DNN_WS_MIB=N makes IMPLICIT_PRECOMP_GEMM and engine 0 ask for N MiB of workspace. */
 
 #define SB_ATTRS 12
 #define SB_BYTES 64
@@ -1283,7 +1288,7 @@ SIM_API cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const de
     }
     if (d->kind == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
         if (name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE) {
-            int64_t ws = d->engine == 0 ? (int64_t)DNN_WS : 0;
+            int64_t ws = d->engine == 0 ? (int64_t)dnn_ws_bytes() : 0;
             return sb_put(CUDNN_TYPE_INT64, type, requested, count, out, &ws, 1);
         }
         if (name == CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION) {
@@ -1327,7 +1332,7 @@ SIM_API cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescripto
     }
     void *ws = NULL;
     memcpy(&ws, sb_get(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE)->v, sizeof ws);
-    if (p->engine == 0 && kind_of(ws, DNN_WS) != MEM_DEVICE) return CUDNN_STATUS_BAD_PARAM;
+    if (p->engine == 0 && kind_of(ws, dnn_ws_bytes()) != MEM_DEVICE) return CUDNN_STATUS_BAD_PARAM;
     float alpha, beta;
     memcpy(&alpha, sb_get(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA)->v, 4);
     memcpy(&beta, sb_get(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA)->v, 4);
