@@ -148,7 +148,7 @@ static int conv_graph(const slot_state *st, const gp_batch *slot, const gp__op *
                                   .only = only,
                                   .fallback = 1, /* fp32's mode A is mostly tensor-core */
                                   .no_rtc = 1,
-                                  .seen = conv_seen,
+                                  .seen = only < 0 ? conv_seen : NULL, /* a full planning */
                                   .user = bk};
     char why[512];
     int got = gp__cgraph_plan(h, dnn_type(st->kt), &g, &want, &bk->g, why, sizeof why);

@@ -274,6 +274,8 @@ int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *
         return 0;
     }
     for (int m = 0; m < (w->fallback ? 2 : 1); m++) {
+        /* The fallback list only when mode A left room (or the memo's position unreached). */
+        if (m && (cg->n == max_plans || (w->only >= 0 && pos > w->only))) break;
         int n = cg_configs(cg, m ? CUDNN_HEUR_MODE_FALLBACK : CUDNN_HEUR_MODE_A, ecs,
                            GP__CGRAPH_OFFERED, why, why_len);
         /* The cap bounds finalizing: a process's first heuristic query loads cuDNN's
@@ -301,17 +303,18 @@ int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *
             } else if (cg_plan(h, ecs[i], &plan, &sn.ws, &hash, json, w2, sizeof w2) != 0) {
                 sn.why = w2;
                 if (!refused++) snprintf(first_refusal, sizeof first_refusal, "%s", w2);
-            } else if (sn.ws > w->ws_max) {
-                sn.why = "workspace over the cap";
-                sn.over_ws = 1;
             } else {
+                /* Told apart before the cap, so a plan both lists offer counts once. */
                 int dup = 0;
                 for (int j = 0; j < n_seen && hash; j++)
                     dup |= seen[j] == hash;
+                if (!dup && hash) seen[n_seen++] = hash;
                 if (dup) {
                     sn.why = "same plan as an earlier";
+                } else if (sn.ws > w->ws_max) {
+                    sn.why = "workspace over the cap";
+                    sn.over_ws = 1;
                 } else {
-                    if (hash) seen[n_seen++] = hash;
                     if (w->only < 0 || pos == w->only) {
                         cg->p[cg->n] = (cg_plan_rec){plan, sn.ws, sn.engine, pos};
                         sn.plan = cg->n++;

@@ -24,7 +24,7 @@
 #define GP__CONV_WS_MIN ((size_t)256 << 20)
 #define GP__CONV_WS_MAX ((size_t)2 << 30)
 static inline size_t gp__conv_ws_cap(size_t free_bytes) {
-    size_t cap = free_bytes / 16;
+    size_t cap = (free_bytes / 16) & ~(((size_t)1 << 20) - 1); /* whole MiB, as the memo */
     return cap < GP__CONV_WS_MIN ? GP__CONV_WS_MIN : cap > GP__CONV_WS_MAX ? GP__CONV_WS_MAX : cap;
 }
 #define GP__CGRAPH_OFFERED 64 /* configurations read from each heuristic mode */
