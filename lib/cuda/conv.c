@@ -225,7 +225,6 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
             return GP_OK; /* conv_bind finds the memo's form */
         }
     }
-    bk->over_cap = 0; /* counted afresh, should a memo's plan have been tried above */
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
     memset(perf, 0, sizeof perf);

@@ -542,28 +542,16 @@ int main(int argc, char **argv) {
     GPT_CHECK(strstr(err, "--host-spin: fixed-size items only") != NULL);
     free(out);
     free(err);
-    GPT_CHECK(run("--backend host --max-batch-tokens 64 --batch 4", &out, &err) == 1);
-    GPT_CHECK(strstr(err, "a token budget needs variable-size items") != NULL);
-    free(out);
-    free(err);
+    expect_refused("--backend host --max-batch-tokens 64 --batch 4", 1,
+                   "a token budget needs variable-size items");
     /* The synthetic workload's options with a model: refused, not silently ignored. */
-    GPT_CHECK(run("--workload mlp --backend host --compute-us=99 --batch 4", &out, &err) == 1);
-    GPT_CHECK(strstr(err, "--compute-us: the synthetic workload's; the model mlp") != NULL);
-    free(out);
-    free(err);
+    expect_refused("--workload mlp --backend host --compute-us=99 --batch 4", 1,
+                   "--compute-us: the synthetic workload's; the model mlp");
     /* Option names before values: unknown is unknown, a flag takes no value, none stands
        alone, and the points limit is said before anything is printed. */
-    GPT_CHECK(run("--bogus", &out, &err) == 2);
-    GPT_CHECK(strstr(err, "--bogus: unknown option") != NULL);
-    free(out);
-    free(err);
-    GPT_CHECK(run("--report=1", &out, &err) == 2);
-    GPT_CHECK(strstr(err, "takes no value") != NULL);
-    free(out);
-    free(err);
-    GPT_CHECK(run("--baseline naive,none", &out, &err) == 2);
-    free(out);
-    free(err);
+    expect_refused("--bogus", 2, "--bogus: unknown option");
+    expect_refused("--report=1", 2, "takes no value");
+    expect_refused("--baseline naive,none", 2, "expected naive, bound, naive,bound or none");
     GPT_CHECK(run("--backend host --batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20 "
                   "--inflight 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,"
                   "26",
