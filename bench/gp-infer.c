@@ -6,8 +6,8 @@
  *            [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]
  *            [--max-delay-us US] [--max-tokens T]
  *            [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]
- *            [--capacity C] [--repeat R] [--warmup W] [--report R.json] [--quiet]
- *            [--log error|warn|info]
+ *            [--capacity C] [--repeat R] [--windows K] [--warmup W] [--report R.json]
+ *            [--quiet] [--log error|warn|info]
  *   gp-infer --demo mlp|cnn|encoder [--save-demo FILE] [--input X.npy --output Y.npy] ...
  *
  * X holds N items: shape (N, *item shape), dtype as the model's input (f32 '<f4', u8 '|u1').
@@ -18,12 +18,18 @@
  * Y gets shape (N, *output shape), f32 '<f4' or i64 '<i8'. C order, little-endian.
  * Timing: items/s is N x R (--repeat) submissions over first submit to drained; every item's
  * latency is its submit call to its callback (gp_now_ns(), CLOCK_MONOTONIC), p50/p99 nearest rank.
- * --warmup W submits W items (the input's first, cycling) and drains them before that window,
- * so a short run does not time a fresh process's first batches (lazily loaded kernels, first
- * library calls); the report's counters then cover the window alone.
- * --report writes both, the window's ends on that clock (to line up samples taken beside the
- * run) and the pipeline's busy time per stage (gp_stats h2d/compute/d2h_busy_ns: on CUDA,
- * compute_busy_ns / batches is the device's compute time per batch under load), as JSON. Exit
+ * --windows K times K such windows back to back in one process (one pipeline) and reports their
+ * median items/s (K even: the mean of the middle two), each window's figure beside it; the
+ * latencies and the report's counters then cover every window (a shared machine's one slow
+ * window does not become the figure: bench/model-bench.py takes its medians this way).
+ * --warmup W submits W items (the input's first, cycling) and drains them before the first
+ * window, so a short run does not time a fresh process's first batches (lazily loaded kernels,
+ * first library calls); the report's counters then cover the windows alone.
+ * --report writes both, the windows' ends on that clock (first start, last end: to line up
+ * samples taken beside the run), each window's items/s (window_items_per_s; items and seconds
+ * are one window's at the median rate) and the pipeline's busy time per stage (gp_stats
+ * h2d/compute/d2h_busy_ns: on CUDA, compute_busy_ns / batches is the device's compute time per
+ * batch under load), as JSON. Exit
  * status: 0 ok; 1 a run-time failure; 2 usage (also an --output, --report or --save-demo path
  * that cannot be written, found before the run, --max-tokens for a fixed-size model, and options
  * the pipeline's config refuses, such as --capacity 12); 3 bad
@@ -396,6 +402,11 @@ static void produce_all(producer *pr, size_t producers) {
     gp_pipeline_drain(pr->r->p, -1);
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
@@ -415,8 +426,8 @@ static void usage(FILE *f) {
            "                [--backend auto|host|cuda] [--batch N] [--inflight K] [--producers P]\n"
            "                [--max-delay-us US] [--max-tokens T]\n"
            "                [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]\n"
-           "                [--capacity C] [--repeat R] [--warmup W] [--report R.json] [--quiet]\n"
-           "                [--log error|warn|info]\n"
+           "                [--capacity C] [--repeat R] [--windows K] [--warmup W]\n"
+           "                [--report R.json] [--quiet] [--log error|warn|info]\n"
            "  --model M: a safetensors model (its spec: --spec FILE, the file's metadata, or\n"
            "             M with .spec for .safetensors); --demo mlp|cnn|encoder: a built-in one\n"
            "  --save-demo F: write the demo model as F (a safetensors file with its spec)\n"
@@ -432,6 +443,8 @@ static void usage(FILE *f) {
            "  --cuda-graphs: capture the compute in CUDA graphs (fixed-size models, CUDA)\n"
            "  --capacity C: the ring's items (a power of two >= --batch; default: the library's)\n"
            "  --repeat R: submit every item R times (a longer run; Y gets each item once)\n"
+           "  --windows K: time K runs of N x R items back to back; items/s is their median\n"
+           "               (default 1)\n"
            "  --warmup W: submit and drain W items before the timed run (default 0)\n"
            "  --report R.json: items/s, the run's window and every item's latency (submit to\n"
            "                   callback) as p50/p99/max, as JSON (bench/symptom-bench.py)\n"
@@ -493,7 +506,7 @@ int main(int argc, char **argv) {
     const char *in_path = NULL, *out_path = NULL, *backend_s = "auto", *prec_s = "fp32";
     const char *len_path = NULL, *report_path = NULL, *log_s = NULL;
     size_t batch = 64, inflight = 3, producers = 2, delay_us = 0, max_tokens = 0, repeat = 1,
-           capacity = 0, warmup = 0;
+           capacity = 0, warmup = 0, windows = 1;
     int describe = 0, quiet = 0, graphs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -535,6 +548,8 @@ int main(int argc, char **argv) {
             nval = &capacity, lo = 0, hi = (size_t)1 << 30;
         else if (!strcmp(a, "--repeat"))
             nval = &repeat, hi = 1u << 20;
+        else if (!strcmp(a, "--windows"))
+            nval = &windows, hi = 1000;
         else if (!strcmp(a, "--warmup"))
             nval = &warmup, lo = 0, hi = 1u << 24;
         else if (!strcmp(a, "--describe")) {
@@ -849,10 +864,42 @@ int main(int argc, char **argv) {
             goto out;
         }
     }
-    uint64_t t0 = gp_now_ns();
-    produce_all(&pr, producers);
-    uint64_t t1 = gp_now_ns();
-    double secs = (double)(t1 - t0) * 1e-9;
+    /* --windows: K timed runs of r.total submissions; every latency kept (lat), each window's
+       items/s (rate), the figure their median. */
+    size_t total = r.total;
+    uint64_t *lat = NULL;
+    double *rate = malloc(windows * sizeof *rate), *sorted = malloc(windows * sizeof *sorted);
+    if (total <= SIZE_MAX / sizeof *lat / windows)
+        lat = malloc((total ? total * windows : 1) * sizeof *lat);
+    if (!lat || !rate || !sorted) {
+        fprintf(stderr, "gp-infer: out of memory\n");
+        free(lat), free(rate), free(sorted);
+        gp_stats_mark_free(mark);
+        gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
+        exit_code = EXIT_RUN;
+        goto out;
+    }
+    uint64_t t0 = 0, t1 = 0;
+    size_t ran = 0; /* windows run: a failed submission or item ends the run after its window */
+    while (ran < windows) {
+        atomic_store(&r.next, 0);
+        uint64_t w0 = gp_now_ns();
+        produce_all(&pr, producers);
+        uint64_t w1 = gp_now_ns();
+        if (ran == 0) t0 = w0;
+        t1 = w1;
+        double ws = (double)(w1 - w0) * 1e-9;
+        rate[ran] = ws > 0 ? (double)total / ws : 0.0;
+        for (size_t i = 0; i < total; i++)
+            lat[ran * total + i] = items[i].latency_ns;
+        ran++;
+        if (atomic_load(&r.submit_rc) != GP_OK || atomic_load(&r.failed)) break;
+    }
+    memcpy(sorted, rate, ran * sizeof *sorted);
+    qsort(sorted, ran, sizeof *sorted, cmp_double);
+    double ips = ran % 2 ? sorted[ran / 2] : (sorted[ran / 2 - 1] + sorted[ran / 2]) / 2;
+    double secs = ips > 0 ? (double)total / ips : (double)(t1 - t0) * 1e-9;
+    free(sorted);
     gp_stats st;
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
@@ -860,22 +907,15 @@ int main(int argc, char **argv) {
     gp_stats_mark_free(mark);
     if (rc != GP_OK) {
         fprintf(stderr, "gp-infer: stats: %s\n", gp_err_name(rc));
+        free(lat), free(rate);
         gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
         exit_code = EXIT_RUN;
         goto out;
     }
-    /* Every item's latency, sorted (a failed run exits below; its latencies are not used). */
-    size_t total = r.total;
-    uint64_t *lat = malloc((total ? total : 1) * sizeof *lat);
-    if (!lat) {
-        fprintf(stderr, "gp-infer: out of memory\n");
-        gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
-        exit_code = EXIT_RUN;
-        goto out;
-    }
-    for (size_t i = 0; i < total; i++)
-        lat[i] = items[i].latency_ns;
-    qsort(lat, total, sizeof *lat, cmp_u64);
+    /* Every submission's latency, sorted (a failed run exits below; its latencies are not
+       used). */
+    size_t nlat = total * ran;
+    qsort(lat, nlat, sizeof *lat, cmp_u64);
     const char *prec_name =
         st.backend == GP_BACKEND_CUDA ? gp_precision_name(opt.precision) : "fp32";
     double mean_batch = st.batches ? (double)st.batch_items / (double)st.batches : 0.0;
@@ -884,34 +924,45 @@ int main(int argc, char **argv) {
                 "gp-infer: --precision %s is for the CUDA backend: the host backend ran fp32\n",
                 gp_precision_name(opt.precision));
     if (!quiet) {
+        /* "(N items/s)" is the figure, and stays the first such group: model-bench.py parses
+           it. The windows' own figures follow without parentheses. */
+        char wins[256] = "";
+        if (ran > 1) {
+            size_t at = (size_t)snprintf(wins, sizeof wins, ", median of %zu windows:", ran);
+            for (size_t k = 0; k < ran && at < sizeof wins; k++)
+                at += (size_t)snprintf(wins + at, sizeof wins - at, " %.0f", rate[k]);
+        }
         fprintf(stderr,
-                "gp-infer: %zu items in %.3f s (%.1f items/s), backend %s%s%s%s, %s, mean batch "
+                "gp-infer: %zu items in %.3f s (%.1f items/s)%s, backend %s%s%s%s, %s, mean batch "
                 "%.1f, latency p50 %.3f ms p99 %.3f ms\n",
-                total, secs, secs > 0 ? (double)total / secs : 0.0, gp_backend_name(st.backend),
+                total, secs, ips, wins, gp_backend_name(st.backend),
                 st.fell_back ? " (AUTO fell back: " : "", st.fell_back ? st.fallback_reason : "",
-                st.fell_back ? ")" : "", prec_name, mean_batch, pct_ms(lat, total, 500),
-                pct_ms(lat, total, 990));
+                st.fell_back ? ")" : "", prec_name, mean_batch, pct_ms(lat, nlat, 500),
+                pct_ms(lat, nlat, 990));
     }
     if (report_path) {
         FILE *f = fopen(report_path, "w");
         int bad = !f;
         if (f) {
-            bad =
-                fprintf(f,
-                        "{\"items\": %zu, \"seconds\": %.9f, \"items_per_s\": %.3f, "
-                        "\"t_start_ns\": %" PRIu64 ", \"t_end_ns\": %" PRIu64 ", "
-                        "\"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
-                        "\"backend\": \"%s\", \"precision\": \"%s\", "
-                        "\"cuda_graphs\": %s, \"graph_replays\": %" PRIu64
-                        ", \"max_batch\": %zu, \"inflight\": %zu, "
-                        "\"producers\": %zu, \"batches\": %" PRIu64 ", \"mean_batch\": %.2f, "
-                        "\"h2d_busy_ns\": %" PRIu64 ", \"compute_busy_ns\": %" PRIu64
-                        ", \"d2h_busy_ns\": %" PRIu64 "}\n",
-                        total, secs, secs > 0 ? (double)total / secs : 0.0, t0, t1,
-                        pct_ms(lat, total, 500), pct_ms(lat, total, 990), pct_ms(lat, total, 1000),
-                        gp_backend_name(st.backend), prec_name, st.cuda_graphs ? "true" : "false",
-                        st.graph_replays, batch, inflight, producers, st.batches, mean_batch,
-                        st.h2d_busy_ns, st.compute_busy_ns, st.d2h_busy_ns) < 0;
+            bad = fprintf(f,
+                          "{\"items\": %zu, \"seconds\": %.9f, \"items_per_s\": %.3f, "
+                          "\"windows\": %zu, "
+                          "\"t_start_ns\": %" PRIu64 ", \"t_end_ns\": %" PRIu64 ", "
+                          "\"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
+                          "\"backend\": \"%s\", \"precision\": \"%s\", "
+                          "\"cuda_graphs\": %s, \"graph_replays\": %" PRIu64
+                          ", \"max_batch\": %zu, \"inflight\": %zu, "
+                          "\"producers\": %zu, \"batches\": %" PRIu64 ", \"mean_batch\": %.2f, "
+                          "\"h2d_busy_ns\": %" PRIu64 ", \"compute_busy_ns\": %" PRIu64
+                          ", \"d2h_busy_ns\": %" PRIu64 ", \"window_items_per_s\": [",
+                          total, secs, ips, ran, t0, t1, pct_ms(lat, nlat, 500),
+                          pct_ms(lat, nlat, 990), pct_ms(lat, nlat, 1000),
+                          gp_backend_name(st.backend), prec_name, st.cuda_graphs ? "true" : "false",
+                          st.graph_replays, batch, inflight, producers, st.batches, mean_batch,
+                          st.h2d_busy_ns, st.compute_busy_ns, st.d2h_busy_ns) < 0;
+            for (size_t k = 0; k < ran; k++)
+                bad = fprintf(f, "%s%.3f", k ? ", " : "", rate[k]) < 0 || bad;
+            bad = fprintf(f, "]}\n") < 0 || bad;
             bad = fclose(f) != 0 || bad;
         }
         if (bad) {
@@ -920,7 +971,7 @@ int main(int argc, char **argv) {
             exit_code = EXIT_RUN;
         }
     }
-    free(lat);
+    free(lat), free(rate);
     int dr = gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
     if (atomic_load(&r.submit_rc) != GP_OK) {
         fprintf(stderr, "gp-infer: submit failed: %s\n", gp_err_name(atomic_load(&r.submit_rc)));

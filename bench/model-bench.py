@@ -3,13 +3,15 @@
 
 usage: model-bench.py GP_INFER [--device cuda|cpu] [--models mlp,cnn,resnet18]
                       [--batches 1,8,64,256] [--items N] [--precision fp32|tf32|fp16|bf16]
-                      [--work DIR] [--threads T] [--min-batches B] [--step-timeout S]
+                      [--work DIR] [--threads T] [--min-batches B] [--windows K]
+                      [--step-timeout S]
 
 Models: the built-in demo MLP and CNN (weights written by `gp-infer --demo X --save-demo`) and
 a ResNet-18 (torchvision topology, 224x224 u8 images in, the conformance test's model) with
 random weights. For each model and batch size it runs
   gpupipe:      gp-infer on N items (pipeline: producers, batches of B, 3 slots in flight),
-                items/s as gp-infer reports it (first submit to last callback);
+                items/s as gp-infer reports it (first submit to last callback), the median
+                of K windows (gp-infer --windows K: one process, one pipeline);
                 on CUDA also with --cuda-graphs;
   PyTorch:      torch.inference_mode, eval mode, batch-norm folded into the convolutions
                 (torch.fx fuse, as gpupipe folds it), the same u8 / f32 inputs, batches of B
@@ -17,8 +19,17 @@ random weights. For each model and batch size it runs
                 round-robin over 3 CUDA streams (one batch's copies overlap another's compute,
                 as gpupipe's 3 slots), one synchronize at the end; fp16/bf16: Linear/Conv
                 weights cast once, autocast for the rest; on CUDA also with CUDA graphs (one
-                per stream and batch size);
+                per stream and batch size); the median of K windows of the N items, as
+                gpupipe's;
 and checks that both agree on the predicted class (argmax / top-1) for >= 99 % of items.
+
+The ratio is best against best: gpupipe's faster variant (eager or CUDA graphs) over PyTorch's
+faster one, so the peer has its best settings here (a ratio against PyTorch eager alone, the
+column "eager/eager", is not the comparison to quote). PyTorch runs its models in NCHW: for
+the ResNet-18 in fp16, channels_last is 0.98 of NCHW's time per batch of 256 (layer-bench,
+H200, 2026-11-27), not tried here. Medians: a shared machine's one slow window (the third H200
+run's fp32 MLP with CUDA graphs read 7824 items/s at batch 1, the first run's 38598) should
+not become a figure; K = --windows (default 3), each window all N items.
 
 Fair on the CPU: gpupipe's host backend computes `inflight` batches at once, one thread each,
 so both sides get the same T threads (--threads, default: every core): gp-infer --inflight T,
@@ -168,10 +179,11 @@ def prepare(name, gp_infer, work, items):
     raise SystemExit(f"unknown model {name}")
 
 
-def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, inflight):
+def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, inflight,
+                windows):
     cmd = [gp_infer, "--model", path, "--input", xpath, "--output", ypath, "--batch", str(batch),
            "--backend", "cuda" if device == "cuda" else "host", "--precision", precision,
-           "--inflight", str(inflight),
+           "--inflight", str(inflight), "--windows", str(windows),
            # Untimed first batches, as PyTorch's side runs its probe and warm-ups before its
            # clock: a 20-batch run of a fresh process otherwise times its lazily loaded kernels.
            "--warmup", str(2 * inflight * batch)]
@@ -249,13 +261,14 @@ def torch_for_inference(module, device, precision, channels_last=False):
     return module, how
 
 
-def run_torch(module, x, device, batch, precision, graphs):
+def run_torch(module, x, device, batch, precision, graphs, windows):
     # fp32 is IEEE fp32, as gpupipe's (PyTorch's cuDNN convolutions default to TF32)
     with gx.cuda_fp32_math(tf32=precision == "tf32"):
-        return _run_torch(module, x, device, batch, precision, graphs)
+        return _run_torch(module, x, device, batch, precision, graphs, windows)
 
 
-def _run_torch(module, x, device, batch, precision, graphs):
+def _run_torch(module, x, device, batch, precision, graphs, windows):
+    """-> (median items/s of `windows` timed passes over x, the last pass's outputs)."""
     dev = torch.device(device)
     module, _ = torch_for_inference(module, device, precision)
     n = x.shape[0]
@@ -271,23 +284,33 @@ def _run_torch(module, x, device, batch, precision, graphs):
         streams = [torch.cuda.Stream() for _ in range(slots)] if cuda else None
         steps = ([cuda_graph_step(module, batch, host_in, dev) for _ in range(slots)]
                  if graphs else None)
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for b, i in enumerate(range(0, n, batch)):
-            j, xb = b % slots, host_in[i:i + batch]
-            # Batch b on stream j: in order with that stream's earlier batch (and its graph's
-            # buffers), overlapping the other streams' copies and compute.
-            with torch.cuda.stream(streams[j]) if cuda else contextlib.nullcontext():
-                if steps is not None and xb.shape[0] == batch:
-                    y = steps[j](xb)
-                else:
-                    y = module(xb.to(dev, non_blocking=True))
-                host_out[i:i + batch].copy_(y, non_blocking=True)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        secs = time.perf_counter() - t0
-    return n / secs, host_out.float().numpy() if host_out.is_floating_point() else host_out.numpy()
+        rates = []
+        for _ in range(windows):
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for b, i in enumerate(range(0, n, batch)):
+                j, xb = b % slots, host_in[i:i + batch]
+                # Batch b on stream j: in order with that stream's earlier batch (and its
+                # graph's buffers), overlapping the other streams' copies and compute.
+                with torch.cuda.stream(streams[j]) if cuda else contextlib.nullcontext():
+                    if steps is not None and xb.shape[0] == batch:
+                        y = steps[j](xb)
+                    else:
+                        y = module(xb.to(dev, non_blocking=True))
+                    host_out[i:i + batch].copy_(y, non_blocking=True)
+            if cuda:
+                torch.cuda.synchronize()
+            rates.append(n / (time.perf_counter() - t0))
+    out = host_out.float().numpy() if host_out.is_floating_point() else host_out.numpy()
+    return median(rates), out
+
+
+def median(v):
+    """The median of v (an even count: the mean of the middle two, as gp-infer --windows)."""
+    v = sorted(v)
+    k = len(v) // 2
+    return v[k] if len(v) % 2 else (v[k - 1] + v[k]) / 2
 
 
 def cuda_graph_step(module, batch, like, dev):
@@ -338,6 +361,9 @@ def main():
                     help="items per point, at least --min-batches x batch; default: 8192 "
                     "(cpu: 2048), resnet18 a quarter")
     ap.add_argument("--min-batches", type=int, default=20)
+    ap.add_argument("--windows", type=int, default=3,
+                    help="timed windows per point, each of every item; the figure is their "
+                    "median (default %(default)d)")
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--work", default="/tmp/gp-model-bench")
     ap.add_argument("--threads", type=int, default=0,
@@ -347,6 +373,8 @@ def main():
                     help="seconds one step (a gp-infer run, a PyTorch timing) may take before "
                     "the bench stops with every thread's stack (default %(default)g)")
     a = ap.parse_args()
+    if not 1 <= a.windows <= 1000:
+        ap.error(f"--windows {a.windows}: 1 to 1000")
     STEP_TIMEOUT = a.step_timeout
     os.makedirs(a.work, exist_ok=True)
     threads = a.threads or os.cpu_count() or 1
@@ -360,9 +388,14 @@ def main():
           + f", precision {a.precision}; PyTorch: {torch.get_num_threads()} threads, "
           f"{blas_info()}; gpupipe: --inflight {inflight}"
           + (" (one compute thread per in-flight batch)" if a.device == "cpu" else "")
-          + f"; at least {a.min_batches} batches per point")
+          + f"; at least {a.min_batches} batches per point; items/s: the median of "
+          f"{a.windows} timed window(s) of every item"
+          + ("; ratio: the faster of gpupipe eager / + graphs over the faster of PyTorch eager / "
+             "+ graphs (eager/eager beside it)" if graphs else ""))
     head = "| model | batch | items | gpupipe items/s |" + (" gpupipe+graphs |" if graphs else "") + \
-        " PyTorch items/s |" + (" PyTorch+graphs |" if graphs else "") + " gpupipe/PyTorch | top-1 agree |"
+        " PyTorch items/s |" + (" PyTorch+graphs |" if graphs else "") + \
+        (" gpupipe/PyTorch best/best | eager/eager |" if graphs else " gpupipe/PyTorch |") + \
+        " top-1 agree |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     batches = [int(v) for v in a.batches.split(",")]
@@ -395,28 +428,38 @@ def main():
             np.save(xpath, x)
             gp = attempt(f"{name} batch {b}: gpupipe",
                          lambda: run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b,
-                                             a.precision, False, inflight))
+                                             a.precision, False, inflight, a.windows))
             cells = [gp]
             if graphs:
                 cells.append(attempt(f"{name} batch {b}: gpupipe --cuda-graphs",
                                      lambda: run_gpupipe(a.gp_infer, path, xpath, ypath,
                                                          a.device, b, a.precision, True,
-                                                         inflight)))
+                                                         inflight, a.windows)))
             pt = attempt(f"{name} batch {b}: PyTorch",
-                         lambda: run_torch(module, x, a.device, b, a.precision, False))
+                         lambda: run_torch(module, x, a.device, b, a.precision, False,
+                                           a.windows))
             cells.append(pt)
             if graphs:
                 cells.append(attempt(f"{name} batch {b}: PyTorch + CUDA graphs",
                                      lambda: run_torch(module, x, a.device, b, a.precision,
-                                                       True)))
+                                                       True, a.windows)))
             row = [name, str(b), str(items)] + ["FAILED" if c is None else f"{c[0]:.0f}"
                                                 for c in cells]
+            ours, theirs = cells[:len(cells) // 2], cells[len(cells) // 2:]
+            # Best against best: each side's faster variant. A failed variant leaves the ratio
+            # undone ("-"): the other side's best might be the one that failed.
+            if all(c is not None for c in cells):
+                row.append(f"{max(c[0] for c in ours) / max(c[0] for c in theirs):.2f}")
+            else:
+                row.append("-")
+            if graphs:
+                row.append(f"{gp[0] / pt[0]:.2f}" if gp is not None and pt is not None else "-")
             if gp is not None and pt is not None:
                 agree = float(np.mean(top1(gp[1]) == top1(pt[1])))
                 classes = len(np.unique(top1(pt[1])))  # 1: the check could not fail (demo cnn)
-                row += [f"{gp[0] / pt[0]:.2f}", f"{100 * agree:.1f}% ({classes} classes)"]
+                row.append(f"{100 * agree:.1f}% ({classes} classes)")
             else:
-                row += ["-", "-"]
+                row.append("-")
             print("| " + " | ".join(row) + " |", flush=True)
     if failed:
         print(f"model-bench: {len(failed)} step(s) failed (their reasons above): "

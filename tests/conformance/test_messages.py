@@ -183,6 +183,29 @@ def main():
            and repw.get("items") == n and (n + 1) // 2 <= repw.get("batches", 0) <= n
            and f"gp-infer: {n} items in " in errw,
            "--warmup 5N: same outputs; items and batches of the timed window only", str(repw))
+    # --windows K: K timed windows of N items in one pipeline; the figure is their median, each
+    # window's figure is in the report and on the summary line; outputs unchanged; the counters
+    # cover every window (K x N items in batches of at most 2: at least K x N / 2 batches).
+    rck, _, errk = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",
+                       w("yk.npy"), "--backend", "host", "--windows", "3", "--batch", "2",
+                       "--report", w("rk.json"))
+    repk = {}
+    if rck == 0:
+        with open(w("rk.json")) as f:
+            repk = json.load(f)
+    wins = repk.get("window_items_per_s", [])
+    record(rck == 0 and np.array_equal(np.load(w("y1.npy")), np.load(w("yk.npy")))
+           and repk.get("items") == n and repk.get("windows") == 3 and len(wins) == 3
+           and all(v > 0 for v in wins)
+           and abs(repk["items_per_s"] - sorted(wins)[1]) <= 1e-3 * sorted(wins)[1]
+           and abs(repk["items_per_s"] * repk["seconds"] - n) < 0.01 * n
+           and repk["batches"] >= 3 * ((n + 1) // 2)
+           and "median of 3 windows: " in errk and f"gp-infer: {n} items in " in errk,
+           "--windows 3: same outputs; the median of 3 windows of N items; counters of all 3",
+           str(repk))
+    expect(gp, "--windows 0", ["--model", w("lin.safetensors"), "--input", w("x.npy"),
+                               "--output", w("y.npy"), "--windows", "0"], 2,
+           "--windows: '0' is not a number in [1, 1000]")
     # No items at all, with --warmup: nothing to warm up with; 0 items, exit 0 (it divided by 0).
     np.save(w("x0.npy"), np.zeros((0,) + x.shape[1:], dtype=x.dtype))
     rc0, _, err0 = run(gp, "--model", w("lin.safetensors"), "--input", w("x0.npy"), "--output",
