@@ -42,6 +42,7 @@ import argparse
 import contextlib
 import copy
 import faulthandler
+import json
 import os
 import re
 import subprocess
@@ -189,6 +190,8 @@ def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, 
            "--warmup", str(2 * inflight * batch)]
     if graphs:
         cmd.append("--cuda-graphs")
+    report = os.path.join(os.path.dirname(ypath), "gp-infer-report.json")
+    cmd += ["--report", report]
     # Below the step's watchdog (step()): a gp-infer still running is killed here and its row
     # fails alone, rather than the watchdog ending this process with gp-infer left running.
     limit = max(STEP_TIMEOUT - 10, STEP_TIMEOUT * 0.8)
@@ -202,6 +205,21 @@ def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, 
     m = re.search(r"\(([0-9.]+) items/s\)", p.stderr)
     if not m:
         raise RuntimeError(f"{' '.join(cmd)}: no '(N items/s)' in its stderr: {p.stderr.strip()}")
+    # What bound the point, in the log beside the table: gp-infer's own line (each window's
+    # items/s, mean batch, latency) and the stages' busy time over the windows' span (compute
+    # near 100 %: the device's compute; well below: the feeding, copies or the host path).
+    for ln in p.stderr.splitlines():
+        if ln.startswith("gp-infer: ") and " items/s" in ln:
+            print(f"    {ln}", file=sys.stderr)
+    try:
+        with open(report) as f:
+            r = json.load(f)
+        span = (r["t_end_ns"] - r["t_start_ns"]) or 1
+        print("    busy over the windows: " + ", ".join(
+            f"{k} {100 * r[k + '_busy_ns'] / span:.0f} %" for k in ("h2d", "compute", "d2h"))
+            + f"; {r['batches']} batches, mean {r['mean_batch']:.1f} items", file=sys.stderr)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"    (no report from gp-infer: {exc})", file=sys.stderr)
     return float(m.group(1)), np.load(ypath)
 
 
