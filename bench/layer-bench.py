@@ -124,8 +124,11 @@ def run_gp(gp_infer, model, spec, x_path, work, device, prec, batch, repeat):
     ms = (r["compute_busy_ns"] / max(r["batches"], 1) / 1e6 if device == "cuda"
           else r["seconds"] * 1e3 / max(r["batches"], 1))
     # What conv.c's timing kept for each convolution at the full batch (its INFO log lines).
+    # The activations' layout (one line per model: NCHW, or NHWC in fp16 / bf16, docs/DESIGN.md
+    # §6), then each convolution's choice at this batch size.
     convs = [ln.split("log info: ", 1)[1] for ln in p.stderr.splitlines()
-             if "log info: " in ln and " conv2d " in ln and f": batch {batch}: " in ln]
+             if "log info: " in ln and ("model: activations in " in ln or
+                                        (" conv2d " in ln and f": batch {batch}: " in ln))]
     return ms, np.load(y), convs
 
 

@@ -1,6 +1,6 @@
-// Input stage on the device: raw u8 (or f32) items, HWC or CHW, to normalized CHW activations,
-// so producers send one byte per channel. Also the storage-type conversions the model runtime
-// uses around 16-bit activations.
+// Input stage on the device: raw u8 (or f32) items, HWC or CHW, to normalized CHW (or, for a
+// model the CUDA runtime keeps in NHWC, HWC) activations, so producers send one byte per channel.
+// Also the storage-type conversions the model runtime uses around 16-bit activations.
 #include "kernel_util.cuh"
 #include "cuda/layers.h"
 #include "gpupipe/cuda.h"
@@ -9,17 +9,18 @@ namespace {
 
 // One thread per output element, writes coalesced. The float operations are the host's, in
 // its order: v = x / 255 (u8), then (v - mean) / std with IEEE division (no fast math).
+// nhwc: the output is H x W x C per item (an HWC input is then copied in its own order).
 template <typename Tin, typename Tout>
-__global__ void prep_kernel(size_t total, const Tin *__restrict__ in, int hwc, int C, int H, int W,
-                            const float *__restrict__ mean, const float *__restrict__ sd,
-                            Tout *__restrict__ out) {
+__global__ void prep_kernel(size_t total, const Tin *__restrict__ in, int hwc, int nhwc, int C,
+                            int H, int W, const float *__restrict__ mean,
+                            const float *__restrict__ sd, Tout *__restrict__ out) {
     const size_t hw = (size_t)H * (size_t)W, per = (size_t)C * hw;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t item = i / per, r = i % per;
-        int c = (int)(r / hw);
-        size_t p = r % hw; // h * W + w
-        size_t src = hwc ? item * per + p * (size_t)C + (size_t)c : i;
+        int c = (int)(nhwc ? r % (size_t)C : r / hw);
+        size_t p = nhwc ? r / (size_t)C : r % hw; // h * W + w
+        size_t src = item * per + (hwc ? p * (size_t)C + (size_t)c : (size_t)c * hw + p);
         float v;
         if (sizeof(Tin) == 1)
             v = (float)in[src] / 255.0f;
@@ -30,15 +31,15 @@ __global__ void prep_kernel(size_t total, const Tin *__restrict__ in, int hwc, i
 }
 
 template <typename Tout>
-cudaError_t prep_to(cudaStream_t s, size_t total, const void *in, int in_u8, int hwc, int C, int H,
-                    int W, const float *mean, const float *sd, void *out) {
+cudaError_t prep_to(cudaStream_t s, size_t total, const void *in, int in_u8, int hwc, int nhwc,
+                    int C, int H, int W, const float *mean, const float *sd, void *out) {
     unsigned g = gpk::grid_for(total);
     if (in_u8)
-        prep_kernel<uint8_t, Tout><<<g, gpk::kThreads, 0, s>>>(total, (const uint8_t *)in, hwc, C,
-                                                               H, W, mean, sd, (Tout *)out);
+        prep_kernel<uint8_t, Tout><<<g, gpk::kThreads, 0, s>>>(
+            total, (const uint8_t *)in, hwc, nhwc, C, H, W, mean, sd, (Tout *)out);
     else
-        prep_kernel<float, Tout><<<g, gpk::kThreads, 0, s>>>(total, (const float *)in, hwc, C, H, W,
-                                                             mean, sd, (Tout *)out);
+        prep_kernel<float, Tout><<<g, gpk::kThreads, 0, s>>>(total, (const float *)in, hwc, nhwc, C,
+                                                             H, W, mean, sd, (Tout *)out);
     return gpk::launched();
 }
 
@@ -73,11 +74,11 @@ cudaError_t convert_from(cudaStream_t s, const void *in, void *out, gp__kt ot, s
 } // namespace
 
 extern "C" cudaError_t gp__k_prep(cudaStream_t s, size_t n, const void *in, int in_u8, int hwc,
-                                  int C, int H, int W, const float *mean, const float *std,
-                                  void *out, gp__kt ot) {
+                                  int nhwc, int C, int H, int W, const float *mean,
+                                  const float *std, void *out, gp__kt ot) {
     size_t total = n * (size_t)C * (size_t)H * (size_t)W;
     if (total == 0) return cudaSuccess;
-    return GPK_DISPATCH(ot, prep_to, s, total, in, in_u8, hwc, C, H, W, mean, std, out);
+    return GPK_DISPATCH(ot, prep_to, s, total, in, in_u8, hwc, nhwc, C, H, W, mean, std, out);
 }
 
 extern "C" cudaError_t gp__k_convert(cudaStream_t s, const void *in, gp__kt it, void *out,
@@ -102,7 +103,7 @@ static int consts_prep(const gp__op *op, gp__consts *k, ck *) {
 static int run_prep(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
     const gp__op *op = sp->op;
     CK(c, gp__k_prep(gp_cuda_stream(b), b->n, gp__resolve(sp->src, b), op->in_dtype == GP_DTYPE_U8,
-                     op->hwc, op->out.c, op->out.h, op->out.w, sp->k->mean, sp->k->std,
+                     op->hwc, st->nhwc, op->out.c, op->out.h, op->out.w, sp->k->mean, sp->k->std,
                      gp__resolve(sp->dst, b), st->kt));
     return GP_OK;
 }

@@ -113,9 +113,8 @@ endif()
 gp_sim_case(encoder_cuda encoder_cuda TIMEOUT 600)
 
 # conv-bench's code paths on three small shapes from a file, fp16: the heuristic's candidates,
-# every algorithm, the fused form, the graph API's engines, the table in NCHW; NHWC, which the
-# simulated cuDNN refuses, is reported as refused and passed over (as a real cuDNN's refusal
-# would be). Its figures are the simulation's and are not checked.
+# every algorithm, the fused form, the graph API's engines, the table, in NCHW and NHWC. Its
+# figures are the simulation's and are not checked.
 if(TARGET conv-bench)
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/conv-bench-shapes.txt
        "# NAME CIN COUT KERNEL STRIDE PAD SIZE COUNT\n"

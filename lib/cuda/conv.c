@@ -44,8 +44,30 @@ static int conv_run_direct(slot_state *st, const step *sp, const gp_batch *b, ck
                               sp->k->bias_f32, gp__resolve(sp->dst, b), b->n, op->in.c, op->in.h,
                               op->in.w, op->out.c, op->out.h, op->out.w, op->kh, op->kw,
                               op->stride_h, op->stride_w, op->pad_h, op->pad_w, op->dil_h,
-                              op->dil_w, op->groups, res ? GP__ACT_NONE : (int)op->act));
+                              op->dil_w, op->groups, res ? GP__ACT_NONE : (int)op->act, st->nhwc));
     if (res) CK(c, conv_residual(st, sp, b, b->n));
+    return GP_OK;
+}
+
+/* The weight and bias into the model's arena: the weight [Cout][Cin / groups][kh][kw] as the
+   model holds it, or for an NHWC model [Cout][kh][kw][Cin / groups] (cuDNN's NHWC filter, and
+   the direct kernel's in that layout). */
+static int conv_consts(const gp__op *op, gp__consts *k, ck *c) {
+    if (!k->nhwc || !k->img) return gp__consts_weight_bias(op, k, c); /* sizing: the same bytes */
+    const size_t cout = (size_t)op->out.c, cin = (size_t)(op->in.c / op->groups),
+                 kk = (size_t)op->kh * (size_t)op->kw;
+    if (op->weight_count != cout * cin * kk)
+        return CK_FAIL(c, GP_EMODEL, "conv2d weight of %zu floats, not %zu x %zu x %d x %d",
+                       op->weight_count, cout, cin, op->kh, op->kw);
+    float *w = malloc((op->weight_count ? op->weight_count : 1) * sizeof *w);
+    if (!w) return CK_FAIL(c, GP_ENOMEM, "out of memory laying out a conv2d weight as NHWC");
+    for (size_t o = 0; o < cout; o++)
+        for (size_t i = 0; i < cin; i++)
+            for (size_t q = 0; q < kk; q++)
+                w[(o * kk + q) * cin + i] = op->weight[(o * cin + i) * kk + q];
+    gp__consts_put(k, GP__K_W, w, 0.0f, op->weight_count, k->kt);
+    free(w);
+    gp__consts_bias(k, GP__K_BIAS_F32, GP__K_BIAS_T, op->bias, cout);
     return GP_OK;
 }
 
@@ -82,15 +104,17 @@ typedef struct conv_bucket {
 } conv_bucket;
 
 /* What a convolution's choice depends on (gp__memo_*): its geometry, its activation (the fused
-   form exists for relu only), whether it adds a residual (the fused form reads it) and the
-   batch size; int64 fields, so no padding. */
-enum { CONV_KEY_LEN = 18 };
+   form exists for relu only), whether it adds a residual (the fused form reads it), the batch
+   size and the layout (one per model, gp__cuda_nhwc: kept in the key all the same); int64
+   fields, so no padding. */
+enum { CONV_KEY_LEN = 19 };
 _Static_assert(CONV_KEY_LEN * sizeof(int64_t) <= GP__MEMO_KEY, "a conv key fits a memo");
-static void conv_key(const gp__op *op, size_t n, int64_t key[CONV_KEY_LEN]) {
+static void conv_key(const slot_state *st, const gp__op *op, size_t n, int64_t key[CONV_KEY_LEN]) {
     const int64_t k[CONV_KEY_LEN] = {
         op->in.c,  op->in.h,  op->in.w,     op->out.c,    op->out.h,           op->out.w,
         op->kh,    op->kw,    op->stride_h, op->stride_w, op->pad_h,           op->pad_w,
-        op->dil_h, op->dil_w, op->groups,   (int)op->act, gp__op_has_src2(op), (int64_t)n};
+        op->dil_h, op->dil_w, op->groups,   (int)op->act, gp__op_has_src2(op), (int64_t)n,
+        st->nhwc};
     memcpy(key, k, sizeof k);
 }
 
@@ -139,7 +163,7 @@ static int conv_graph(const slot_state *st, const gp_batch *slot, const gp__op *
     const gp__cgraph_geom g = {(int64_t)n,   op->in.c,  op->in.h,  op->in.w,  op->out.c,
                                op->out.h,    op->out.w, op->kh,    op->kw,    op->stride_h,
                                op->stride_w, op->pad_h, op->pad_w, op->dil_h, op->dil_w,
-                               op->groups,   0};
+                               op->groups,   st->nhwc};
     const gp__cgraph_want want = {.forbid =
                                       gp__cgraph_forbidden(st->m->precision == GP_PRECISION_FP32),
                                   .ws_max = st->conv_ws_cap,
@@ -193,7 +217,7 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
     gp_precision prec = st->m->precision;
     int64_t key[CONV_KEY_LEN];
     int memo[GP__MEMO_VALS];
-    conv_key(op, n, key);
+    conv_key(st, op, n, key);
     bk->graph = -1;
     int has_memo = gp__memo_get(st, key, sizeof key, memo);
     if (has_memo && memo[0] == CONV_MEMO_GRAPH) {
@@ -289,11 +313,11 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
    (it is bound first, so its memo is there when this op binds). */
 static int conv_graph_earlier(const slot_state *st, const step *sp, int bi, size_t n) {
     int64_t key[CONV_KEY_LEN], k2[CONV_KEY_LEN];
-    conv_key(sp->op, n, key);
+    conv_key(st, sp->op, n, key);
     for (const step *e = st->steps; e < sp; e++) {
         const conv_plan *ep = e->op->kind == GP__OP_CONV2D ? e->plan : NULL;
         if (!ep || !ep->bk || !ep->bk[bi].g) continue;
-        conv_key(e->op, n, k2);
+        conv_key(st, e->op, n, k2);
         if (!memcmp(key, k2, sizeof key)) return 1;
     }
     return 0;
@@ -327,12 +351,14 @@ static int conv_plan_dnn(slot_state *st, step *sp, const gp_batch *slot, cudnnHa
     sp->plan = cp;
     cp->bk = calloc((size_t)st->n_buckets, sizeof *cp->bk);
     if (!cp->bk) return CK_FAIL(c, GP_ENOMEM, "out of memory planning conv2d");
+    /* The model's layout for x, y, the filter (conv_consts laid it out) and the bias. */
+    const cudnnTensorFormat_t fmt = st->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     CK(c, cudnnCreateFilterDescriptor(&cp->w));
-    CK(c, cudnnSetFilter4dDescriptor(cp->w, dt, CUDNN_TENSOR_NCHW, op->out.c, op->in.c / op->groups,
-                                     op->kh, op->kw));
+    CK(c, cudnnSetFilter4dDescriptor(cp->w, dt, fmt, op->out.c, op->in.c / op->groups, op->kh,
+                                     op->kw));
     if (op->act == GP__ACT_RELU) {
         CK(c, cudnnCreateTensorDescriptor(&cp->bias));
-        CK(c, cudnnSetTensor4dDescriptor(cp->bias, CUDNN_TENSOR_NCHW, dt, 1, op->out.c, 1, 1));
+        CK(c, cudnnSetTensor4dDescriptor(cp->bias, fmt, dt, 1, op->out.c, 1, 1));
         CK(c, cudnnCreateActivationDescriptor(&cp->relu));
         CK(c,
            cudnnSetActivationDescriptor(cp->relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
@@ -343,11 +369,9 @@ static int conv_plan_dnn(slot_state *st, step *sp, const gp_batch *slot, cudnnHa
         int N = (int)st->buckets[bi], rc;
         if ((rc = conv_desc(&bk->conv, op, c)) != GP_OK) return rc;
         CK(c, cudnnCreateTensorDescriptor(&bk->x));
-        CK(c, cudnnSetTensor4dDescriptor(bk->x, CUDNN_TENSOR_NCHW, dt, N, op->in.c, op->in.h,
-                                         op->in.w));
+        CK(c, cudnnSetTensor4dDescriptor(bk->x, fmt, dt, N, op->in.c, op->in.h, op->in.w));
         CK(c, cudnnCreateTensorDescriptor(&bk->y));
-        CK(c, cudnnSetTensor4dDescriptor(bk->y, CUDNN_TENSOR_NCHW, dt, N, op->out.c, op->out.h,
-                                         op->out.w));
+        CK(c, cudnnSetTensor4dDescriptor(bk->y, fmt, dt, N, op->out.c, op->out.h, op->out.w));
         int on, oc, oh, ow;
         CK(c, cudnnGetConvolution2dForwardOutputDim(bk->conv, bk->x, cp->w, &on, &oc, &oh, &ow));
         if (on != N || oc != op->out.c || oh != op->out.h || ow != op->out.w)
@@ -459,9 +483,9 @@ static cudnnStatus_t conv_exec(const slot_state *st, const step *sp, const gp_ba
         conv_forward(st, sp, b, bk, bk->graph >= 0 && x == bk->gx && y == bk->gy ? bk->graph : -1);
     if (s != CUDNN_STATUS_SUCCESS) return s;
     int res = gp__op_has_src2(op); /* the activation then follows the residual add */
-    *kerr =
-        gp__k_bias_act(gp_cuda_stream(b), st->kt, y, sp->k->bias_f32, n, op->out.c,
-                       (size_t)op->out.h * (size_t)op->out.w, res ? GP__ACT_NONE : (int)op->act);
+    *kerr = gp__k_bias_act(gp_cuda_stream(b), st->kt, y, sp->k->bias_f32, n, op->out.c,
+                           (size_t)op->out.h * (size_t)op->out.w, res ? GP__ACT_NONE : (int)op->act,
+                           st->nhwc);
     if (*kerr == cudaSuccess && res) *kerr = conv_residual(st, sp, b, n);
     return s;
 }
@@ -678,7 +702,7 @@ static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slo
                                     y + at * out_el * es, 1, op->in.c, op->in.h, op->in.w,
                                     op->out.c, op->out.h, op->out.w, op->kh, op->kw, op->stride_h,
                                     op->stride_w, op->pad_h, op->pad_w, op->dil_h, op->dil_w,
-                                    op->groups, GP__ACT_NONE));
+                                    op->groups, GP__ACT_NONE, st->nhwc));
     }
     if ((rc = conv_fetch(st, s, y, n, out_el, tmp, want, c)) != GP_OK) goto out;
     cudnnStatus_t ds = conv_forward(st, sp, slot, bk, gi);
@@ -688,8 +712,9 @@ static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slo
                       gi >= 0 ? "a graph-API plan" : algo_name(bk->algo), cudnnGetErrorString(ds));
         goto out;
     }
-    CK_GOTO(c, rc, out,
-            gp__k_bias_act(s, st->kt, y, sp->k->bias_f32, n, op->out.c, hw, GP__ACT_NONE));
+    CK_GOTO(
+        c, rc, out,
+        gp__k_bias_act(s, st->kt, y, sp->k->bias_f32, n, op->out.c, hw, GP__ACT_NONE, st->nhwc));
     if ((rc = conv_fetch(st, s, y, n, out_el, tmp, got, c)) != GP_OK) goto out;
     double d = 0.0, mag = 0.0;
     for (size_t i = 0; i < 2 * out_el; i++) {
@@ -837,7 +862,7 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         size_t n = st->buckets[bi];
         int64_t key[CONV_KEY_LEN];
         int memo[GP__MEMO_VALS], has_memo;
-        conv_key(sp->op, n, key);
+        conv_key(st, sp->op, n, key);
         has_memo = gp__memo_get(st, key, sizeof key, memo);
         conv_bind_graph(st, sp, slot, bk, n, has_memo ? memo : NULL);
         int ng = gp__cgraph_count(bk->g), n_all = bk->n_cand + ng > 0 ? bk->n_cand + ng : 1;
@@ -923,7 +948,7 @@ static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, c
 }
 
 const cuda_layer GP__CUDA_LAYER(CONV2D) = {
-    .consts = gp__consts_weight_bias,
+    .consts = conv_consts,
     .plan = conv_plan_op,
     .bind = conv_bind,
     .run = conv_run,
@@ -943,5 +968,5 @@ static int conv_run(slot_state *st, const step *sp, const gp_batch *b, int bi, c
 }
 
 const cuda_layer GP__CUDA_LAYER(CONV2D) = {
-    .consts = gp__consts_weight_bias, .plan = conv_plan_op, .run = conv_run};
+    .consts = conv_consts, .plan = conv_plan_op, .run = conv_run};
 #endif

@@ -7,7 +7,9 @@
  * where it matters.
  *
  * Storage types: activations are fp32, fp16 or bf16 (gp__kt); `act` is a gp__act value. Every
- * tensor is a dense batch of NCHW (or N x features) items.
+ * tensor is a dense batch of NCHW (or N x features) items; with `nhwc` set, the launchers that
+ * take it read and write N x H x W x C instead (a model the CUDA runtime keeps in NHWC:
+ * lib/cuda/model.c, docs/DESIGN.md §6).
  */
 #ifndef GP_LIB_CUDA_KERNELS_H
 #define GP_LIB_CUDA_KERNELS_H
@@ -25,10 +27,11 @@ extern "C" {
 typedef enum gp__kt { GP__KT_F32 = 0, GP__KT_F16 = 1, GP__KT_BF16 = 2 } gp__kt;
 
 /* PREP: n items of `in` (u8 when in_u8, else f32; H x W x C when hwc, else C x H x W) ->
-   out[item][c][h][w] = (v - mean[c]) / std[c] with v = x / 255 (u8) or x (f32), stored as
-   `ot`. mean, std: device arrays of C floats. */
-cudaError_t gp__k_prep(cudaStream_t s, size_t n, const void *in, int in_u8, int hwc, int C, int H,
-                       int W, const float *mean, const float *std, void *out, gp__kt ot);
+   out[item][c][h][w] (nhwc: out[item][h][w][c]) = (v - mean[c]) / std[c] with v = x / 255 (u8)
+   or x (f32), stored as `ot`. mean, std: device arrays of C floats. */
+cudaError_t gp__k_prep(cudaStream_t s, size_t n, const void *in, int in_u8, int hwc, int nhwc,
+                       int C, int H, int W, const float *mean, const float *std, void *out,
+                       gp__kt ot);
 
 /* out[i] = in[i] converted (round to nearest even), i < count. Same type: a device copy. */
 cudaError_t gp__k_convert(cudaStream_t s, const void *in, gp__kt it, void *out, gp__kt ot,
@@ -41,27 +44,32 @@ cudaError_t gp__k_act(cudaStream_t s, gp__kt t, const void *in, void *out, size_
 cudaError_t gp__k_add_act(cudaStream_t s, gp__kt t, const void *a, const void *b, void *out,
                           size_t count, int act);
 
-/* In place on n items of C x HW: x = act(x + bias[c]). bias: device, C floats. */
+/* In place on n items of C x HW (nhwc: HW x C): x = act(x + bias[c]). bias: device, C
+   floats. */
 cudaError_t gp__k_bias_act(cudaStream_t s, gp__kt t, void *x, const float *bias, size_t n, int C,
-                           size_t HW, int act);
+                           size_t HW, int act, int nhwc);
 
 /* Max (padding is -inf; NaN propagates) or average (count_include_pad: / (kh * kw)) pooling,
-   dilation 1, floor mode, n items of C x H x W -> C x Ho x Wo. */
+   dilation 1, floor mode, n items of C x H x W -> C x Ho x Wo (nhwc: H x W x C -> Ho x Wo x
+   C). */
 cudaError_t gp__k_pool2d(cudaStream_t s, gp__kt t, int is_max, const void *in, void *out, size_t n,
                          int C, int H, int W, int Ho, int Wo, int kh, int kw, int sh, int sw,
-                         int ph, int pw);
+                         int ph, int pw, int nhwc);
 
-/* out[p] = mean of in[p][0 .. HW) for p < planes (= n * C); the sum is taken in double. */
-cudaError_t gp__k_global_avgpool(cudaStream_t s, gp__kt t, const void *in, void *out, size_t planes,
-                                 size_t HW);
+/* out[k][c] = mean over the HW pixels of item k's channel c, n items of C x HW (nhwc: HW x C);
+   the sum is taken in double. */
+cudaError_t gp__k_global_avgpool(cudaStream_t s, gp__kt t, const void *in, void *out, size_t n,
+                                 int C, size_t HW, int nhwc);
 
 /* Direct convolution (any stride, padding, dilation, groups) with bias and activation:
-   n items of Cin x H x W -> Cout x Ho x Wo; w: [Cout][Cin / groups][kh][kw] of type t;
-   bias: Cout floats. The fallback when cuDNN is not built. */
+   n items of Cin x H x W -> Cout x Ho x Wo, w [Cout][Cin / groups][kh][kw] of type t (nhwc:
+   H x W x Cin -> Ho x Wo x Cout, w [Cout][kh][kw][Cin / groups]); bias: Cout floats. The same
+   sums, in the same order, in either layout. Builds without cuDNN, convolutions cuDNN cannot
+   plan, and conv.c's check of a fast algorithm against exact sums. */
 cudaError_t gp__k_conv2d_direct(cudaStream_t s, gp__kt t, const void *in, const void *w,
                                 const float *bias, void *out, size_t n, int Cin, int H, int W,
                                 int Cout, int Ho, int Wo, int kh, int kw, int sh, int sw, int ph,
-                                int pw, int dh, int dw, int groups, int act);
+                                int pw, int dh, int dw, int groups, int act, int nhwc);
 
 /* Softmax over F features per item (max-subtracted, the sum in double, as the host). */
 cudaError_t gp__k_softmax(cudaStream_t s, gp__kt t, const void *in, void *out, size_t n, int F);

@@ -89,6 +89,8 @@ enum {
    of its op's constants into a slot. Called twice per device: to size (img NULL), then to fill. */
 typedef struct gp__consts {
     gp__kt kt;              /* the activation type */
+    int nhwc;               /* the model's activations are NHWC (gp__cuda_nhwc): conv2d's
+                               weights go in as [Cout][kh][kw][Cin / groups] */
     unsigned char *img;     /* the host image, or NULL while sizing */
     size_t off;             /* the next free byte (256-byte aligned) */
     size_t at[GP__K_SLOTS]; /* this op's slots: byte offsets, SIZE_MAX where none */
@@ -140,6 +142,7 @@ typedef struct slot_state {
     size_t tokens;  /* the running batch's tokens (set by run before the steps) */
     size_t max_len; /* the running batch's longest item, in tokens (set with `tokens`) */
     gp__kt kt;
+    int nhwc;              /* every value of more than one pixel is N x H x W x C (gp__cuda_nhwc) */
     const size_t *buckets; /* the pipeline's (gp_batch.buckets) */
     int n_buckets;
 
@@ -230,6 +233,12 @@ void gp__gemm_free(gp__gemm *g);
 
 /* ---- helpers ------------------------------------------------------------------------------------
  */
+
+/* Whether the CUDA runtime keeps the model's activations NHWC (docs/DESIGN.md §6, "NHWC
+   activations"): 1, or 0 with why (when not NULL) saying what keeps it NCHW. One answer per
+   model: a function of its ops and precision alone, so every slot, device and CUDA graph
+   agrees. */
+int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len);
 
 size_t gp__kt_size(gp__kt t);
 unsigned gp__align_of(const void *p); /* largest power of two dividing p, up to 256 */

@@ -270,7 +270,7 @@ int gp__gemm_run(gp__gemm *lp, const gp_batch *b, int bi, size_t N, const void *
                          gp_cuda_stream(b)));
     if (plain) /* y[N][M]: the bias along each row, as the epilogue would add it */
         CK(c, gp__k_bias_act(gp_cuda_stream(b), lp->kt, y, lp->bias_f32, N, (int)lp->M, 1,
-                             lp->relu ? (int)GP__ACT_RELU : (int)GP__ACT_NONE));
+                             lp->relu ? (int)GP__ACT_RELU : (int)GP__ACT_NONE, 0));
     return GP_OK;
 }
 

@@ -24,6 +24,10 @@
  * a result written by LINEAR, CONV2D or an elementwise op goes through an output staging
  * buffer and one conversion to f32. COPY reads / writes f32 ends directly.
  *
+ * Layout. Activations are NCHW, or NHWC for a convolutional fp16 / bf16 model whose values of
+ * more than one pixel stay among the layers that take either (gp__cuda_nhwc below, docs/
+ * DESIGN.md §6): one layout per model, so every slot, device and CUDA graph runs the same.
+ *
  * The layer table below maps each op kind to its CUDA layer (layers.h), defined beside its
  * code: linear and conv2d plan per bucket, attention (attention.c) plans two GEMMs and runs the
  * fused kernel between them; the rest are one kernel launch each (kernels/<name>.cu). Token ids (a
@@ -98,6 +102,103 @@ unsigned gp__align_of(const void *p) {
 
 static gp__kt act_type(gp_precision p) {
     return p == GP_PRECISION_FP16 ? GP__KT_F16 : p == GP_PRECISION_BF16 ? GP__KT_BF16 : GP__KT_F32;
+}
+
+/* ---- the activations' layout (layers.h, gp__cuda_nhwc) ------------------------------------- */
+
+/* Whether op writes its value in the model's layout (its out has more than one pixel) or, for
+   ACT and ADD (elementwise), passes on its operands' layout. */
+static int lays_out(const gp__op *op) {
+    return op->kind == GP__OP_PREP || op->kind == GP__OP_CONV2D || op->kind == GP__OP_MAXPOOL2D ||
+           op->kind == GP__OP_AVGPOOL2D;
+}
+
+/* The ops that read a value of more than one pixel in either layout. */
+static int reads_either(const gp__op *op) {
+    return op->kind == GP__OP_CONV2D || op->kind == GP__OP_MAXPOOL2D ||
+           op->kind == GP__OP_AVGPOOL2D || op->kind == GP__OP_GLOBALAVGPOOL ||
+           op->kind == GP__OP_ACT || op->kind == GP__OP_ADD;
+}
+
+/* NHWC in fp16 and bf16, where cuDNN's tensor-core kernels work in NHWC and NCHW costs
+   transposes or slower engines (docs/DESIGN.md §6: the third GPU run's 20 fp16 ResNet-18
+   convolutions, 6.225 ms in NCHW against 2.972 for the NHWC engines), for a fixed-size model
+   with a convolution whose input only PREP reads, when every value of more than one pixel is
+   written and read only by PREP, CONV2D, pooling, ACT and ADD, and is not the model's output
+   (what a flatten renames, SOFTMAX, TOPK and the output read in CHW order). A value of one
+   pixel (C x 1 x 1, GLOBALAVGPOOL's) is the same bytes in either layout. Buffers are followed
+   in op order: nhwc[b] says buffer b holds a value whose bytes the layout orders. */
+int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len) {
+    char dummy[1];
+    if (!why) why = dummy, why_len = sizeof dummy;
+    why[0] = '\0';
+    if (m->precision != GP_PRECISION_FP16 && m->precision != GP_PRECISION_BF16) {
+        snprintf(why, why_len, "%s keeps NCHW", gp_precision_name(m->precision));
+        return 0;
+    }
+    if (m->token_bytes) {
+        snprintf(why, why_len, "a variable-length model");
+        return 0;
+    }
+    int convs = 0, ok = 1;
+    for (int i = 0; i < m->n_ops; i++)
+        convs |= m->ops[i].kind == GP__OP_CONV2D;
+    if (!convs) {
+        snprintf(why, why_len, "no convolution");
+        return 0;
+    }
+    /* per buffer: whether its value's bytes follow the layout, and that value's shape */
+    unsigned char *nhwc = calloc((size_t)m->n_bufs + 1, 1);
+    gp__shape *shape = calloc((size_t)m->n_bufs + 1, sizeof *shape);
+    if (!nhwc || !shape) {
+        free(nhwc);
+        free(shape);
+        snprintf(why, why_len, "out of memory deciding the layout");
+        return 0;
+    }
+    for (int i = 0; i < m->n_ops && ok; i++) {
+        const gp__op *op = &m->ops[i];
+        int srcs[2] = {op->src, gp__op_has_src2(op) ? op->src2 : GP__BUF_NONE}, ordered = 0;
+        for (int k = 0; k < 2 && ok; k++) {
+            int b = srcs[k];
+            if (b == GP__BUF_INPUT && op->kind != GP__OP_PREP) {
+                snprintf(why, why_len, "%s (spec line %d) reads the model input",
+                         gp__op_name(op->kind), op->line);
+                ok = 0;
+            } else if (b >= 0 && b < m->n_bufs && nhwc[b]) {
+                if (!reads_either(op)) {
+                    snprintf(why, why_len,
+                             "%s (spec line %d) reads a value of %dx%d pixels in CHW order",
+                             gp__op_name(op->kind), op->line, shape[b].h, shape[b].w);
+                    ok = 0;
+                }
+                ordered = 1;
+            }
+        }
+        if (!ok) break;
+        int pixels = op->out.rank == 3 && (size_t)op->out.h * (size_t)op->out.w > 1;
+        if (!lays_out(op) && !reads_either(op) && pixels) {
+            snprintf(why, why_len, "%s (spec line %d) writes a value of %dx%d pixels",
+                     gp__op_name(op->kind), op->line, op->out.h, op->out.w);
+            ok = 0;
+            break;
+        }
+        /* ACT and ADD keep their operands' order; GLOBALAVGPOOL writes one pixel. */
+        int out_ordered =
+            pixels &&
+            (lays_out(op) || ((op->kind == GP__OP_ACT || op->kind == GP__OP_ADD) && ordered));
+        if (op->dst == GP__BUF_OUTPUT && out_ordered) {
+            snprintf(why, why_len, "the model's output is a value of %dx%d pixels", op->out.h,
+                     op->out.w);
+            ok = 0;
+        } else if (op->dst >= 0 && op->dst < m->n_bufs) {
+            nhwc[op->dst] = (unsigned char)out_ordered;
+            shape[op->dst] = op->out;
+        }
+    }
+    free(nhwc);
+    free(shape);
+    return ok;
 }
 
 /* ---- the layer table (layers.h) ------------------------------------------------------------ */
@@ -176,7 +277,7 @@ int gp__consts_weight_bias(const gp__op *op, gp__consts *k, ck *c) {
    none); *bytes the arena's size. */
 static int layout_consts(const gp__model *m, gp__kt kt, unsigned char *img,
                          size_t (*offs)[GP__K_SLOTS], size_t *bytes, ck *c) {
-    gp__consts k = {.kt = kt, .img = img};
+    gp__consts k = {.kt = kt, .nhwc = gp__cuda_nhwc(m, NULL, 0), .img = img};
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
         const cuda_layer *l = layer_of(op);
@@ -304,9 +405,12 @@ out:
     return rc;
 }
 
-/* The weights on `device`, uploaded by the first slot that needs them. Takes m->mu. */
-static int weights_for(gp__model *m, int device, cudaStream_t stream, ck *c, dev_weights **out) {
+/* The weights on `device`, uploaded by the first slot that needs them (*fresh then 1). Takes
+   m->mu. */
+static int weights_for(gp__model *m, int device, cudaStream_t stream, ck *c, dev_weights **out,
+                       int *fresh) {
     int rc = GP_OK;
+    *fresh = 0;
     pthread_mutex_lock(&m->mu);
     model_cuda *mc = m->shared[GP_BACKEND_CUDA];
     if (!mc) {
@@ -335,6 +439,7 @@ static int weights_for(gp__model *m, int device, cudaStream_t stream, ck *c, dev
     d->next = mc->devs;
     mc->devs = d;
     *out = d;
+    *fresh = 1;
 out:
     pthread_mutex_unlock(&m->mu);
     return rc;
@@ -553,6 +658,8 @@ static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
     st->capacity = slot->capacity;
     st->tcap = m->token_bytes ? slot->in_capacity / m->token_bytes : 0;
     st->kt = act_type(m->precision);
+    char layout_why[160];
+    st->nhwc = gp__cuda_nhwc(m, layout_why, sizeof layout_why);
     st->buckets = slot->buckets;
     st->n_buckets = slot->num_buckets;
     st->in_align = gp__align_of(slot->in);
@@ -560,8 +667,12 @@ static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
     int rc;
     dev_weights *w = NULL;
     cudaStream_t s = gp_cuda_stream(slot);
-    if ((rc = weights_for(m, st->device, s, &c, &w)) != GP_OK) goto bad;
+    int fresh = 0;
+    if ((rc = weights_for(m, st->device, s, &c, &w, &fresh)) != GP_OK) goto bad;
     st->dw = w;
+    if (fresh) /* once per model and device: the layout every slot runs (docs/DESIGN.md §6) */
+        gp__slot_info(slot, "model: activations in %s%s%s%s", st->nhwc ? "NHWC" : "NCHW",
+                      layout_why[0] ? " (" : "", layout_why, layout_why[0] ? ")" : "");
     if ((rc = plan_steps(st, w, &c)) != GP_OK) goto bad;
     /* Plans first: their workspace sizes decide the slot's allocation. */
     for (int i = 0; i < st->n_steps; i++) {

@@ -66,9 +66,10 @@
  *
  * Layouts. A value is a dense batch: item k of a value with per-item element count S starts at
  * element k * S of its buffer; inside an item the logical layout is CHW (rank 3) or features
- * (rank 1), as PyTorch's NCHW. A backend may keep other layouts internally (e.g. NHWC for
- * cuDNN) as long as values read by FLATTEN-renamed LINEARs, SOFTMAX/ARGMAX/TOPK and the model
- * output are CHW.
+ * (rank 1), as PyTorch's NCHW. A backend may keep other layouts internally as long as values
+ * read by FLATTEN-renamed LINEARs, SOFTMAX/ARGMAX/TOPK and the model output are CHW: the CUDA
+ * runtime keeps a convolutional fp16 / bf16 model in NHWC when they are (lib/cuda/model.c,
+ * gp__cuda_nhwc; docs/DESIGN.md §6).
  *
  * Tokens. A variable-length model's input is a sequence of tokens per item (rank-1 token
  * shape, `tokens` set). LINEAR, ACT and ADD on token values work token by token on the packed

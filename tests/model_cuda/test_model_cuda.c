@@ -3,7 +3,10 @@
  * small random models and on the demo models, in every precision:
  *   ops     one- to few-op models covering every op kind, fused and standalone activations,
  *           conv stride / padding / dilation / groups, batchnorm folding, the u8 and f32 input
- *           stages, residual adds, COPY, softmax, argmax and top-k
+ *           stages, residual adds, COPY, softmax, argmax and top-k; in fp16 and bf16 the
+ *           convolutional ones the CUDA runtime keeps in NHWC run that way (lib/cuda/model.c,
+ *           gp__cuda_nhwc), and each case says which layout it expects in those precisions:
+ *           the pipeline's INFO line must say it (fp32 and tf32: NCHW)
  *   demo    the "mlp" and "cnn" demo models
  *   graphs  the demo models with config.cuda_graphs (the compute captured per bucket)
  * Tolerances (relative to the largest reference magnitude): fp32 1e-4, tf32 5e-3, fp16 and
@@ -139,12 +142,22 @@ static void done(void *user, int status, const void *output, size_t bytes) {
     if (status == GP_OK && output && bytes == r->bytes) memcpy(r->out, output, bytes);
 }
 
+/* The CUDA model's INFO line naming its activations' layout, from the last pipeline created. */
+static char layout_line[256];
+
+static void log_layout(void *user, gp_log_level level, const char *msg) {
+    (void)user, (void)level;
+    if (strstr(msg, "model: activations in ")) snprintf(layout_line, sizeof layout_line, "%s", msg);
+}
+
 /* Run n items through a CUDA pipeline using `m`; skips the whole test when no device. */
 static void run_cuda(gp_model *m, const char *label, size_t n, const unsigned char *in,
                      unsigned char *out, int graphs) {
     gp_config cfg;
     gp_config_init(&cfg);
     GPT_RC(gp_model_configure(m, &cfg), GP_OK);
+    cfg.log = log_layout;
+    layout_line[0] = '\0';
     cfg.backend = backend;
     cfg.max_batch = 8; /* buckets 1, 2, 4, 8 */
     cfg.inflight = 2;
@@ -316,9 +329,11 @@ static char *strip_stage(const char *spec) {
     return s;
 }
 
-/* One model (image + spec, NULL: the image's metadata) in one precision: host vs CUDA. */
+/* One model (image + spec, NULL: the image's metadata) in one precision: host vs CUDA. On CUDA,
+   the activations' layout must be layout16 in fp16 and bf16 (NULL: not checked), NCHW in fp32
+   and tf32. */
 static void compare(const char *label, const void *img, size_t len, const char *spec,
-                    gp_precision prec, int graphs) {
+                    gp_precision prec, int graphs, const char *layout16) {
     gp_model *m = load(img, len, spec, prec);
     gp_tensor_info oi;
     GPT_RC(gp_model_output_info(m, &oi), GP_OK);
@@ -334,6 +349,15 @@ static void compare(const char *label, const void *img, size_t len, const char *
         exit(1);
     }
     run_cuda(m, label, n, in, got, graphs);
+    if (backend == GP_BACKEND_CUDA && layout16) {
+        int half = prec == GP_PRECISION_FP16 || prec == GP_PRECISION_BF16;
+        char want[64];
+        snprintf(want, sizeof want, "model: activations in %s", half ? layout16 : "NCHW");
+        int ok = strstr(layout_line, want) != NULL;
+        printf("%-4s %-36s %s%s\n", gp_precision_name(prec), label,
+               layout_line[0] ? layout_line : "(no layout line)", ok ? "" : "  <-- WRONG LAYOUT");
+        if (!ok) failures++;
+    }
     if (oi.dtype == GP_DTYPE_F32) {
         check_f32(label, prec, (const float *)(void *)got, (const float *)(void *)ref, n * ob / 4);
     } else {
@@ -362,6 +386,7 @@ typedef struct opcase {
     const char *label;
     const char *spec;
     void (*tensors)(tset *t);
+    const char *layout16; /* the activations' layout in fp16 and bf16 (compare) */
 } opcase;
 
 static void w_none(tset *t) {
@@ -413,6 +438,35 @@ static void w_residual(tset *t) {
     t_bn(t, "bn", 4, bn_names);
 }
 
+static void w_nhwc_grouped(tset *t) {
+    w_conv_grouped(t);
+    t_weight(t, "d.weight", 4, (uint64_t[]){5, 6, 3, 3}, 54);
+    t_weight(t, "d.bias", 1, (uint64_t[]){5}, 54);
+}
+
+static void w_nhwc_stack(tset *t) {
+    w_conv_bn(t);
+    t_weight(t, "d.weight", 4, (uint64_t[]){4, 5, 3, 3}, 45);
+    t_weight(t, "d.bias", 1, (uint64_t[]){4}, 45);
+    t_weight(t, "e.weight", 4, (uint64_t[]){6, 4, 1, 1}, 4);
+    t_weight(t, "e.bias", 1, (uint64_t[]){6}, 4);
+    t_weight(t, "fc.weight", 2, (uint64_t[]){3, 6}, 6);
+    t_weight(t, "fc.bias", 1, (uint64_t[]){3}, 6);
+}
+
+static void w_nhwc_residual(tset *t) {
+    w_residual(t);
+    t_weight(t, "a.weight", 4, (uint64_t[]){4, 4, 3, 3}, 36);
+    t_weight(t, "a.bias", 1, (uint64_t[]){4}, 36);
+}
+
+static void w_flatten_fc(tset *t) {
+    t_weight(t, "c.weight", 4, (uint64_t[]){8, 3, 3, 3}, 27);
+    t_weight(t, "c.bias", 1, (uint64_t[]){8}, 27);
+    t_weight(t, "fc.weight", 2, (uint64_t[]){5, 128}, 128);
+    t_weight(t, "fc.bias", 1, (uint64_t[]){5}, 128);
+}
+
 static void w_image(tset *t) {
     t_weight(t, "c.weight", 4, (uint64_t[]){6, 3, 3, 3}, 27);
     t_weight(t, "c.bias", 1, (uint64_t[]){6}, 27);
@@ -421,39 +475,64 @@ static void w_image(tset *t) {
 }
 
 static const opcase op_cases[] = {
-    {"linear", "input f32 37\nlinear fc\n", w_fc_37_23},
-    {"linear+relu (epilogue)", "input f32 37\nlinear fc\nrelu\n", w_fc_37_23},
-    {"linear+gelu", "input f32 37\nlinear fc\ngelu\n", w_fc_37_23},
-    {"linear+sigmoid", "input f32 37\nlinear fc\nsigmoid\n", w_fc_37_23},
-    {"linear+tanh", "input f32 37\nlinear fc\ntanh\n", w_fc_37_23},
-    {"mlp+softmax", "input f32 64\nlinear a\nrelu\nlinear b\nsoftmax\n", w_mlp},
-    {"conv3x3+relu (fused)", "input f32 3x12x12\nconv2d c padding=1\nrelu\n", w_conv3},
-    {"conv3x3 (bias kernel)", "input f32 3x12x12\nconv2d c padding=1\n", w_conv3},
+    {"linear", "input f32 37\nlinear fc\n", w_fc_37_23, "NCHW"},
+    {"linear+relu (epilogue)", "input f32 37\nlinear fc\nrelu\n", w_fc_37_23, "NCHW"},
+    {"linear+gelu", "input f32 37\nlinear fc\ngelu\n", w_fc_37_23, "NCHW"},
+    {"linear+sigmoid", "input f32 37\nlinear fc\nsigmoid\n", w_fc_37_23, "NCHW"},
+    {"linear+tanh", "input f32 37\nlinear fc\ntanh\n", w_fc_37_23, "NCHW"},
+    {"mlp+softmax", "input f32 64\nlinear a\nrelu\nlinear b\nsoftmax\n", w_mlp, "NCHW"},
+    {"conv3x3+relu (fused)", "input f32 3x12x12\nconv2d c padding=1\nrelu\n", w_conv3,
+     "NCHW"}, /* the input read by the conv, in CHW */
+    {"conv3x3 (bias kernel)", "input f32 3x12x12\nconv2d c padding=1\n", w_conv3, "NCHW"},
     {"conv s2 p2 d2 g2+gelu",
-     "input f32 4x11x13\nconv2d c stride=2 padding=2 dilation=2 groups=2\ngelu\n", w_conv_grouped},
+     "input f32 4x11x13\nconv2d c stride=2 padding=2 dilation=2 groups=2\ngelu\n", w_conv_grouped,
+     "NCHW"},
     {"conv+batchnorm, stride 2x1",
-     "input f32 3x10x10\nconv2d c stride=2x1 padding=1\nbatchnorm2d bn\nsigmoid\n", w_conv_bn},
-    {"maxpool k3 s2 p1", "input f32 5x9x9\nmaxpool2d kernel=3 stride=2 padding=1\n", w_none},
+     "input f32 3x10x10\nconv2d c stride=2x1 padding=1\nbatchnorm2d bn\nsigmoid\n", w_conv_bn,
+     "NCHW"},
+    {"maxpool k3 s2 p1", "input f32 5x9x9\nmaxpool2d kernel=3 stride=2 padding=1\n", w_none,
+     "NCHW"},
     {"avgpool k3 s2 p1 (pad counted)", "input f32 5x9x9\navgpool2d kernel=3 stride=2 padding=1\n",
-     w_none},
-    {"avgpool k2", "input f32 5x8x9\navgpool2d kernel=2\n", w_none},
-    {"globalavgpool+linear", "input f32 7x5x6\nglobalavgpool\nflatten\nlinear fc\n", w_gap_fc},
+     w_none, "NCHW"},
+    {"avgpool k2", "input f32 5x8x9\navgpool2d kernel=2\n", w_none, "NCHW"},
+    {"globalavgpool+linear", "input f32 7x5x6\nglobalavgpool\nflatten\nlinear fc\n", w_gap_fc,
+     "NCHW"},
     {"residual add of the input",
-     "input f32 4x8x8\nsave s\nconv2d c padding=1\nbatchnorm2d bn\nadd s\nrelu\n", w_residual},
+     "input f32 4x8x8\nsave s\nconv2d c padding=1\nbatchnorm2d bn\nadd s\nrelu\n", w_residual,
+     "NCHW"},
     {"u8 hwc prep, conv, softmax",
      "input u8 8x8x3 layout=hwc mean=0.485,0.456,0.406 std=0.229,0.224,0.225\n"
      "conv2d c padding=1\nrelu\nglobalavgpool\nflatten\nlinear fc\nsoftmax\n",
-     w_image},
+     w_image, "NHWC"},
     {"f32 prep mean/std, maxpool", "input f32 3x6x6 mean=0.5 std=0.25\nmaxpool2d kernel=2\n",
-     w_none},
-    {"act on the input", "input f32 50\ntanh\n", w_none},
-    {"copy of the input", "input f32 10\nsave a\nsigmoid\nrestore a\n", w_none},
-    {"argmax", "input f32 30\nlinear fc\nargmax\n", w_fc_30_12},
-    {"softmax+topk k=4", "input f32 30\nlinear fc\nsoftmax\ntopk k=4\n", w_fc_30_12},
+     w_none, "NCHW"}, /* no convolution, and a spatial output */
+    /* The convolutions above again behind a PREP and ending in one pixel, so that fp16 and
+       bf16 run them in NHWC: two convolutions in a row, so the first one's output order is
+       the second one's input order, before the global pool. */
+    {"nhwc: grouped dilated conv, conv",
+     "input f32 4x11x13 mean=0.1 std=0.9\nconv2d c stride=2 padding=2 dilation=2 groups=2\n"
+     "gelu\nconv2d d padding=1\nglobalavgpool\n",
+     w_nhwc_grouped, "NHWC"},
+    {"nhwc: conv+bn s2x1, pools, conv 1x1",
+     "input u8 10x10x3 layout=hwc mean=0.5 std=0.25\nconv2d c stride=2x1 padding=1\n"
+     "batchnorm2d bn\nsigmoid\nmaxpool2d kernel=2\nconv2d d padding=1\nrelu\n"
+     "avgpool2d kernel=3 stride=1 padding=1\nconv2d e\nglobalavgpool\nflatten\nlinear fc\n",
+     w_nhwc_stack, "NHWC"},
+    {"nhwc: residual folded into the conv",
+     "input f32 4x8x8 mean=0 std=1\nconv2d a padding=1\nrelu\nsave s\nconv2d c padding=1\n"
+     "batchnorm2d bn\nadd s\nrelu\nglobalavgpool\n",
+     w_nhwc_residual, "NHWC"},
+    {"flatten of 4x4 pixels, linear",
+     "input f32 3x4x4 mean=0 std=1\nconv2d c padding=1\nflatten\nlinear fc\n", w_flatten_fc,
+     "NCHW"}, /* the linear reads the pixels in CHW order */
+    {"act on the input", "input f32 50\ntanh\n", w_none, "NCHW"},
+    {"copy of the input", "input f32 10\nsave a\nsigmoid\nrestore a\n", w_none, "NCHW"},
+    {"argmax", "input f32 30\nlinear fc\nargmax\n", w_fc_30_12, "NCHW"},
+    {"softmax+topk k=4", "input f32 30\nlinear fc\nsoftmax\ntopk k=4\n", w_fc_30_12, "NCHW"},
     {"u8 prep+topk",
      "input u8 8x8x3 layout=hwc mean=0.5 std=0.5\nconv2d c padding=1\nrelu\n"
      "globalavgpool\nflatten\nlinear fc\ntopk k=3\n",
-     w_image},
+     w_image, "NHWC"},
 };
 
 static void run_ops(void) {
@@ -464,7 +543,8 @@ static void run_ops(void) {
         size_t len = 0;
         t_image(&t, &img, &len);
         for (size_t p = 0; p < sizeof all_prec / sizeof all_prec[0]; p++)
-            compare(op_cases[c].label, img, len, op_cases[c].spec, all_prec[p], 0);
+            compare(op_cases[c].label, img, len, op_cases[c].spec, all_prec[p], 0,
+                    op_cases[c].layout16);
         free(img);
         t_free(&t);
     }
@@ -480,7 +560,7 @@ static void run_demos(int graphs) {
         char label[64];
         snprintf(label, sizeof label, "demo %s%s", names[d], graphs ? " (cuda graphs)" : "");
         for (size_t p = 0; p < sizeof all_prec / sizeof all_prec[0]; p++)
-            compare(label, img, len, NULL, all_prec[p], graphs);
+            compare(label, img, len, NULL, all_prec[p], graphs, d ? "NHWC" : "NCHW");
         free(img);
     }
 }

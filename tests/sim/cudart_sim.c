@@ -726,7 +726,7 @@ static int pack_args(const sim_emu *e, void **args, unsigned char *out) {
     size_t off = 0;
     for (int i = 0; e->args[i]; i++) {
         char c = e->args[i];
-        size_t b = c == 'p' || c == 'z' ? 8 : c == 'i' ? 4 : c == 'G' ? 44 : c == 'C' ? 60 : 0;
+        size_t b = c == 'p' || c == 'z' ? 8 : c == 'i' ? 4 : c == 'G' ? 48 : c == 'C' ? 64 : 0;
         size_t al = b == 8 ? 8 : 4;
         if (!b) return 0;
         off = (off + al - 1) / al * al;

@@ -102,14 +102,15 @@ static int emu_add_act(const sim_op *o) {
     return 0;
 }
 
-/* bias_act_kernel<T>(T *x, const float *bias, size_t count, int C, size_t HW, int act) */
+/* bias_act_kernel<T>(T *x, const float *bias, size_t count, int C, size_t HW, int act,
+   int nhwc): items of C x HW, or HW x C */
 typedef struct {
     void *x;
     const float *bias;
     size_t count;
     int C;
     size_t HW;
-    int act;
+    int act, nhwc;
 } bias_args;
 static int emu_bias_act(const sim_op *o) {
     bias_args a;
@@ -119,15 +120,16 @@ static int emu_bias_act(const sim_op *o) {
         !dev_ok(a.bias, (size_t)a.C * 4))
         return ILLEGAL;
     for (size_t i = 0; i < a.count; i++) {
-        int c = (int)((i / a.HW) % (size_t)a.C);
+        int c = (int)((a.nhwc ? i : i / a.HW) % (size_t)a.C);
         sim_st(t, a.x, i, sim_act(a.act, sim_ld(t, a.x, i) + a.bias[c]));
     }
     return 0;
 }
 
-/* pool_kernel<T>(const T *in, T *out, size_t total, pool_geom g, int is_max) */
+/* pool_kernel<T>(const T *in, T *out, size_t total, pool_geom g, int is_max): items of
+   C x H x W -> C x Ho x Wo, or with g.nhwc H x W x C -> Ho x Wo x C */
 typedef struct {
-    int C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw;
+    int C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, nhwc;
 } pool_geom;
 typedef struct {
     const void *in;
@@ -147,8 +149,11 @@ static int emu_pool(const sim_op *o) {
     if (!dev_ok(a.in, planes * hw * sim_size(t)) || !dev_ok(a.out, a.total * sim_size(t)))
         return ILLEGAL;
     const float div = (float)(g.kh * g.kw);
+    const size_t C = (size_t)(g.C > 0 ? g.C : 1);
     for (size_t i = 0; i < a.total; i++) {
-        size_t plane = i / howo, r = i % howo;
+        /* the output pixel r of item k's channel c, in the layout's order */
+        size_t c = g.nhwc ? i % C : (i / howo) % C, r = g.nhwc ? (i / C) % howo : i % howo,
+               k = i / howo / C;
         int oy = (int)(r / (size_t)g.Wo), ox = (int)(r % (size_t)g.Wo);
         int y0 = oy * g.sh - g.ph, x0 = ox * g.sw - g.pw;
         float acc = a.is_max ? -INFINITY : 0.0f;
@@ -158,7 +163,8 @@ static int emu_pool(const sim_op *o) {
             for (int kx = 0; kx < g.kw; kx++) {
                 int ix = x0 + kx;
                 if (ix < 0 || ix >= g.W) continue;
-                float v = sim_ld(t, a.in, plane * hw + (size_t)iy * (size_t)g.W + (size_t)ix);
+                size_t p = (size_t)iy * (size_t)g.W + (size_t)ix;
+                float v = sim_ld(t, a.in, g.nhwc ? (k * hw + p) * C + c : (k * C + c) * hw + p);
                 if (a.is_max)
                     acc = (v > acc || isnan(v)) ? v : acc;
                 else
@@ -167,6 +173,32 @@ static int emu_pool(const sim_op *o) {
         }
         sim_st(t, a.out, i, a.is_max ? acc : acc / div);
     }
+    return 0;
+}
+
+/* gap_nhwc_kernel<T>(const T *in, T *out, size_t n, int C, size_t HW): items of HW x C, the
+   mean of each channel, summed in double */
+typedef struct {
+    const void *in;
+    void *out;
+    size_t n;
+    int C;
+    size_t HW;
+} gap_nhwc_args;
+static int emu_gap_nhwc(const sim_op *o) {
+    gap_nhwc_args a;
+    memcpy(&a, o->args, sizeof a);
+    sim_t t = targ(o, 0);
+    size_t C = a.C > 0 ? (size_t)a.C : 0;
+    if (!dev_ok(a.in, a.n * a.HW * C * sim_size(t)) || !dev_ok(a.out, a.n * C * sim_size(t)))
+        return ILLEGAL;
+    for (size_t k = 0; k < a.n; k++)
+        for (size_t c = 0; c < C; c++) {
+            double sum = 0.0;
+            for (size_t p = 0; p < a.HW; p++)
+                sum += (double)sim_ld(t, a.in, (k * a.HW + p) * C + c);
+            sim_st(t, a.out, k * C + c, (float)(sum / (double)a.HW));
+        }
     return 0;
 }
 
@@ -209,16 +241,21 @@ int sim_conv_ok(sim_t t, const sim_conv_geom *g, size_t n, const void *in, const
            dev_ok(out, n * (size_t)g->Cout * (size_t)g->Ho * (size_t)g->Wo * es);
 }
 
+int sim_conv_co(const sim_conv_geom *g, size_t i) {
+    const size_t howo = (size_t)g->Ho * (size_t)g->Wo;
+    return (int)((g->nhwc ? i : i / howo) % (size_t)g->Cout);
+}
+
 float sim_conv_at(sim_t t, const sim_conv_geom *g, const void *in, const void *w, size_t i,
                   int tf32) {
     const size_t howo = (size_t)g->Ho * (size_t)g->Wo, hw = (size_t)g->H * (size_t)g->W;
+    const size_t Cin = (size_t)g->Cin, kk = (size_t)g->kh * (size_t)g->kw;
     const int cin_g = g->Cin / g->groups, cout_g = g->Cout / g->groups;
-    size_t r = i % howo, q = i / howo;
-    int co = (int)(q % (size_t)g->Cout);
-    size_t item = q / (size_t)g->Cout;
+    /* output element i: item, channel co, pixel r, in the layout's order */
+    int co = sim_conv_co(g, i);
+    size_t r = g->nhwc ? (i / (size_t)g->Cout) % howo : i % howo, item = i / howo / (size_t)g->Cout;
     int oy = (int)(r / (size_t)g->Wo), ox = (int)(r % (size_t)g->Wo), grp = co / cout_g;
-    size_t x0 = (item * (size_t)g->Cin + (size_t)grp * (size_t)cin_g) * hw;
-    size_t w0 = (size_t)co * (size_t)cin_g * (size_t)g->kh * (size_t)g->kw;
+    size_t c0 = (size_t)grp * (size_t)cin_g, w0 = (size_t)co * (size_t)cin_g * kk;
     float acc = 0.0f;
     for (int ci = 0; ci < cin_g; ci++)
         for (int ky = 0; ky < g->kh; ky++) {
@@ -227,12 +264,12 @@ float sim_conv_at(sim_t t, const sim_conv_geom *g, const void *in, const void *w
             for (int kx = 0; kx < g->kw; kx++) {
                 int ix = ox * g->sw - g->pw + kx * g->dw;
                 if (ix < 0 || ix >= g->W) continue;
-                float xv = sim_ld(t, in,
-                                  x0 + ((size_t)ci * (size_t)g->H + (size_t)iy) * (size_t)g->W +
-                                      (size_t)ix);
-                float wv = sim_ld(t, w,
-                                  w0 + ((size_t)ci * (size_t)g->kh + (size_t)ky) * (size_t)g->kw +
-                                      (size_t)kx);
+                size_t p = (size_t)iy * (size_t)g->W + (size_t)ix,
+                       q = (size_t)ky * (size_t)g->kw + (size_t)kx, c = c0 + (size_t)ci;
+                float xv =
+                    sim_ld(t, in, g->nhwc ? (item * hw + p) * Cin + c : (item * Cin + c) * hw + p);
+                float wv = sim_ld(
+                    t, w, w0 + (g->nhwc ? q * (size_t)cin_g + (size_t)ci : (size_t)ci * kk + q));
                 if (tf32) xv = sim_tf32(xv), wv = sim_tf32(wv);
                 acc += xv * wv;
             }
@@ -258,9 +295,8 @@ static int emu_conv(const sim_op *o) {
     if (per == 0 || a.total % per || !sim_conv_ok(t, &a.g, a.total / per, a.in, a.w, a.out) ||
         !dev_ok(a.bias, (size_t)a.g.Cout * 4))
         return ILLEGAL;
-    const size_t howo = (size_t)a.g.Ho * (size_t)a.g.Wo;
     for (size_t i = 0; i < a.total; i++) {
-        int co = (int)((i / howo) % (size_t)a.g.Cout);
+        int co = sim_conv_co(&a.g, i);
         sim_st(t, a.out, i, sim_act(a.act, sim_conv_at(t, &a.g, a.in, a.w, i, 0) + a.bias[co]));
     }
     return 0;
@@ -336,12 +372,13 @@ static int emu_topk(const sim_op *o) {
     return 0;
 }
 
-/* prep_kernel<Tin, Tout>(size_t total, const Tin *in, int hwc, int C, int H, int W,
-   const float *mean, const float *sd, Tout *out): v = x / 255 (u8) or x, (v - mean) / sd */
+/* prep_kernel<Tin, Tout>(size_t total, const Tin *in, int hwc, int nhwc, int C, int H, int W,
+   const float *mean, const float *sd, Tout *out): v = x / 255 (u8) or x, (v - mean) / sd; in
+   HWC when hwc, out HWC when nhwc (else CHW) */
 typedef struct {
     size_t total;
     const void *in;
-    int hwc, C, H, W;
+    int hwc, nhwc, C, H, W;
     const float *mean, *sd;
     void *out;
 } prep_args;
@@ -355,9 +392,9 @@ static int emu_prep(const sim_op *o) {
         !dev_ok(a.sd, (size_t)a.C * 4))
         return ILLEGAL;
     for (size_t i = 0; i < a.total; i++) {
-        size_t item = i / per, r = i % per, p = r % hw;
-        int c = (int)(r / hw);
-        size_t src = a.hwc ? item * per + p * (size_t)a.C + (size_t)c : i;
+        size_t item = i / per, r = i % per, p = a.nhwc ? r / (size_t)a.C : r % hw;
+        int c = (int)(a.nhwc ? r % (size_t)a.C : r / hw);
+        size_t src = item * per + (a.hwc ? p * (size_t)a.C + (size_t)c : (size_t)c * hw + p);
         float v = ti == SIM_U8 ? sim_ld(ti, a.in, src) / 255.0f : sim_ld(ti, a.in, src);
         sim_st(to, a.out, i, (v - a.mean[c]) / a.sd[c]);
     }
@@ -652,13 +689,14 @@ static int emu_attn_simt(const sim_op *o) {
 const sim_emu sim_model_emus[] = {
     {"10act_kernelI", emu_act, "ppzi"},
     {"14add_act_kernelI", emu_add_act, "pppzi"},
-    {"15bias_act_kernelI", emu_bias_act, "ppzizi"},
+    {"15bias_act_kernelI", emu_bias_act, "ppzizii"},
     {"11pool_kernelI", emu_pool, "ppzGi"},
     {"10gap_kernelI", emu_gap, "ppzz"},
+    {"15gap_nhwc_kernelI", emu_gap_nhwc, "ppziz"},
     {"18conv_direct_kernelI", emu_conv, "ppppzCi"},
     {"14softmax_kernelI", emu_softmax, "ppi"},
     {"11topk_kernelI", emu_topk, "ppii"},
-    {"11prep_kernelI", emu_prep, "zpiiiippp"},
+    {"11prep_kernelI", emu_prep, "zpiiiiippp"},
     {"14convert_kernelI", emu_convert, "ppz"},
     {"18tok_offsets_kernel", emu_tok_offsets, "zpzp"},
     {"17token_mean_kernelI", emu_token_mean, "pppi"},

@@ -528,7 +528,8 @@ SIM_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d
 /* ---- cuDNN: the legacy convolution API the CUDA conv2d layer uses ------------------------ */
 
 #ifdef GPSIM_HAVE_CUDNN
-/* From the documented semantics (cudnn_cnn.h) too: NCHW tensors and filters, 2-D
+/* From the documented semantics (cudnn_cnn.h) too: NCHW or NHWC tensors and filters (an NHWC
+   filter is K x kh x kw x C; x, w and y of one layout, the fused call's z and bias too), 2-D
    cross-correlation with padding, stride, dilation and groups, y = alpha conv(x) + beta y and
    the fused y = act(alpha1 conv(x) + alpha2 z + bias) (relu, or identity with
    IMPLICIT_PRECOMP_GEMM only, as documented), fp32 compute for fp32 / fp16 / bf16 data; float
@@ -547,10 +548,12 @@ struct cudnnContext {
 struct cudnnTensorStruct {
     cudnnDataType_t type;
     int n, c, h, w, set;
+    cudnnTensorFormat_t fmt;
 };
 struct cudnnFilterStruct {
     cudnnDataType_t type;
     int k, c, h, w, set;
+    cudnnTensorFormat_t fmt;
 };
 struct cudnnConvolutionStruct {
     int ph, pw, u, v, dh, dw, groups, set;
@@ -652,8 +655,9 @@ SIM_API cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d,
                                                  int n, int c, int h, int w) {
     sim_t t;
     if (!d || n < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (format != CUDNN_TENSOR_NCHW || !dnn_type(type, &t)) return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = (struct cudnnTensorStruct){type, n, c, h, w, 1};
+    if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC) || !dnn_type(type, &t))
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    *d = (struct cudnnTensorStruct){type, n, c, h, w, 1, format};
     return CUDNN_STATUS_SUCCESS;
 }
 SIM_API cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type,
@@ -661,8 +665,9 @@ SIM_API cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudn
                                                  int w) {
     sim_t t;
     if (!d || k < 1 || c < 1 || h < 1 || w < 1) return CUDNN_STATUS_BAD_PARAM;
-    if (format != CUDNN_TENSOR_NCHW || !dnn_type(type, &t)) return CUDNN_STATUS_NOT_SUPPORTED;
-    *d = (struct cudnnFilterStruct){type, k, c, h, w, 1};
+    if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC) || !dnn_type(type, &t))
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    *d = (struct cudnnFilterStruct){type, k, c, h, w, 1, format};
     return CUDNN_STATUS_SUCCESS;
 }
 SIM_API cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int ph,
@@ -708,10 +713,11 @@ static int dnn_geom(const struct cudnnTensorStruct *x, const struct cudnnFilterS
                     sim_conv_geom *g, sim_t *t) {
     if (!x || !w || !cv || !x->set || !w->set || !cv->set) return 0;
     if (x->type != w->type || !dnn_type(x->type, t) || x->c != w->c * cv->groups ||
-        w->k % cv->groups)
+        w->k % cv->groups || x->fmt != w->fmt || (y && y->fmt != x->fmt))
         return 0;
-    *g = (sim_conv_geom){x->c,  x->h,  x->w,   w->k,   0,      0,      w->h,      w->w,
-                         cv->u, cv->v, cv->ph, cv->pw, cv->dh, cv->dw, cv->groups};
+    *g = (sim_conv_geom){
+        x->c,  x->h,  x->w,   w->k,   0,      0,      w->h,       w->w,
+        cv->u, cv->v, cv->ph, cv->pw, cv->dh, cv->dw, cv->groups, x->fmt == CUDNN_TENSOR_NHWC};
     g->Ho = 1 + (x->h + 2 * cv->ph - ((w->h - 1) * cv->dh + 1)) / cv->u;
     g->Wo = 1 + (x->w + 2 * cv->pw - ((w->w - 1) * cv->dw + 1)) / cv->v;
     if (g->Ho < 1 || g->Wo < 1) return 0;
@@ -811,7 +817,7 @@ static int emu_dnn_forward(const sim_op *o) {
     for (size_t i = 0; i < total; i++) {
         float v = a.alpha * sim_conv_at(t, &a.g, a.x, a.w, i, a.tf32);
         if (a.beta != 0.0f) v += a.beta * sim_ld(t, a.z, i);
-        if (a.bias) v += sim_ld(t, a.bias, (i / howo) % (size_t)a.g.Cout);
+        if (a.bias) v += sim_ld(t, a.bias, (size_t)sim_conv_co(&a.g, i));
         sim_st(t, a.y, i, a.relu ? sim_act(1, v) : v);
     }
     if (a.slow) { /* a margin that other work on the machine does not undo */
@@ -883,10 +889,10 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
     /* z: y's shape and type (y itself with alpha2 0, or the layer's folded residual); a bias of
        y's type, one per output channel */
     if (!z || zd->set != 1 || zd->type != yd->type || zd->n != yd->n || zd->c != yd->c ||
-        zd->h != yd->h || zd->w != yd->w)
+        zd->h != yd->h || zd->w != yd->w || zd->fmt != yd->fmt)
         return CUDNN_STATUS_BAD_PARAM;
     if (!bd->set || bd->type != yd->type || bd->n != 1 || bd->c != yd->c || bd->h != 1 ||
-        bd->w != 1)
+        bd->w != 1 || bd->fmt != yd->fmt)
         return CUDNN_STATUS_BAD_PARAM;
     if (act->mode == CUDNN_ACTIVATION_IDENTITY &&
         algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
@@ -904,7 +910,8 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
    pack of as many ids as pointers. The heuristic offers two engines in mode A, INSTANT and B
    (engine 0: 1 MiB of workspace; engine 1: TENSOR_CORE, none) and engine 0 alone as the
    fallback list, so the workspace, the fp32 note filter and a repeated plan all happen; a plan
-   for tensors not packed NCHW is CUDNN_STATUS_NOT_SUPPORTED (the simulation's one layout).
+   for x, w and y not all packed NCHW or all packed NHWC (the filter K x kh x kw x C) is
+   CUDNN_STATUS_NOT_SUPPORTED.
    Execute finds x, w and y by unique id in the variant pack and runs the legacy forward's work
    (engine 1 reads fp32 as tf32). GPSIM_DNN_LEGACY_SLOW=1 makes every legacy forward take 4x its
    time and 8 ms more, so the plans win a timing; GPSIM_DNN_GRAPH_WRONG=1 scales every plan's output
@@ -1079,14 +1086,20 @@ SIM_API cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t desc,
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* Whether the tensor is packed NCHW (what the simulated engines read). */
-static int sb_nchw(const sb_desc *t) {
-    int64_t s = 1;
-    for (int i = 3; i >= 0; i--) {
-        if (sb_i64(t, CUDNN_ATTR_TENSOR_STRIDES, i) != s) return 0;
-        s *= sb_i64(t, CUDNN_ATTR_TENSOR_DIMENSIONS, i);
+/* The tensor's layout, of the two the simulated engines read: 0 packed NCHW, 1 packed NHWC
+   (dimensions N, C, H, W; strides C H W, 1, W C, C), -1 neither. */
+static int sb_layout(const sb_desc *t) {
+    static const int order[2][4] = {{3, 2, 1, 0}, {1, 3, 2, 0}}; /* innermost first */
+    for (int l = 0; l < 2; l++) {
+        int64_t s = 1, ok = 1;
+        for (int k = 0; k < 4; k++) {
+            int i = order[l][k];
+            ok &= sb_i64(t, CUDNN_ATTR_TENSOR_STRIDES, i) == s;
+            s *= sb_i64(t, CUDNN_ATTR_TENSOR_DIMENSIONS, i);
+        }
+        if (ok) return l;
     }
-    return 1;
+    return -1;
 }
 
 /* The convolution's geometry and data type from a finalized forward operation. */
@@ -1119,7 +1132,8 @@ static int sb_geom(const sb_desc *op, sim_conv_geom *g, sim_t *t, size_t *n) {
                          C(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 1),
                          C(CUDNN_ATTR_CONVOLUTION_DILATIONS, 0),
                          C(CUDNN_ATTR_CONVOLUTION_DILATIONS, 1),
-                         1};
+                         1,
+                         sb_layout(x) == 1};
     if (D(w, 1) != g->Cin || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 ||
         g->pw < 0 || C(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, 0) != g->ph ||
         C(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, 1) != g->pw)
@@ -1201,12 +1215,13 @@ SIM_API cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) {
         if (!h || ec->kind != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR || !ec->graph)
             return CUDNN_STATUS_BAD_PARAM;
         const sb_desc *op = sb_graph_op(ec->graph);
-        for (int i = 0; i < 3; i++) {
-            const cudnnBackendAttributeName_t ts[3] = {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                                                       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-                                                       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
-            if (!sb_nchw(sb_ptr(op, ts[i], 0))) return CUDNN_STATUS_NOT_SUPPORTED;
-        }
+        const cudnnBackendAttributeName_t ts[3] = {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                                   CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                                   CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
+        int lay = sb_layout(sb_ptr(op, ts[0], 0));
+        for (int i = 0; i < 3; i++) /* x, w and y packed in one of the two layouts */
+            if (lay < 0 || sb_layout(sb_ptr(op, ts[i], 0)) != lay)
+                return CUDNN_STATUS_NOT_SUPPORTED;
         d->graph = ec->graph;
         d->engine = ec->engine;
         const char *ms = getenv("GPSIM_DNN_PLAN_MS");

@@ -112,16 +112,20 @@ static inline void sim_st(sim_t t, void *p, size_t i, float v) {
 /* A 2-D convolution's geometry, in the order of kernels/act.cu's conv_geom (a kernel argument). */
 typedef struct sim_conv_geom {
     int Cin, H, W, Cout, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int nhwc; /* x, y N x H x W x C and w [Cout][kh][kw][Cin / groups] */
 } sim_conv_geom;
 
-/* Cross-correlation of n items (NCHW, type t) with w [Cout][Cin / groups][kh][kw]: the fp32
-   sum for output element i (item, channel, row, column), the inputs rounded to tf32 first when
-   tf32 (kernels_sim.c; the direct kernel's and cuDNN's). sim_conv_ok: every range it reads and
-   out (n items) lie in device memory, and the geometry is whole. */
+/* Cross-correlation of n items (NCHW, type t) with w [Cout][Cin / groups][kh][kw] (nhwc: NHWC
+   items, w [Cout][kh][kw][Cin / groups]): the fp32 sum for output element i (item, channel,
+   row, column in the layout's order), the inputs rounded to tf32 first when tf32
+   (kernels_sim.c; the direct kernel's and cuDNN's). sim_conv_co: output element i's channel.
+   sim_conv_ok: every range it reads and out (n items) lie in device memory, and the geometry is
+   whole. */
 SIM_HIDDEN int sim_conv_ok(sim_t t, const sim_conv_geom *g, size_t n, const void *in, const void *w,
                            const void *out);
 SIM_HIDDEN float sim_conv_at(sim_t t, const sim_conv_geom *g, const void *in, const void *w,
                              size_t i, int tf32);
+SIM_HIDDEN int sim_conv_co(const sim_conv_geom *g, size_t i);
 /* fp32 rounded to tf32 (10 mantissa bits, to nearest even), as tensor cores read it. */
 SIM_HIDDEN float sim_tf32(float v);
 /* The activations as the host applies them (lib/model/gemm.h gp__act_apply; 1 relu, 2 gelu,
