@@ -92,6 +92,13 @@ if(GP_HAVE_CUDNN)
               ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1" TIMEOUT 300)
   gp_sim_case(model_cuda_graph_wrong model_cuda_ops ARGS ops
               ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1;GPSIM_DNN_GRAPH_WRONG=1" TIMEOUT 300)
+  # cuDNN plans every convolution but none of its algorithms or plans runs: each convolution
+  # moves to the direct kernel at create (NCHW and NHWC), says so in the stats, and computes
+  # right, rather than failing every batch.
+  gp_sim_case(model_cuda_dnn_refuses model_cuda_ops ARGS ops ENV "GPSIM_DNN_FORWARD_FAIL=1"
+              TIMEOUT 300)
+  set_tests_properties(sim_model_cuda_dnn_refuses PROPERTIES PASS_REGULAR_EXPRESSION
+    "nhwc: residual folded into the conv: backend note: conv2d [^\n]*runs on the direct kernel \\(slow\\): none of cuDNN's algorithms.*all comparisons within tolerance")
 endif()
 
 # The README's main job on the simulated device: gp-bench's default sweep of the demo MLP on

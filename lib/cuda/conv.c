@@ -783,7 +783,7 @@ static int conv_memo_hit(const conv_bucket *bk, const int memo[GP__MEMO_VALS]) {
    choice (the heuristic's first legacy algorithm, or the stand-in, when nothing ran). */
 static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_bucket *bk, size_t n,
                        const int64_t key[CONV_KEY_LEN], cudaEvent_t ev[2], int *best,
-                       int *best_fused, ck *c) {
+                       int *best_fused, int *none, ck *c) {
     const conv_plan *cp = sp->plan;
     const int forms = cp->relu ? 2 : 1, ng = gp__cgraph_count(bk->g);
     const int n_all = bk->n_cand + ng > 0 ? bk->n_cand + ng : 1; /* 1: the stand-in */
@@ -826,6 +826,7 @@ static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_buck
     if (rc != GP_OK) return rc;
     for (int f = 0; f < forms; f++)
         if (ms_of[0][f] >= 0 && (first_ms < 0 || ms_of[0][f] < first_ms)) first_ms = ms_of[0][f];
+    *none = best_ms < 0; /* nothing cuDNN offers ran (conv_bind: the direct kernel) */
     if (best_ms < 0) {
         *best = bk->n_cand > 0 ? 0 : bk->n_cand + ng;
         *best_fused = cp->relu != NULL && bk->n_cand > 0;
@@ -856,8 +857,9 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     conv_plan *cp = sp->plan;
     if (!cp) return GP_OK;
     cudaEvent_t ev[2] = {NULL, NULL};
-    int rc = GP_OK, forms = cp->relu ? 2 : 1;
-    for (int bi = 0; bi < st->n_buckets && rc == GP_OK; bi++) {
+    int rc = GP_OK, forms = cp->relu ? 2 : 1, none = 0;
+    size_t none_n = 0;
+    for (int bi = 0; bi < st->n_buckets && rc == GP_OK && !none; bi++) {
         conv_bucket *bk = &cp->bk[bi];
         size_t n = st->buckets[bi];
         int64_t key[CONV_KEY_LEN];
@@ -906,8 +908,13 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                     break;
                 }
             }
-            if ((rc = conv_choose(st, sp, slot, bk, n, key, ev, &best, &best_fused, c)) != GP_OK)
+            if ((rc = conv_choose(st, sp, slot, bk, n, key, ev, &best, &best_fused, &none, c)) !=
+                GP_OK)
                 break;
+            if (none) { /* every batch of this size would fail: the op goes to the direct kernel */
+                none_n = n;
+                break;
+            }
         }
         if ((rc = conv_set(bk, best, c)) == GP_OK) {
             if (best_fused && bk->graph < 0)
@@ -927,6 +934,14 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
     /* Destroy statuses are not actionable here. */
     if (ev[0]) cudaEventDestroy(ev[0]);
     if (ev[1]) cudaEventDestroy(ev[1]);
+    if (rc == GP_OK && none) { /* correct and slow, and said in the stats, rather than failed */
+        snprintf(st->note, sizeof st->note,
+                 "conv2d %s runs on the direct kernel (slow): none of cuDNN's algorithms for it "
+                 "ran at batch %zu (conv2d's INFO lines say which were tried)",
+                 sp->op->name, none_n);
+        gp__slot_info(slot, "%s", st->note);
+        conv_release(sp, st->n_buckets);
+    }
     return rc;
 }
 

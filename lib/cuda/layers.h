@@ -235,9 +235,9 @@ void gp__gemm_free(gp__gemm *g);
  */
 
 /* Whether the CUDA runtime keeps the model's activations NHWC (docs/DESIGN.md §6, "NHWC
-   activations"): 1, or 0 with why (when not NULL) saying what keeps it NCHW. One answer per
-   model: a function of its ops and precision alone, so every slot, device and CUDA graph
-   agrees. */
+   activations"): 1, or 0 with why (when not NULL) saying what keeps it NCHW, or -1 out of
+   memory (why says so). A function of the model's ops and precision alone; model.c decides it
+   once per device, with the weights' layout, and every slot there takes that answer. */
 int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len);
 
 size_t gp__kt_size(gp__kt t);

@@ -153,12 +153,13 @@ int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len) {
     if (!nhwc || !shape) {
         free(nhwc);
         free(shape);
-        snprintf(why, why_len, "out of memory deciding the layout");
-        return 0;
+        snprintf(why, why_len, "out of memory deciding the activations' layout");
+        return -1;
     }
     for (int i = 0; i < m->n_ops && ok; i++) {
         const gp__op *op = &m->ops[i];
         int srcs[2] = {op->src, gp__op_has_src2(op) ? op->src2 : GP__BUF_NONE}, ordered = 0;
+        gp__shape from = op->out; /* the pixels an ordered operand holds */
         for (int k = 0; k < 2 && ok; k++) {
             int b = srcs[k];
             if (b == GP__BUF_INPUT && op->kind != GP__OP_PREP) {
@@ -173,6 +174,7 @@ int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len) {
                     ok = 0;
                 }
                 ordered = 1;
+                from = shape[b];
             }
         }
         if (!ok) break;
@@ -183,17 +185,17 @@ int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len) {
             ok = 0;
             break;
         }
-        /* ACT and ADD keep their operands' order; GLOBALAVGPOOL writes one pixel. */
-        int out_ordered =
-            pixels &&
-            (lays_out(op) || ((op->kind == GP__OP_ACT || op->kind == GP__OP_ADD) && ordered));
+        /* ACT and ADD keep their operands' order whatever shape they are given (one after a
+           flatten still holds the pixels in HWC order); GLOBALAVGPOOL writes one pixel. */
+        int elementwise = op->kind == GP__OP_ACT || op->kind == GP__OP_ADD;
+        int out_ordered = lays_out(op) ? pixels : elementwise && ordered;
+        gp__shape px = lays_out(op) ? op->out : from;
         if (op->dst == GP__BUF_OUTPUT && out_ordered) {
-            snprintf(why, why_len, "the model's output is a value of %dx%d pixels", op->out.h,
-                     op->out.w);
+            snprintf(why, why_len, "the model's output is a value of %dx%d pixels", px.h, px.w);
             ok = 0;
         } else if (op->dst >= 0 && op->dst < m->n_bufs) {
             nhwc[op->dst] = (unsigned char)out_ordered;
-            shape[op->dst] = op->out;
+            shape[op->dst] = px;
         }
     }
     free(nhwc);
@@ -226,6 +228,8 @@ typedef struct memo {
 typedef struct dev_weights {
     struct dev_weights *next;
     int device;
+    int nhwc;         /* gp__cuda_nhwc, decided with the weights' layout: every slot takes it */
+    char layout[160]; /* what kept the model NCHW, or "" */
     void *arena;
     op_consts *ops; /* m->n_ops */
     memo *memos;    /* gp__memo_*, under m->mu */
@@ -275,9 +279,9 @@ int gp__consts_weight_bias(const gp__op *op, gp__consts *k, ck *c) {
 /* Lay out (img == NULL: size only) the device arena of every op's constants through the
    layers' consts hooks. offs receives per op the byte offset of each GP__K_* slot (SIZE_MAX:
    none); *bytes the arena's size. */
-static int layout_consts(const gp__model *m, gp__kt kt, unsigned char *img,
+static int layout_consts(const gp__model *m, gp__kt kt, int nhwc, unsigned char *img,
                          size_t (*offs)[GP__K_SLOTS], size_t *bytes, ck *c) {
-    gp__consts k = {.kt = kt, .nhwc = gp__cuda_nhwc(m, NULL, 0), .img = img};
+    gp__consts k = {.kt = kt, .nhwc = nhwc, .img = img};
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
         const cuda_layer *l = layer_of(op);
@@ -359,7 +363,15 @@ static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck 
     }
     size_t bytes = 0;
     unsigned char *img = NULL;
-    int rc = layout_consts(m, kt, NULL, offs, &bytes, c);
+    int rc = GP_OK;
+    /* The activations' layout, once: the weights are laid out for it here, and every slot on
+       this device runs it (dev_weights.nhwc). */
+    d->nhwc = gp__cuda_nhwc(m, d->layout, sizeof d->layout);
+    if (d->nhwc < 0) {
+        rc = CK_FAIL(c, GP_ENOMEM, "%s", d->layout);
+        goto out;
+    }
+    rc = layout_consts(m, kt, d->nhwc, NULL, offs, &bytes, c);
     if (rc != GP_OK) goto out;
     if (bytes) {
         img = malloc(bytes);
@@ -367,7 +379,7 @@ static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck 
             rc = CK_FAIL(c, GP_ENOMEM, "out of memory staging %zu bytes of weights", bytes);
             goto out;
         }
-        if ((rc = layout_consts(m, kt, img, offs, &bytes, c)) != GP_OK) goto out;
+        if ((rc = layout_consts(m, kt, d->nhwc, img, offs, &bytes, c)) != GP_OK) goto out;
         cudaError_t e = cudaMalloc(&d->arena, bytes);
         if (e != cudaSuccess) {
             d->arena = NULL;
@@ -658,8 +670,6 @@ static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
     st->capacity = slot->capacity;
     st->tcap = m->token_bytes ? slot->in_capacity / m->token_bytes : 0;
     st->kt = act_type(m->precision);
-    char layout_why[160];
-    st->nhwc = gp__cuda_nhwc(m, layout_why, sizeof layout_why);
     st->buckets = slot->buckets;
     st->n_buckets = slot->num_buckets;
     st->in_align = gp__align_of(slot->in);
@@ -670,9 +680,10 @@ static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
     int fresh = 0;
     if ((rc = weights_for(m, st->device, s, &c, &w, &fresh)) != GP_OK) goto bad;
     st->dw = w;
+    st->nhwc = w->nhwc;
     if (fresh) /* once per model and device: the layout every slot runs (docs/DESIGN.md §6) */
         gp__slot_info(slot, "model: activations in %s%s%s%s", st->nhwc ? "NHWC" : "NCHW",
-                      layout_why[0] ? " (" : "", layout_why, layout_why[0] ? ")" : "");
+                      w->layout[0] ? " (" : "", w->layout, w->layout[0] ? ")" : "");
     if ((rc = plan_steps(st, w, &c)) != GP_OK) goto bad;
     /* Plans first: their workspace sizes decide the slot's allocation. */
     for (int i = 0; i < st->n_steps; i++) {

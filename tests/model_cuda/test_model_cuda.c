@@ -460,6 +460,11 @@ static void w_nhwc_residual(tset *t) {
     t_weight(t, "a.bias", 1, (uint64_t[]){4}, 36);
 }
 
+static void w_conv3x3_8(tset *t) {
+    t_weight(t, "c.weight", 4, (uint64_t[]){8, 3, 3, 3}, 27);
+    t_weight(t, "c.bias", 1, (uint64_t[]){8}, 27);
+}
+
 static void w_flatten_fc(tset *t) {
     t_weight(t, "c.weight", 4, (uint64_t[]){8, 3, 3, 3}, 27);
     t_weight(t, "c.bias", 1, (uint64_t[]){8}, 27);
@@ -525,6 +530,12 @@ static const opcase op_cases[] = {
     {"flatten of 4x4 pixels, linear",
      "input f32 3x4x4 mean=0 std=1\nconv2d c padding=1\nflatten\nlinear fc\n", w_flatten_fc,
      "NCHW"}, /* the linear reads the pixels in CHW order */
+    /* An activation between the flatten and its reader does not hide the pixels' order. */
+    {"flatten of 4x4 pixels, relu, linear",
+     "input f32 3x4x4 mean=0 std=1\nconv2d c padding=1\nflatten\nrelu\nlinear fc\n", w_flatten_fc,
+     "NCHW"},
+    {"flatten of 4x4 pixels, sigmoid as the output",
+     "input f32 3x4x4 mean=0 std=1\nconv2d c padding=1\nflatten\nsigmoid\n", w_conv3x3_8, "NCHW"},
     {"act on the input", "input f32 50\ntanh\n", w_none, "NCHW"},
     {"copy of the input", "input f32 10\nsave a\nsigmoid\nrestore a\n", w_none, "NCHW"},
     {"argmax", "input f32 30\nlinear fc\nargmax\n", w_fc_30_12, "NCHW"},

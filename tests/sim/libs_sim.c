@@ -841,6 +841,7 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
     if (!h) return CUDNN_STATUS_BAD_PARAM;
     if (lost()) return CUDNN_STATUS_EXECUTION_FAILED;
     if (!dnn_geom(x, w, cv, y, &g, &t)) return CUDNN_STATUS_BAD_PARAM;
+    if (env_on("GPSIM_DNN_FORWARD_FAIL")) return CUDNN_STATUS_NOT_SUPPORTED;
     if (!dnn_algo_ok(algo)) return CUDNN_STATUS_NOT_SUPPORTED;
     /* GPSIM_DNN_GEMM_WRONG: the heuristic's second algorithm computes something else, and fast */
     const int wrong =
@@ -920,7 +921,10 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
    build, which conv.c's planning caps must bound); GPSIM_DNN_GEMM_WRONG=1 scales the legacy
    IMPLICIT_GEMM's output (the heuristic's second algorithm here) by 1.25 and spares it
    GPSIM_DNN_LEGACY_SLOW (an algorithm fast and inaccurate, which conv.c must also check);
-   GPSIM_DNN_WS_MIB=N makes IMPLICIT_PRECOMP_GEMM and engine 0 ask for N MiB of workspace. */
+   GPSIM_DNN_WS_MIB=N makes IMPLICIT_PRECOMP_GEMM and engine 0 ask for N MiB of workspace;
+   GPSIM_DNN_FORWARD_FAIL=1 makes every forward, legacy or plan, refuse to run
+   (CUDNN_STATUS_NOT_SUPPORTED) while planning succeeds: a convolution nothing of cuDNN's runs,
+   which conv.c must move to the direct kernel rather than fail its batches. */
 
 #define SB_ATTRS 12
 #define SB_BYTES 64
@@ -1326,6 +1330,7 @@ SIM_API cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescripto
     /* GPSIM_DNN_EXEC_FIRST_ONLY: plans run on the process's first handle only (an engine that a
        later slot's handle cannot run, which conv.c must find at setup, not at a batch) */
     if (h->index > 0 && env_on("GPSIM_DNN_EXEC_FIRST_ONLY")) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (env_on("GPSIM_DNN_FORWARD_FAIL")) return CUDNN_STATUS_NOT_SUPPORTED;
     const sb_desc *op = sb_graph_op(p->graph);
     sim_conv_geom g;
     sim_t t;
