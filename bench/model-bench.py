@@ -25,9 +25,11 @@ and checks that both agree on the predicted class (argmax / top-1) for >= 99 % o
 
 The ratio is best against best: gpupipe's faster variant (eager or CUDA graphs) over PyTorch's
 faster one, so the peer has its best settings here (a ratio against PyTorch eager alone, the
-column "eager/eager", is not the comparison to quote). PyTorch runs its models in NCHW: for
-the ResNet-18 in fp16, channels_last is 0.98 of NCHW's time per batch of 256 (layer-bench,
-H200, 2026-11-27), not tried here. Medians: a shared machine's one slow window (the third H200
+column "eager/eager", is not the comparison to quote). PyTorch runs the convolutional models
+(cnn, resnet18) channels_last on CUDA in fp16 and bf16, as PyTorch's performance guide advises
+for tensor cores (layer-bench, H200, 2026-11-27: the fp16 ResNet-18 at 0.98 of NCHW's time
+per batch of 256), and since 2026-11-28 gpupipe runs them NHWC there too; NCHW otherwise (fp32
+channels_last not tried). Medians: a shared machine's one slow window (the third H200
 run's fp32 MLP with CUDA graphs read 7824 items/s at batch 1, the first run's 38598) should
 not become a figure; K = --windows (default 3), each window all N items.
 
@@ -285,10 +287,20 @@ def run_torch(module, x, device, batch, precision, graphs, windows):
         return _run_torch(module, x, device, batch, precision, graphs, windows)
 
 
-def _run_torch(module, x, device, batch, precision, graphs, windows):
-    """-> (median items/s of `windows` timed passes over x, the last pass's outputs)."""
+def torch_channels_last(module, device, precision):
+    """PyTorch's layout for the module: channels_last for a convolutional model on CUDA in fp16
+    / bf16 (tensor cores; PyTorch's performance guide), NCHW otherwise."""
+    return (device == "cuda" and precision in ("fp16", "bf16")
+            and any(isinstance(m, nn.Conv2d) for m in module.modules()))
+
+
+def _run_torch(module, x, device, batch, precision, graphs, windows, channels_last=None):
+    """-> (median items/s of `windows` timed passes over x, the last pass's outputs).
+    channels_last None: torch_channels_last's choice."""
     dev = torch.device(device)
-    module, _ = torch_for_inference(module, device, precision)
+    if channels_last is None:
+        channels_last = torch_channels_last(module, device, precision)
+    module, _ = torch_for_inference(module, device, precision, channels_last)
     n = x.shape[0]
     host_in = torch.from_numpy(x)
     if device == "cuda":
@@ -406,6 +418,8 @@ def main():
           + f", precision {a.precision}; PyTorch: {torch.get_num_threads()} threads, "
           f"{blas_info()}; gpupipe: --inflight {inflight}"
           + (" (one compute thread per in-flight batch)" if a.device == "cpu" else "")
+          + ("; PyTorch's convolutional models channels_last" if a.device == "cuda"
+             and a.precision in ("fp16", "bf16") else "")
           + f"; at least {a.min_batches} batches per point; items/s: the median of "
           f"{a.windows} timed window(s) of every item"
           + ("; ratio: the faster of gpupipe eager / + graphs over the faster of PyTorch eager / "
