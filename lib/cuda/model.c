@@ -127,7 +127,8 @@ static int reads_either(const gp__op *op) {
    written and read only by PREP, CONV2D, pooling, ACT and ADD, and is not the model's output
    (what a flatten renames, SOFTMAX, TOPK and the output read in CHW order). A value of one
    pixel (C x 1 x 1, GLOBALAVGPOOL's) is the same bytes in either layout. Buffers are followed
-   in op order: nhwc[b] says buffer b holds a value whose bytes the layout orders. */
+   in op order: px[b] is the pixels (h, w) of the value in buffer b whose bytes the layout
+   orders, or zero when its bytes are the same in either layout. */
 int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len) {
     char dummy[1];
     if (!why) why = dummy, why_len = sizeof dummy;
@@ -147,34 +148,29 @@ int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len) {
         snprintf(why, why_len, "no convolution");
         return 0;
     }
-    /* per buffer: whether its value's bytes follow the layout, and that value's shape */
-    unsigned char *nhwc = calloc((size_t)m->n_bufs + 1, 1);
-    gp__shape *shape = calloc((size_t)m->n_bufs + 1, sizeof *shape);
-    if (!nhwc || !shape) {
-        free(nhwc);
-        free(shape);
+    gp__shape *px = calloc((size_t)m->n_bufs + 1, sizeof *px);
+    if (!px) {
         snprintf(why, why_len, "out of memory deciding the activations' layout");
         return -1;
     }
     for (int i = 0; i < m->n_ops && ok; i++) {
         const gp__op *op = &m->ops[i];
-        int srcs[2] = {op->src, gp__op_has_src2(op) ? op->src2 : GP__BUF_NONE}, ordered = 0;
-        gp__shape from = op->out; /* the pixels an ordered operand holds */
+        int srcs[2] = {op->src, gp__op_has_src2(op) ? op->src2 : GP__BUF_NONE};
+        gp__shape from = {0}; /* the pixels an ordered operand holds, or zero: none */
         for (int k = 0; k < 2 && ok; k++) {
             int b = srcs[k];
             if (b == GP__BUF_INPUT && op->kind != GP__OP_PREP) {
                 snprintf(why, why_len, "%s (spec line %d) reads the model input",
                          gp__op_name(op->kind), op->line);
                 ok = 0;
-            } else if (b >= 0 && b < m->n_bufs && nhwc[b]) {
+            } else if (b >= 0 && b < m->n_bufs && px[b].h * px[b].w > 1) {
                 if (!reads_either(op)) {
                     snprintf(why, why_len,
                              "%s (spec line %d) reads a value of %dx%d pixels in CHW order",
-                             gp__op_name(op->kind), op->line, shape[b].h, shape[b].w);
+                             gp__op_name(op->kind), op->line, px[b].h, px[b].w);
                     ok = 0;
                 }
-                ordered = 1;
-                from = shape[b];
+                from = px[b];
             }
         }
         if (!ok) break;
@@ -188,18 +184,15 @@ int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len) {
         /* ACT and ADD keep their operands' order whatever shape they are given (one after a
            flatten still holds the pixels in HWC order); GLOBALAVGPOOL writes one pixel. */
         int elementwise = op->kind == GP__OP_ACT || op->kind == GP__OP_ADD;
-        int out_ordered = lays_out(op) ? pixels : elementwise && ordered;
-        gp__shape px = lays_out(op) ? op->out : from;
-        if (op->dst == GP__BUF_OUTPUT && out_ordered) {
-            snprintf(why, why_len, "the model's output is a value of %dx%d pixels", px.h, px.w);
+        gp__shape out = lays_out(op) && pixels ? op->out : elementwise ? from : (gp__shape){0};
+        if (op->dst == GP__BUF_OUTPUT && out.h * out.w > 1) {
+            snprintf(why, why_len, "the model's output is a value of %dx%d pixels", out.h, out.w);
             ok = 0;
         } else if (op->dst >= 0 && op->dst < m->n_bufs) {
-            nhwc[op->dst] = (unsigned char)out_ordered;
-            shape[op->dst] = px;
+            px[op->dst] = out;
         }
     }
-    free(nhwc);
-    free(shape);
+    free(px);
     return ok;
 }
 
