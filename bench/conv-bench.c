@@ -26,12 +26,17 @@
  *       lib/cuda/conv_graph.c, the code of conv.c's graph-API candidates: the same convolution
  *       as a one-operation graph, every engine configuration of the heuristic in mode A and of
  *       the fallback list (the plans deduplicated, up to 32 finalized within about 1 s per
- *       shape and layout), each timed; fp32 passes over engines noted TENSOR_CORE,
- *       DOWN_CONVERT_INPUTS, REDUCED_PRECISION_REDUCTION or FFT (conv.c's IEEE fp32, PyTorch's
- *       with TF32 off); the fastest plan's output is compared with (a)'s fastest (g_diff: the
- *       largest difference over the largest magnitude of (a)'s output). Whether an engine the
- *       legacy API cannot reach is what PyTorch has over conv.c.
- * Timing: one untimed run (timed, to size what follows), then up to R runs (default 5; fewer
+ *       shape and layout), each timed; passed over: engines noted DOWN_CONVERT_INPUTS or
+ *       REDUCED_PRECISION_REDUCTION (conv.c's fp32 sums), in fp32 also TENSOR_CORE or FFT
+ *       (conv.c's IEEE fp32, PyTorch's with TF32 off); the fastest plan's output is compared with
+ * (a)'s fastest (g_diff: the largest difference over the largest magnitude of (a)'s output).
+ * Whether an engine the legacy API cannot reach is what PyTorch has over conv.c. (r) fp16 / bf16:
+ * (g) again for the engines noted REDUCED_PRECISION_REDUCTION alone (their sums in 16 bits), which
+ * conv.c forbids (gpupipe's fp16 / bf16 accumulate in fp32, include/gpupipe/model.h) and PyTorch's
+ * engine filter does not (it drops only DOWN_CONVERT_INPUTS, and TENSOR_CORE for fp32 without
+ * TF32): whether PyTorch's lead on a shape is such an engine. Timed and compared with (a)'s output
+ * as (g); its lines are `conv-bench-graph-r:`, its fastest r_eng / r_ms / r_diff on the shape's
+ * line. Timing: one untimed run (timed, to size what follows), then up to R runs (default 5; fewer
  * when one run takes more than 250 ms / R) queued behind a spin kernel so that the CUDA events
  * between them time the GPU, not the host's calls; the median is reported.
  * FILE: one shape per line, `NAME CIN COUT KERNEL STRIDE PAD SIZE COUNT` (square input, square
@@ -160,6 +165,11 @@ typedef struct result {
     int g_offered, g_dup, g_contract, g_failed, g_timed, g_untried;
     double g_diff; /* against (a)'s fastest output; < 0: not compared */
     char g_why[96];
+    /* (r), fp16 / bf16: the fastest plan noted REDUCED_PRECISION_REDUCTION (r_eng -1: none) */
+    long long r_eng;
+    float r_ms;
+    int r_timed;
+    double r_diff; /* as g_diff */
 } result;
 
 typedef struct bench {
@@ -459,7 +469,7 @@ static double graph_compare(bench *b, const result *res, size_t y_elems) {
 
 /* (g) for the current shape and layout: the plans, each timed; the fastest kept in res and its
    output compared with (a)'s. One conv-bench-graph line per configuration offered. */
-static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
+static void bench_graph(bench *b, const shape *s, int nhwc, int reduced, result *res) {
     static seen_list seen;
     static float ms_of[G_MAX_PLANS];
     static int runs_of[G_MAX_PLANS];
@@ -467,7 +477,12 @@ static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
     const int64_t ho = out_hw(s);
     const gp__cgraph_geom geo = {b->batch,  s->c,      s->hw,  s->hw,  s->k, ho, ho, s->r, s->r,
                                  s->stride, s->stride, s->pad, s->pad, 1,    1,  1,  nhwc};
-    const gp__cgraph_want want = {.forbid = gp__cgraph_forbidden(b->prec == PREC_FP32),
+    /* (r): PyTorch's filter for 16-bit data (no DOWN_CONVERT_INPUTS), engines that reduce in
+       reduced precision only: what conv.c forbids and PyTorch's cudnn.benchmark may pick */
+    const unsigned r_bit = 1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
+    const gp__cgraph_want want = {.forbid = reduced ? 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS
+                                                    : gp__cgraph_forbidden(b->prec == PREC_FP32),
+                                  .require = reduced ? r_bit : 0,
                                   .ws_max = b->ws_max,
                                   .cap_ms = G_CAP_MS,
                                   .max_plans = G_MAX_PLANS,
@@ -478,14 +493,14 @@ static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
     gp__cgraph *cg = NULL;
     char why[96];
     int best = -1;
+    char g_why[sizeof res->g_why];
     seen.n = 0;
-    res->g_eng = -1;
-    res->g_diff = -1.0;
     int n = gp__cgraph_plan(b->h, b->dt, &geo, &want, &cg, why, sizeof why);
     if (n > 0 && gp__cgraph_bind(cg, b->x, b->w, b->y, b->ws, why, sizeof why) != 0) n = 0;
-    snprintf(res->g_why, sizeof res->g_why, "%s", why[0] ? why : "no_engine_config");
-    for (char *p = res->g_why; *p; p++) /* one shlex token: no blank, no quote */
+    snprintf(g_why, sizeof g_why, "%s", why[0] ? why : "no_engine_config");
+    for (char *p = g_why; *p; p++) /* one shlex token: no blank, no quote */
         if (*p == ' ' || *p == '\'' || *p == '"') *p = '_';
+    if (!reduced) memcpy(res->g_why, g_why, sizeof g_why);
     b->cg = cg;
     for (int i = 0; i < n; i++) {
         b->cg_i = i;
@@ -493,13 +508,16 @@ static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
         if (time_runs(b, ALGO_GRAPH, 0, 0, &ms_of[i], &runs_of[i], fail_of[i], sizeof fail_of[i]) !=
             0) {
             ms_of[i] = -1.0f;
-            res->g_failed++;
+            if (!reduced) res->g_failed++;
             continue;
         }
-        res->g_timed++;
+        if (reduced)
+            res->r_timed++;
+        else
+            res->g_timed++;
         if (best < 0 || ms_of[i] < ms_of[best]) best = i;
     }
-    res->g_offered = seen.n;
+    if (!reduced) res->g_offered = seen.n;
     for (int i = 0; i < seen.n; i++) {
         const gp__cgraph_seen *sn = &seen.s[i];
         char notes[160], line[256];
@@ -510,10 +528,12 @@ static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
         else if (sn->plan >= 0 && sn->plan < n)
             snprintf(line, sizeof line, "status=failed why=%s", fail_of[sn->plan]);
         else if (sn->plan >= 0) /* planned, but the variant pack was refused */
-            snprintf(line, sizeof line, "status=failed why=%s", res->g_why);
+            snprintf(line, sizeof line, "status=failed why=%s", g_why);
         else
             snprintf(line, sizeof line, "status=skipped why=%s", sn->why);
-        if (sn->plan >= n) { /* planned, then not run: the variant pack was refused */
+        if (reduced) {
+            /* (r) has no counts of its own: its lines say what was passed over */
+        } else if (sn->plan >= n) { /* planned, then not run: the variant pack was refused */
             res->g_failed++;
         } else if (sn->plan < 0) { /* the summary's counts */
             if (!strcmp(sn->why, "same_plan_as_an_earlier"))
@@ -525,20 +545,27 @@ static void bench_graph(bench *b, const shape *s, int nhwc, result *res) {
             else
                 res->g_failed++;
         }
-        printf("conv-bench-graph: shape=%s prec=%s layout=%s mode=%s cfg=%d eng=%lld notes=%s "
+        printf("conv-bench-graph%s: shape=%s prec=%s layout=%s mode=%s cfg=%d eng=%lld notes=%s "
                "%s\n",
-               s->name, PREC_NAME[b->prec], b->layout, sn->fallback ? "fallback" : "A", sn->index,
-               sn->engine, notes, line);
+               reduced ? "-r" : "", s->name, PREC_NAME[b->prec], b->layout,
+               sn->fallback ? "fallback" : "A", sn->index, sn->engine, notes, line);
     }
     fflush(stdout);
     if (best >= 0) {
-        res->g_eng = gp__cgraph_engine(cg, best);
-        res->g_ms = ms_of[best];
-        res->g_ws = gp__cgraph_ws(cg, best);
+        double diff = -1.0;
         if (res->a_algo >= 0) {
             b->cg_i = best;
-            res->g_diff =
-                graph_compare(b, res, (size_t)b->batch * (size_t)s->k * (size_t)ho * (size_t)ho);
+            diff = graph_compare(b, res, (size_t)b->batch * (size_t)s->k * (size_t)ho * (size_t)ho);
+        }
+        if (reduced) {
+            res->r_eng = gp__cgraph_engine(cg, best);
+            res->r_ms = ms_of[best];
+            res->r_diff = diff;
+        } else {
+            res->g_eng = gp__cgraph_engine(cg, best);
+            res->g_ms = ms_of[best];
+            res->g_ws = gp__cgraph_ws(cg, best);
+            res->g_diff = diff;
         }
     }
     b->cg = NULL;
@@ -564,8 +591,8 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
     res->f_ms = -1.0f;
     res->f_algo = res->f_math = -1;
     res->f_nan = -1;
-    res->g_eng = -1;
-    res->g_diff = -1.0;
+    res->g_eng = res->r_eng = -1;
+    res->g_diff = res->r_diff = -1.0;
 
     /* A layout or shape this cuDNN will not describe or plan is reported and passed over (the
        other shapes and layouts still run): a line with refused=<call>, "-" in the table. */
@@ -690,7 +717,9 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
     }
 
     /* (g) the graph API's engines, compared with (a)'s fastest */
-    bench_graph(b, s, fmt == CUDNN_TENSOR_NHWC, res);
+    bench_graph(b, s, fmt == CUDNN_TENSOR_NHWC, 0, res);
+    /* (r) the engines reducing in 16 bits, which conv.c forbids and PyTorch does not */
+    if (b->prec != PREC_FP32) bench_graph(b, s, fmt == CUDNN_TENSOR_NHWC, 1, res);
 
     printf("conv-bench: shape=%s count=%d prec=%s layout=%s n=%d c=%d hw=%d k=%d r=%d stride=%d "
            "pad=%d out=%d",
@@ -734,12 +763,23 @@ static void bench_shape(bench *b, const shape *s, cudnnTensorFormat_t fmt, resul
         printf(" g_eng=%lld g_ms=%.4f g_ws_mib=%.2f g_diff=", res->g_eng, (double)res->g_ms,
                (double)res->g_ws / (1 << 20));
         if (res->g_diff >= 0.0)
-            printf("%.3g\n", res->g_diff);
+            printf("%.3g", res->g_diff);
         else
-            printf("-\n");
+            printf("-");
     } else {
-        printf(" g_ms=- g_why=%s\n", res->g_why);
+        printf(" g_ms=- g_why=%s", res->g_why);
     }
+    if (b->prec != PREC_FP32 && res->r_eng >= 0) {
+        printf(" r_timed=%d r_eng=%lld r_ms=%.4f r_diff=", res->r_timed, res->r_eng,
+               (double)res->r_ms);
+        if (res->r_diff >= 0.0)
+            printf("%.3g", res->r_diff);
+        else
+            printf("-");
+    } else if (b->prec != PREC_FP32) {
+        printf(" r_timed=%d r_ms=-", res->r_timed);
+    }
+    printf("\n");
     fflush(stdout);
     res->done = 1;
 }
@@ -808,30 +848,34 @@ static void cell(float v, int ok) {
         printf(" - |");
 }
 
-#define N_COLS 7
+#define N_COLS 9 /* the last two, (r), in fp16 / bf16 only */
 static void print_table(const bench *b, const shape *sh, int n, int lay[2], result (*res)[2]) {
     double tot[N_COLS] = {0};
-    int miss[N_COLS] = {0}, count = 0;
+    int miss[N_COLS] = {0}, count = 0, ncols = b->prec == PREC_FP32 ? N_COLS - 2 : N_COLS;
     printf("\nconv-bench: %s, batch %d, ms per convolution (median of up to %d runs); "
            "(h) conv.c's rule, (a) every algorithm, (g) the graph API's fastest engine, fused: "
-           "the fastest of (h)'s candidates as cudnnConvolutionBiasActivationForward, NCHW; "
+           "the fastest of (h)'s candidates as cudnnConvolutionBiasActivationForward, NCHW%s; "
            "weighted total: sum of count x ms\n\n",
-           PREC_NAME[b->prec], b->batch, b->reps);
+           PREC_NAME[b->prec], b->batch, b->reps,
+           ncols > 7 ? "; (r) the graph API's fastest engine that reduces in reduced precision "
+                       "(not conv.c's: its sums are fp32)"
+                     : "");
     printf("| shape | count | NCHW ours(h) ms | NCHW best(a) ms | NHWC ours(h) ms | NHWC best(a) "
-           "ms | fused ms | NCHW graph(g) ms | NHWC graph(g) ms | best algo |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+           "ms | fused ms | NCHW graph(g) ms | NHWC graph(g) ms |%s best algo |\n",
+           ncols > 7 ? " NCHW graph(r) ms | NHWC graph(r) ms |" : "");
+    printf("|---|---|---|---|---|---|---|---|---|---|%s\n", ncols > 7 ? "---|---|" : "");
     for (int i = 0; i < n; i++) {
         const shape *s = &sh[i];
         const result *r0 = lay[0] ? &res[i][0] : NULL, *r1 = lay[1] ? &res[i][1] : NULL;
         float v[N_COLS] = {r0 ? r0->h_ms : 0, r0 ? r0->a_ms : 0, r1 ? r1->h_ms : 0,
                            r1 ? r1->a_ms : 0, r0 ? r0->f_ms : 0, r0 ? r0->g_ms : 0,
-                           r1 ? r1->g_ms : 0};
+                           r1 ? r1->g_ms : 0, r0 ? r0->r_ms : 0, r1 ? r1->r_ms : 0};
         int ok[N_COLS] = {r0 && r0->h_algo >= 0, r0 && r0->a_algo >= 0, r1 && r1->h_algo >= 0,
                           r1 && r1->a_algo >= 0, r0 && r0->f_algo >= 0, r0 && r0->g_eng >= 0,
-                          r1 && r1->g_eng >= 0};
+                          r1 && r1->g_eng >= 0,  r0 && r0->r_eng >= 0,  r1 && r1->r_eng >= 0};
         printf("| %s %d->%d %dx%d/%d @%d | %d |", s->name, s->c, s->k, s->r, s->r, s->stride, s->hw,
                s->count);
-        for (int j = 0; j < N_COLS; j++) {
+        for (int j = 0; j < ncols; j++) {
             cell(v[j], ok[j]);
             if (ok[j])
                 tot[j] += (double)s->count * (double)v[j];
@@ -857,7 +901,7 @@ static void print_table(const bench *b, const shape *sh, int n, int lay[2], resu
         printf(" |\n");
     }
     printf("| weighted total | %d |", count);
-    for (int j = 0; j < N_COLS; j++) {
+    for (int j = 0; j < ncols; j++) {
         if (miss[j] == n)
             printf(" - |");
         else if (miss[j])

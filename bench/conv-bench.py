@@ -32,7 +32,9 @@ fits, saying so; the rows a killed or failed conv-bench printed before it stoppe
 Prints, per precision, a Markdown table: shape | count | ours(h) NCHW | best(a) NCHW |
 best(a) NHWC | graph(g) NCHW | graph(g) NHWC | PyTorch NCHW | PyTorch channels_last |
 ours/PyTorch-best | reachable/PyTorch-best (ms per convolution, weighted totals = sum of count x
-ms; reachable: the fastest of (a) and (g), what conv.c could get from the same cuDNN), and with
+ms; reachable: the fastest of (a) and (g), what conv.c could get from the same cuDNN; in fp16 /
+bf16 then graph(r) NCHW | graph(r) NHWC | with (r)/PyTorch-best: conv-bench's (r), the engines
+that sum in 16 bits, which conv.c forbids and PyTorch's engine filter allows), and with
 --torch-cudnn one of conv-bench under the cuDNN the loader finds against PyTorch's. Exit status:
 0; 1 when a run failed or a graph(g) output is over its limit; 77 without PyTorch or a CUDA
 device (SKIP line).
@@ -114,7 +116,7 @@ def parse(lines):
                 key = (kv["shape"], kv["layout"])
                 if "count" not in kv:  # the tables need it
                     raise KeyError("count")
-                for k in ("fused_z_nan", "g_diff"):  # read as numbers by the tables
+                for k in ("fused_z_nan", "g_diff", "r_diff"):  # read as numbers by the tables
                     if kv.get(k, "-") != "-":
                         float(kv[k])
             except (KeyError, ValueError) as exc:  # one bad line must not lose the tables
@@ -216,16 +218,21 @@ def total(vals, counts):
 
 
 def joined_table(prec, batch, order, rows, pt):
+    red = prec != "fp32"  # (r): the engines reducing in 16 bits, fp16 / bf16 only
     print(f"\n{prec}: ms per convolution, batch {batch}; ours(h) = conv.c's rule, best(a) = "
           "every legacy-API algorithm (FFT apart), graph(g) = the graph API's fastest engine, "
           "PyTorch = F.conv2d with cudnn.benchmark"
           + (" (IEEE fp32)" if prec == "fp32" else "") + "; reachable = the fastest of (a) and "
-          "(g) in either layout\n")
+          "(g) in either layout"
+          + ("; graph(r) = the graph API's fastest engine noted REDUCED_PRECISION_REDUCTION "
+             "(sums in 16 bits: conv.c forbids it, PyTorch's engine filter does not); with (r) = "
+             "the fastest of reachable and (r)" if red else "") + "\n")
+    extra = " graph(r) NCHW | graph(r) NHWC | with (r)/PyTorch-best |" if red else ""
     print("| shape | count | ours(h) NCHW | best(a) NCHW | best(a) NHWC | graph(g) NCHW | "
           "graph(g) NHWC | PyTorch NCHW | PyTorch channels_last | ours/PyTorch-best | "
-          "reachable/PyTorch-best |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    cols = [[] for _ in range(9)]
+          "reachable/PyTorch-best |" + extra)
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if red else ""))
+    cols = [[] for _ in range(12)]
     counts = []
     for name in order:
         r0, r1 = rows.get((name, "NCHW"), {}), rows.get((name, "NHWC"), {})
@@ -233,19 +240,25 @@ def joined_table(prec, batch, order, rows, pt):
         best_pt = min((v for v in t if v is not None), default=None)
         ours = [r0.get("a_ms"), r1.get("a_ms"), r0.get("g_ms"), r1.get("g_ms")]
         reach = min((v for v in ours if v is not None), default=None)
+        red_ms = [r0.get("r_ms"), r1.get("r_ms")]
+        with_r = min((v for v in [reach] + red_ms if v is not None), default=None)
         vals = [r0.get("h_ms"), r0.get("a_ms"), r1.get("a_ms"), r0.get("g_ms"), r1.get("g_ms"),
-                t[0], t[1], best_pt, reach]
+                t[0], t[1], best_pt, reach] + red_ms + [with_r]
         r = r0 or r1
         counts.append(r["count"])
         for col, v in zip(cols, vals):
             col.append(v)
         print(f"| {name} {r['c']}->{r['k']} {r['r']}x{r['r']}/{r['stride']} @{r['hw']} | "
               f"{r['count']} | " + " | ".join(fmt(v) for v in vals[:7])
-              + f" | {ratio(vals[0], best_pt)} | {ratio(reach, best_pt)} |")
+              + f" | {ratio(vals[0], best_pt)} | {ratio(reach, best_pt)} |"
+              + (f" {fmt(red_ms[0])} | {fmt(red_ms[1])} | {ratio(with_r, best_pt)} |"
+                 if red else ""))
     print(f"| weighted total | {sum(counts)} | "
           + " | ".join(wsum(col, counts) for col in cols[:7])
           + f" | {ratio(total(cols[0], counts), total(cols[7], counts))}"
-          + f" | {ratio(total(cols[8], counts), total(cols[7], counts))} |")
+          + f" | {ratio(total(cols[8], counts), total(cols[7], counts))} |"
+          + (f" {wsum(cols[9], counts)} | {wsum(cols[10], counts)} | "
+             f"{ratio(total(cols[11], counts), total(cols[7], counts))} |" if red else ""))
     # (g)'s output against the legacy API's fastest (conv-bench's g_diff: the largest
     # difference over the largest magnitude)
     tol = GRAPH_TOL[prec]
@@ -257,6 +270,15 @@ def joined_table(prec, batch, order, rows, pt):
         f"largest difference {max(d for d, _ in diffs):.3g} of the output's magnitude over "
         f"{len(diffs)} shape/layouts (limit {tol:g})"
         + (f"; OVER THE LIMIT: {', '.join(bad)}" if bad else "")))
+    # (r)'s output against the legacy API's fastest: how far sums in 16 bits move it (reported,
+    # not held to GRAPH_TOL: conv.c does not run these engines)
+    rdiffs = [(float(rw["r_diff"]), f"{n} {lay}") for (n, lay), rw in rows.items()
+              if rw.get("r_diff", "-") != "-"]
+    if red:
+        print(f"{prec}: graph(r) output vs best(a)'s: " + (
+            "not compared (no reduced-precision engine ran)" if not rdiffs else
+            "largest difference {:.3g} ({}) of the output's magnitude over {} shape/layouts "
+            "(graph(g)'s limit {:g}, not applied)".format(*max(rdiffs), len(rdiffs), tol)))
     return bad
 
 

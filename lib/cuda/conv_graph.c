@@ -298,6 +298,8 @@ int gp__cgraph_plan(cudnnHandle_t h, cudnnDataType_t dt, const gp__cgraph_geom *
                 if (!refused++) snprintf(first_refusal, sizeof first_refusal, "%s", w2);
             } else if (sn.notes & w->forbid) {
                 sn.why = "forbidden note";
+            } else if (w->require && !(sn.notes & w->require)) {
+                sn.why = "no required note";
             } else if (w->no_rtc && sn.runtime_built) {
                 sn.why = "built at run time";
             } else if (cg_plan(h, ecs[i], &plan, &sn.ws, &hash, json, w2, sizeof w2) != 0) {

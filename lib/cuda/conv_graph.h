@@ -49,18 +49,19 @@ typedef struct gp__cgraph_seen {
     int plan;          /* its plan's index in the graph, or -1 with `why` */
     size_t ws;         /* the plan's workspace, when one was finalized */
     int over_ws;       /* passed over for its workspace (why: "workspace over the cap") */
-    const char *why;   /* "forbidden note", "built at run time", "workspace over the cap",
-                          "same plan as an earlier", "not reached in time", "kept enough", or
-                          cuDNN's refusal */
+    const char *why;   /* "forbidden note", "no required note", "built at run time", "workspace over
+                          the cap",   "same plan as an earlier", "not reached in time", "kept enough",
+                          or   cuDNN's refusal */
 } gp__cgraph_seen;
 
-/* What gp__cgraph_plan takes: configurations whose notes avoid `forbid` and whose workspace is
-   at most ws_max, in the heuristic's order, mode A then (with fallback) the fallback list, told
+/* What gp__cgraph_plan takes: configurations whose notes avoid `forbid` (and, with `require`,
+   include one of those: bench/conv-bench's (r), never conv.c) and whose workspace is at most
+   ws_max, in the heuristic's order, mode A then (with fallback) the fallback list, told
    apart by their plan's JSON; up to max_plans of them (at most GP__CGRAPH_OFFERED) finalized
    within cap_ms of wall time; with only >= 0, the one at that position of that list alone (a
    memo's). seen, when set, is called for every configuration offered. */
 typedef struct gp__cgraph_want {
-    unsigned forbid;
+    unsigned forbid, require;
     size_t ws_max;
     double cap_ms;
     int max_plans, only, fallback;

@@ -924,7 +924,9 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
    GPSIM_DNN_WS_MIB=N makes IMPLICIT_PRECOMP_GEMM and engine 0 ask for N MiB of workspace;
    GPSIM_DNN_FORWARD_FAIL=1 makes every forward, legacy or plan, refuse to run
    (CUDNN_STATUS_NOT_SUPPORTED) while planning succeeds: a convolution nothing of cuDNN's runs,
-   which conv.c must move to the direct kernel rather than fail its batches. */
+   which conv.c must move to the direct kernel rather than fail its batches;
+   GPSIM_DNN_REDUCED=1 notes engine 1 REDUCED_PRECISION_REDUCTION too (sums in 16 bits: what
+   conv.c forbids and bench/conv-bench's (r) times; its work stays the same here). */
 
 #define SB_ATTRS 12
 #define SB_BYTES 64
@@ -1296,14 +1298,17 @@ SIM_API cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const de
     }
     if (d->kind == CUDNN_BACKEND_ENGINE_DESCRIPTOR) {
         const int64_t idx = d->engine;
-        const cudnnBackendNumericalNote_t tc = CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+        const cudnnBackendNumericalNote_t tc[2] = {
+            CUDNN_NUMERICAL_NOTE_TENSOR_CORE, CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION};
         if (name == CUDNN_ATTR_ENGINE_GLOBAL_INDEX)
             return sb_put(CUDNN_TYPE_INT64, type, requested, count, out, &idx, 1);
         if (name == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE)
-            return sb_put(CUDNN_TYPE_NUMERICAL_NOTE, type, requested, count, out, &tc,
-                          d->engine == 1);
+            return sb_put(CUDNN_TYPE_NUMERICAL_NOTE, type, requested, count, out, tc,
+                          d->engine != 1                ? 0
+                          : env_on("GPSIM_DNN_REDUCED") ? 2
+                                                        : 1);
         if (name == CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE)
-            return sb_put(CUDNN_TYPE_BEHAVIOR_NOTE, type, requested, count, out, &tc, 0);
+            return sb_put(CUDNN_TYPE_BEHAVIOR_NOTE, type, requested, count, out, tc, 0);
     }
     if (d->kind == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
         if (name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE) {
