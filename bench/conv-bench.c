@@ -98,9 +98,15 @@ typedef struct shape {
     int c, k, r, stride, pad, hw, count; /* output: (hw + 2 pad - r) / stride + 1 */
 } shape;
 
-/* torchvision's ResNet-18 at 224x224: its 20 convolutions, 11 distinct. */
+/* torchvision's ResNet-18 at 224x224: its 20 convolutions, 11 distinct; then its stem with the
+   image's 3 channels padded to 4 and to 8 (zero channels, zero weights: the same output), count 0
+   so outside the totals: NVIDIA's Convolutional Layers guide has tensor cores want 8 channels in
+   fp16 and 4 enough for a first layer of stride 2; conv.c's stem pad (docs/DESIGN.md §6) runs
+   the 4. */
 static const shape RESNET18[] = {
     {"conv1", 3, 64, 7, 2, 3, 224, 1},
+    {"conv1.c4", 4, 64, 7, 2, 3, 224, 0},
+    {"conv1.c8", 8, 64, 7, 2, 3, 224, 0},
     {"layer1.3x3", 64, 64, 3, 1, 1, 56, 4},
     {"layer2.0.conv1", 64, 128, 3, 2, 1, 56, 1},
     {"layer2.0.downsample", 64, 128, 1, 2, 0, 56, 1},

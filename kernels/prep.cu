@@ -9,18 +9,23 @@ namespace {
 
 // One thread per output element, writes coalesced. The float operations are the host's, in
 // its order: v = x / 255 (u8), then (v - mean) / std with IEEE division (no fast math).
-// nhwc: the output is H x W x C per item (an HWC input is then copied in its own order).
+// nhwc: the output is H x W x Cs per item (an HWC input is then copied in its own order), its
+// channels C .. Cs-1 zero (the stem pad); Cs == C without nhwc.
 template <typename Tin, typename Tout>
 __global__ void prep_kernel(size_t total, const Tin *__restrict__ in, int hwc, int nhwc, int C,
-                            int H, int W, const float *__restrict__ mean,
+                            int Cs, int H, int W, const float *__restrict__ mean,
                             const float *__restrict__ sd, Tout *__restrict__ out) {
-    const size_t hw = (size_t)H * (size_t)W, per = (size_t)C * hw;
+    const size_t hw = (size_t)H * (size_t)W, per = (size_t)Cs * hw, in_per = (size_t)C * hw;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t item = i / per, r = i % per;
-        int c = (int)(nhwc ? r % (size_t)C : r / hw);
-        size_t p = nhwc ? r / (size_t)C : r % hw; // h * W + w
-        size_t src = item * per + (hwc ? p * (size_t)C + (size_t)c : (size_t)c * hw + p);
+        int c = (int)(nhwc ? r % (size_t)Cs : r / hw);
+        size_t p = nhwc ? r / (size_t)Cs : r % hw; // h * W + w
+        if (c >= C) {                              // a stored channel beyond the input's
+            gpk::st(out + i, 0.0f);
+            continue;
+        }
+        size_t src = item * in_per + (hwc ? p * (size_t)C + (size_t)c : (size_t)c * hw + p);
         float v;
         if (sizeof(Tin) == 1)
             v = (float)in[src] / 255.0f;
@@ -32,14 +37,14 @@ __global__ void prep_kernel(size_t total, const Tin *__restrict__ in, int hwc, i
 
 template <typename Tout>
 cudaError_t prep_to(cudaStream_t s, size_t total, const void *in, int in_u8, int hwc, int nhwc,
-                    int C, int H, int W, const float *mean, const float *sd, void *out) {
+                    int C, int Cs, int H, int W, const float *mean, const float *sd, void *out) {
     unsigned g = gpk::grid_for(total);
     if (in_u8)
         prep_kernel<uint8_t, Tout><<<g, gpk::kThreads, 0, s>>>(
-            total, (const uint8_t *)in, hwc, nhwc, C, H, W, mean, sd, (Tout *)out);
+            total, (const uint8_t *)in, hwc, nhwc, C, Cs, H, W, mean, sd, (Tout *)out);
     else
         prep_kernel<float, Tout><<<g, gpk::kThreads, 0, s>>>(total, (const float *)in, hwc, nhwc, C,
-                                                             H, W, mean, sd, (Tout *)out);
+                                                             Cs, H, W, mean, sd, (Tout *)out);
     return gpk::launched();
 }
 
@@ -74,11 +79,12 @@ cudaError_t convert_from(cudaStream_t s, const void *in, void *out, gp__kt ot, s
 } // namespace
 
 extern "C" cudaError_t gp__k_prep(cudaStream_t s, size_t n, const void *in, int in_u8, int hwc,
-                                  int nhwc, int C, int H, int W, const float *mean,
+                                  int nhwc, int C, int Cs, int H, int W, const float *mean,
                                   const float *std, void *out, gp__kt ot) {
-    size_t total = n * (size_t)C * (size_t)H * (size_t)W;
+    if (!nhwc || Cs < C) Cs = C; // the stem pad is NHWC's alone
+    size_t total = n * (size_t)Cs * (size_t)H * (size_t)W;
     if (total == 0) return cudaSuccess;
-    return GPK_DISPATCH(ot, prep_to, s, total, in, in_u8, hwc, nhwc, C, H, W, mean, std, out);
+    return GPK_DISPATCH(ot, prep_to, s, total, in, in_u8, hwc, nhwc, C, Cs, H, W, mean, std, out);
 }
 
 extern "C" cudaError_t gp__k_convert(cudaStream_t s, const void *in, gp__kt it, void *out,
@@ -103,8 +109,8 @@ static int consts_prep(const gp__op *op, gp__consts *k, ck *) {
 static int run_prep(slot_state *st, const step *sp, const gp_batch *b, int, ck *c) {
     const gp__op *op = sp->op;
     CK(c, gp__k_prep(gp_cuda_stream(b), b->n, gp__resolve(sp->src, b), op->in_dtype == GP_DTYPE_U8,
-                     op->hwc, st->nhwc, op->out.c, op->out.h, op->out.w, sp->k->mean, sp->k->std,
-                     gp__resolve(sp->dst, b), st->kt));
+                     op->hwc, st->nhwc, op->out.c, sp->chans, op->out.h, op->out.w, sp->k->mean,
+                     sp->k->std, gp__resolve(sp->dst, b), st->kt));
     return GP_OK;
 }
 

@@ -92,6 +92,12 @@ if(GP_HAVE_CUDNN)
               ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1" TIMEOUT 300)
   gp_sim_case(model_cuda_graph_wrong model_cuda_ops ARGS ops
               ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1;GPSIM_DNN_GRAPH_WRONG=1" TIMEOUT 300)
+  # cuDNN's fused conv + bias + relu (+ residual) computing something else, fast, and every
+  # plan too: each must be caught by conv_verify and passed over, the heuristic's first
+  # algorithm's fused form included (a wrong one would be 1.25x off the host reference).
+  gp_sim_case(model_cuda_fused_wrong model_cuda_ops ARGS ops
+              ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1;GPSIM_DNN_GRAPH_WRONG=1;GPSIM_DNN_FUSED_WRONG=1"
+              TIMEOUT 300)
   # cuDNN plans every convolution but none of its algorithms or plans runs: each convolution
   # moves to the direct kernel at create (NCHW and NHWC), says so in the stats, and computes
   # right, rather than failing every batch.

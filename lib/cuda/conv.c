@@ -41,7 +41,7 @@ static int conv_run_direct(slot_state *st, const step *sp, const gp_batch *b, ck
     const gp__op *op = sp->op;
     int res = gp__op_has_src2(op); /* the activation then follows the residual add */
     CK(c, gp__k_conv2d_direct(gp_cuda_stream(b), st->kt, gp__resolve(sp->src, b), sp->k->w,
-                              sp->k->bias_f32, gp__resolve(sp->dst, b), b->n, op->in.c, op->in.h,
+                              sp->k->bias_f32, gp__resolve(sp->dst, b), b->n, sp->chans, op->in.h,
                               op->in.w, op->out.c, op->out.h, op->out.w, op->kh, op->kw,
                               op->stride_h, op->stride_w, op->pad_h, op->pad_w, op->dil_h,
                               op->dil_w, op->groups, res ? GP__ACT_NONE : (int)op->act, st->nhwc));
@@ -50,22 +50,28 @@ static int conv_run_direct(slot_state *st, const step *sp, const gp_batch *b, ck
 }
 
 /* The weight and bias into the model's arena: the weight [Cout][Cin / groups][kh][kw] as the
-   model holds it, or for an NHWC model [Cout][kh][kw][Cin / groups] (cuDNN's NHWC filter, and
-   the direct kernel's in that layout). */
+   model holds it, or for an NHWC model [Cout][kh][kw][Cs] (cuDNN's NHWC filter, and the direct
+   kernel's in that layout), Cs = Cin / groups, or the stem pad's stored channels (k->chans:
+   the weights of the added channels zero). */
 static int conv_consts(const gp__op *op, gp__consts *k, ck *c) {
-    if (!k->nhwc || !k->img) return gp__consts_weight_bias(op, k, c); /* sizing: the same bytes */
+    if (!k->nhwc) return gp__consts_weight_bias(op, k, c);
     const size_t cout = (size_t)op->out.c, cin = (size_t)(op->in.c / op->groups),
                  kk = (size_t)op->kh * (size_t)op->kw;
+    const size_t cs = op->groups == 1 && (size_t)k->chans > cin ? (size_t)k->chans : cin;
     if (op->weight_count != cout * cin * kk)
         return CK_FAIL(c, GP_EMODEL, "conv2d weight of %zu floats, not %zu x %zu x %d x %d",
                        op->weight_count, cout, cin, op->kh, op->kw);
-    float *w = malloc((op->weight_count ? op->weight_count : 1) * sizeof *w);
-    if (!w) return CK_FAIL(c, GP_ENOMEM, "out of memory laying out a conv2d weight as NHWC");
-    for (size_t o = 0; o < cout; o++)
-        for (size_t i = 0; i < cin; i++)
-            for (size_t q = 0; q < kk; q++)
-                w[(o * kk + q) * cin + i] = op->weight[(o * cin + i) * kk + q];
-    gp__consts_put(k, GP__K_W, w, 0.0f, op->weight_count, k->kt);
+    const size_t count = cout * kk * cs;
+    float *w = NULL;
+    if (k->img) { /* else sizing: no values */
+        if (!(w = calloc(count ? count : 1, sizeof *w)))
+            return CK_FAIL(c, GP_ENOMEM, "out of memory laying out a conv2d weight as NHWC");
+        for (size_t o = 0; o < cout; o++)
+            for (size_t i = 0; i < cin; i++)
+                for (size_t q = 0; q < kk; q++)
+                    w[(o * kk + q) * cs + i] = op->weight[(o * cin + i) * kk + q];
+    }
+    gp__consts_put(k, GP__K_W, w, 0.0f, count, k->kt);
     free(w);
     gp__consts_bias(k, GP__K_BIAS_F32, GP__K_BIAS_T, op->bias, cout);
     return GP_OK;
@@ -109,12 +115,13 @@ typedef struct conv_bucket {
    fields, so no padding. */
 enum { CONV_KEY_LEN = 19 };
 _Static_assert(CONV_KEY_LEN * sizeof(int64_t) <= GP__MEMO_KEY, "a conv key fits a memo");
-static void conv_key(const slot_state *st, const gp__op *op, size_t n, int64_t key[CONV_KEY_LEN]) {
-    const int64_t k[CONV_KEY_LEN] = {
-        op->in.c,  op->in.h,  op->in.w,     op->out.c,    op->out.h,           op->out.w,
-        op->kh,    op->kw,    op->stride_h, op->stride_w, op->pad_h,           op->pad_w,
-        op->dil_h, op->dil_w, op->groups,   (int)op->act, gp__op_has_src2(op), (int64_t)n,
-        st->nhwc};
+static void conv_key(const slot_state *st, const step *sp, size_t n, int64_t key[CONV_KEY_LEN]) {
+    const gp__op *op = sp->op;
+    const int64_t k[CONV_KEY_LEN] = {sp->chans,           op->in.h,     op->in.w,   op->out.c,
+                                     op->out.h,           op->out.w,    op->kh,     op->kw,
+                                     op->stride_h,        op->stride_w, op->pad_h,  op->pad_w,
+                                     op->dil_h,           op->dil_w,    op->groups, (int)op->act,
+                                     gp__op_has_src2(op), (int64_t)n,   st->nhwc};
     memcpy(key, k, sizeof k);
 }
 
@@ -158,9 +165,10 @@ static void conv_seen(void *user, const gp__cgraph_seen *s) {
    position `only` (a memo's), within cap_ms of finalizing: how many. None is no error (the
    legacy candidates stand); the precision's rule is the legacy one's: fp32 without tensor
    cores or FFT, no precision with inputs converted down or reduced-precision sums. */
-static int conv_graph(const slot_state *st, const gp_batch *slot, const gp__op *op, conv_bucket *bk,
+static int conv_graph(const slot_state *st, const gp_batch *slot, const step *sp, conv_bucket *bk,
                       cudnnHandle_t h, size_t n, int only, double cap_ms) {
-    const gp__cgraph_geom g = {(int64_t)n,   op->in.c,  op->in.h,  op->in.w,  op->out.c,
+    const gp__op *op = sp->op;
+    const gp__cgraph_geom g = {(int64_t)n,   sp->chans, op->in.h,  op->in.w,  op->out.c,
                                op->out.h,    op->out.w, op->kh,    op->kw,    op->stride_h,
                                op->stride_w, op->pad_h, op->pad_w, op->dil_h, op->dil_w,
                                op->groups,   st->nhwc};
@@ -212,19 +220,19 @@ static int conv_standin(const slot_state *st, const conv_plan *cp, conv_bucket *
    what that algorithm or plan needs. With `defer` (an earlier op of this slot has the same key) no
    plans are made here: that op's timing decides, and conv_bind plans its choice. IMPLICIT_GEMM
    stands in when the heuristic offers nothing usable. */
-static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, conv_plan *cp,
+static int conv_pick(slot_state *st, const gp_batch *slot, const step *sp, conv_plan *cp,
                      conv_bucket *bk, cudnnHandle_t h, size_t n, int defer, ck *c) {
     gp_precision prec = st->m->precision;
     int64_t key[CONV_KEY_LEN];
     int memo[GP__MEMO_VALS];
-    conv_key(st, op, n, key);
+    conv_key(st, sp, n, key);
     bk->graph = -1;
     int has_memo = gp__memo_get(st, key, sizeof key, memo);
     if (has_memo && memo[0] == CONV_MEMO_GRAPH) {
         /* The plan at the memo's position, if this slot's heuristic still puts that engine
            there; otherwise planned from scratch (and timed again at bind). IMPLICIT_GEMM stays
            behind it, should the plan not run at bind. */
-        if (conv_graph(st, slot, op, bk, h, n, memo[1], CONV_GRAPH_CAP_MS) == 1 &&
+        if (conv_graph(st, slot, sp, bk, h, n, memo[1], CONV_GRAPH_CAP_MS) == 1 &&
             gp__cgraph_engine(bk->g, 0) == (long long)memo[2]) {
             bk->n_cand = 0;
             int rc = conv_standin(st, cp, bk, h, c);
@@ -300,7 +308,7 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
     } else if (st->graph_ms < CONV_GRAPH_SLOT_MS) {
         uint64_t t0 = gp__now_ns();
         double left = CONV_GRAPH_SLOT_MS - st->graph_ms;
-        ng = conv_graph(st, slot, op, bk, h, n, -1,
+        ng = conv_graph(st, slot, sp, bk, h, n, -1,
                         left < CONV_GRAPH_CAP_MS ? left : CONV_GRAPH_CAP_MS);
         st->graph_ms += (double)(gp__now_ns() - t0) / 1e6;
     }
@@ -313,11 +321,11 @@ static int conv_pick(slot_state *st, const gp_batch *slot, const gp__op *op, con
    (it is bound first, so its memo is there when this op binds). */
 static int conv_graph_earlier(const slot_state *st, const step *sp, int bi, size_t n) {
     int64_t key[CONV_KEY_LEN], k2[CONV_KEY_LEN];
-    conv_key(st, sp->op, n, key);
+    conv_key(st, sp, n, key);
     for (const step *e = st->steps; e < sp; e++) {
         const conv_plan *ep = e->op->kind == GP__OP_CONV2D ? e->plan : NULL;
         if (!ep || !ep->bk || !ep->bk[bi].g) continue;
-        conv_key(st, e->op, n, k2);
+        conv_key(st, e, n, k2);
         if (!memcmp(key, k2, sizeof key)) return 1;
     }
     return 0;
@@ -354,7 +362,7 @@ static int conv_plan_dnn(slot_state *st, step *sp, const gp_batch *slot, cudnnHa
     /* The model's layout for x, y, the filter (conv_consts laid it out) and the bias. */
     const cudnnTensorFormat_t fmt = st->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     CK(c, cudnnCreateFilterDescriptor(&cp->w));
-    CK(c, cudnnSetFilter4dDescriptor(cp->w, dt, fmt, op->out.c, op->in.c / op->groups, op->kh,
+    CK(c, cudnnSetFilter4dDescriptor(cp->w, dt, fmt, op->out.c, sp->chans / op->groups, op->kh,
                                      op->kw));
     if (op->act == GP__ACT_RELU) {
         CK(c, cudnnCreateTensorDescriptor(&cp->bias));
@@ -369,7 +377,7 @@ static int conv_plan_dnn(slot_state *st, step *sp, const gp_batch *slot, cudnnHa
         int N = (int)st->buckets[bi], rc;
         if ((rc = conv_desc(&bk->conv, op, c)) != GP_OK) return rc;
         CK(c, cudnnCreateTensorDescriptor(&bk->x));
-        CK(c, cudnnSetTensor4dDescriptor(bk->x, fmt, dt, N, op->in.c, op->in.h, op->in.w));
+        CK(c, cudnnSetTensor4dDescriptor(bk->x, fmt, dt, N, sp->chans, op->in.h, op->in.w));
         CK(c, cudnnCreateTensorDescriptor(&bk->y));
         CK(c, cudnnSetTensor4dDescriptor(bk->y, fmt, dt, N, op->out.c, op->out.h, op->out.w));
         int on, oc, oh, ow;
@@ -378,7 +386,7 @@ static int conv_plan_dnn(slot_state *st, step *sp, const gp_batch *slot, cudnnHa
             return CK_FAIL(c, GP_ENOTSUP, "cuDNN computes a %dx%dx%d output, the model %dx%dx%d",
                            oc, oh, ow, op->out.c, op->out.h, op->out.w);
         int defer = conv_graph_earlier(st, sp, bi, (size_t)N);
-        if ((rc = conv_pick(st, slot, op, cp, bk, h, (size_t)N, defer, c)) != GP_OK) return rc;
+        if ((rc = conv_pick(st, slot, sp, cp, bk, h, (size_t)N, defer, c)) != GP_OK) return rc;
         if (bk->ws > need) need = bk->ws;
     }
     if (need > st->conv_ws_bytes) st->conv_ws_bytes = need;
@@ -655,19 +663,50 @@ static int conv_fetch(const slot_state *st, cudaStream_t s, const unsigned char 
         }                                                                                          \
     } while (0)
 
-/* Before a candidate other than the heuristic's first may run the bucket's batches (a graph-API
-   plan gi, or with gi < 0 the legacy algorithm conv_set made the bucket's: FFT and Winograd
-   trade accuracy for speed): its convolution (+ bias) of a patterned first and last item
-   against the direct kernel's (kernels/act.cu, exact sums), one item at a time. *diff: the
-   largest difference over the direct output's largest magnitude (infinite when the candidate
-   does not run). The slot's buffers are scratch at setup (timing overwrites them too). */
+/* A patterned first and last item (0 and n-1) of a buffer of n items of `el` elements: values
+   in [-1, 1) from a fixed LCG seeded with `seed`, through tmp (2 * el elements), on the slot's
+   stream. */
+static int conv_pattern(const slot_state *st, cudaStream_t s, unsigned char *dev, size_t n,
+                        size_t el, uint64_t seed, unsigned char *tmp, ck *c) {
+    const size_t es = gp__kt_size(st->kt);
+    for (size_t i = 0; i < 2 * el; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        float v = (float)((double)(seed >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+        if (st->kt == GP__KT_F32) {
+            memcpy(tmp + 4 * i, &v, 4);
+        } else {
+            uint16_t h = st->kt == GP__KT_F16 ? gp__f32_to_f16(v) : gp__f32_to_bf16(v);
+            memcpy(tmp + 2 * i, &h, 2);
+        }
+    }
+    CK(c, cudaMemcpyAsync(dev, tmp, el * es, cudaMemcpyHostToDevice, s));
+    CK(c,
+       cudaMemcpyAsync(dev + (n - 1) * el * es, tmp + el * es, el * es, cudaMemcpyHostToDevice, s));
+    /* tmp is reused at once: the copies from pageable memory have read it when they return,
+       but a pinned tmp would not be, so wait */
+    CK(c, cudaStreamSynchronize(s));
+    return GP_OK;
+}
+
+/* Before a candidate other than the heuristic's first legacy algorithm unfused may run the
+   bucket's batches (a graph-API plan gi; with gi < 0 the legacy algorithm conv_set made the
+   bucket's: FFT and Winograd trade accuracy for speed; or, with `fused`, cuDNN's fused conv +
+   bias + relu (+ the folded residual z) of that algorithm, whose operands' handling, NHWC
+   included, is cuDNN's own): what it computes from a patterned first and last item (and z)
+   against the direct kernel's (kernels/act.cu, exact sums) followed as conv_run_direct does,
+   one item at a time. *diff: the largest difference over the direct output's largest magnitude
+   (infinite when the candidate does not run). The slot's buffers are scratch at setup (timing
+   overwrites them too); a conv2d's y is never its x or z (model.c's buffers). */
 static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slot, conv_bucket *bk,
-                       int gi, size_t n, double *diff, ck *c) {
+                       int gi, int fused, size_t n, double *diff, ck *c) {
     const gp__op *op = sp->op;
     cudaStream_t s = gp_cuda_stream(slot);
     const size_t es = gp__kt_size(st->kt), hw = (size_t)op->out.h * (size_t)op->out.w;
-    const size_t in_el = (size_t)op->in.c * op->in.h * op->in.w, out_el = (size_t)op->out.c * hw;
+    const size_t in_el = (size_t)sp->chans * op->in.h * op->in.w, out_el = (size_t)op->out.c * hw;
     unsigned char *x = gp__resolve(sp->src, slot), *y = gp__resolve(sp->dst, slot);
+    const int res = fused && gp__op_has_src2(op); /* the fused call adds z (unfused: checked
+                                                     without it, the add being our kernel) */
+    unsigned char *z = res ? gp__resolve(sp->src2, slot) : NULL;
     size_t tmp_bytes = (in_el > out_el ? in_el : out_el) * 2 * es;
     unsigned char *tmp = malloc(tmp_bytes);
     float *want = malloc(2 * out_el * sizeof *want), *got = malloc(2 * out_el * sizeof *got);
@@ -679,42 +718,32 @@ static int conv_verify(const slot_state *st, const step *sp, const gp_batch *slo
                      op->name);
         goto out;
     }
-    /* two patterns in [-1, 1) (a fixed LCG), item 0's and item n-1's */
-    uint64_t seed = 0x636f6e76ull;
-    for (size_t i = 0; i < 2 * in_el; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        float v = (float)((double)(seed >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
-        if (st->kt == GP__KT_F32) {
-            memcpy(tmp + 4 * i, &v, 4);
-        } else {
-            uint16_t h = st->kt == GP__KT_F16 ? gp__f32_to_f16(v) : gp__f32_to_bf16(v);
-            memcpy(tmp + 2 * i, &h, 2);
-        }
-    }
-    CK_GOTO(c, rc, out, cudaMemcpyAsync(x, tmp, in_el * es, cudaMemcpyHostToDevice, s));
-    CK_GOTO(c, rc, out,
-            cudaMemcpyAsync(x + (n - 1) * in_el * es, tmp + in_el * es, in_el * es,
-                            cudaMemcpyHostToDevice, s));
+    if ((rc = conv_pattern(st, s, x, n, in_el, 0x636f6e76ull, tmp, c)) != GP_OK) goto out;
+    if (z && z != x && (rc = conv_pattern(st, s, z, n, out_el, 0x7a7a7a7aull, tmp, c)) != GP_OK)
+        goto out;
     for (int k = 0; k < 2; k++) { /* item 0, then item n-1 (the same item when n is 1) */
         size_t at = k ? n - 1 : 0;
         CK_GOTO(c, rc, out,
-                gp__k_conv2d_direct(s, st->kt, x + at * in_el * es, sp->k->w, sp->k->bias_f32,
-                                    y + at * out_el * es, 1, op->in.c, op->in.h, op->in.w,
-                                    op->out.c, op->out.h, op->out.w, op->kh, op->kw, op->stride_h,
-                                    op->stride_w, op->pad_h, op->pad_w, op->dil_h, op->dil_w,
-                                    op->groups, GP__ACT_NONE, st->nhwc));
+                gp__k_conv2d_direct(
+                    s, st->kt, x + at * in_el * es, sp->k->w, sp->k->bias_f32, y + at * out_el * es,
+                    1, sp->chans, op->in.h, op->in.w, op->out.c, op->out.h, op->out.w, op->kh,
+                    op->kw, op->stride_h, op->stride_w, op->pad_h, op->pad_w, op->dil_h, op->dil_w,
+                    op->groups, fused && !res ? (int)op->act : GP__ACT_NONE, st->nhwc));
     }
+    if (res) CK_GOTO(c, rc, out, conv_residual(st, sp, slot, n)); /* y = act(y + z) */
     if ((rc = conv_fetch(st, s, y, n, out_el, tmp, want, c)) != GP_OK) goto out;
-    cudnnStatus_t ds = conv_forward(st, sp, slot, bk, gi);
+    cudnnStatus_t ds = fused ? conv_fused(st, sp, slot, bk) : conv_forward(st, sp, slot, bk, gi);
     if (ds != CUDNN_STATUS_SUCCESS) {
         (void)cudaGetLastError(); /* what a refused call may have left: passed over */
-        gp__slot_info(slot, "conv2d %s: batch %zu: %s did not run for the check: %s", op->name, n,
-                      gi >= 0 ? "a graph-API plan" : algo_name(bk->algo), cudnnGetErrorString(ds));
+        gp__slot_info(slot, "conv2d %s: batch %zu: %s%s did not run for the check: %s", op->name, n,
+                      gi >= 0 ? "a graph-API plan" : algo_name(bk->algo), fused ? " fused" : "",
+                      cudnnGetErrorString(ds));
         goto out;
     }
-    CK_GOTO(
-        c, rc, out,
-        gp__k_bias_act(s, st->kt, y, sp->k->bias_f32, n, op->out.c, hw, GP__ACT_NONE, st->nhwc));
+    if (!fused)
+        CK_GOTO(c, rc, out,
+                gp__k_bias_act(s, st->kt, y, sp->k->bias_f32, n, op->out.c, hw, GP__ACT_NONE,
+                               st->nhwc));
     if ((rc = conv_fetch(st, s, y, n, out_el, tmp, got, c)) != GP_OK) goto out;
     double d = 0.0, mag = 0.0;
     for (size_t i = 0; i < 2 * out_el; i++) {
@@ -738,8 +767,7 @@ static void conv_bind_graph(const slot_state *st, const step *sp, const gp_batch
                             conv_bucket *bk, size_t n, const int *memo) {
     char why[512];
     if (bk->deferred && !bk->g && memo && memo[0] == CONV_MEMO_GRAPH) {
-        if (conv_graph(st, slot, sp->op, bk, gp_cuda_cudnn(slot), n, memo[1], CONV_GRAPH_CAP_MS) ==
-                1 &&
+        if (conv_graph(st, slot, sp, bk, gp_cuda_cudnn(slot), n, memo[1], CONV_GRAPH_CAP_MS) == 1 &&
             gp__cgraph_engine(bk->g, 0) == (long long)memo[2] &&
             gp__cgraph_ws(bk->g, 0) <= st->conv_ws_bytes) {
             if (gp__cgraph_ws(bk->g, 0) > bk->ws) bk->ws = gp__cgraph_ws(bk->g, 0);
@@ -778,7 +806,8 @@ static int conv_memo_hit(const conv_bucket *bk, const int memo[GP__MEMO_VALS]) {
 }
 
 /* Time every candidate in each form (a plan unfused only) between ev[0] and ev[1], and choose
-   the fastest; any but the heuristic's first only after conv_verify, else the next fastest. Logs
+   the fastest; any but the heuristic's first unfused only after conv_verify, else the next
+   fastest (a fused form that fails leaves its algorithm's unfused form standing). Logs
    the bucket's INFO line and keeps the choice in the memo under `key`. *best, *best_fused: the
    choice (the heuristic's first legacy algorithm, or the stand-in, when nothing ran). */
 static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_bucket *bk, size_t n,
@@ -798,30 +827,34 @@ static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_buck
             rc = conv_time(st, sp, slot, bk, i, f, n, ev, &ms_of[i][f], c);
             if (rc == GP_OK && ms_of[i][f] >= 0) ran++;
         }
-    for (;;) { /* the fastest; any but the heuristic's first must agree with the direct kernel */
+    for (;;) { /* the fastest; any but the heuristic's first unfused must agree with the direct
+                  kernel */
         best_ms = -1.0f;
         for (int i = 0; i < n_all && rc == GP_OK; i++)
             for (int f = 0; f < forms; f++)
                 if (ms_of[i][f] >= 0 && (best_ms < 0 || ms_of[i][f] < best_ms))
                     best_ms = ms_of[i][f], *best = i, *best_fused = f;
-        /* Trusted: the heuristic's first legacy algorithm, or the stand-in (index 0 when there
-           is nothing else). A legacy algorithm is checked as the bucket's (conv_set). */
+        /* Trusted: the heuristic's first legacy algorithm unfused, or the stand-in (index 0
+           when there is nothing else). A legacy algorithm is checked as the bucket's
+           (conv_set), in the form it won in. */
         const int graph = *best >= bk->n_cand && *best < bk->n_cand + ng;
-        if (rc != GP_OK || best_ms < 0 || (!graph && *best == 0)) break;
+        if (rc != GP_OK || best_ms < 0 || (!graph && *best == 0 && !*best_fused)) break;
         double diff;
         if ((!graph && (rc = conv_set(bk, *best, c)) != GP_OK) ||
-            (rc = conv_verify(st, sp, slot, bk, graph ? *best - bk->n_cand : -1, n, &diff, c)) !=
-                GP_OK ||
+            (rc = conv_verify(st, sp, slot, bk, graph ? *best - bk->n_cand : -1, *best_fused, n,
+                              &diff, c)) != GP_OK ||
             diff <= conv_tol(st->m->precision))
             break;
         char name[64];
         cand_name(bk, *best, name, sizeof name);
         gp__slot_info(slot,
-                      "conv2d %s: batch %zu: %s, the fastest (%.3f ms per run), differs from the "
-                      "direct kernel by %.3g of the output's magnitude (limit %.0e): passed over",
-                      sp->op->name, n, name, (double)(best_ms / CONV_TIMED_RUNS), diff,
-                      conv_tol(st->m->precision));
-        ms_of[*best][0] = ms_of[*best][1] = -1.0f; /* in either form */
+                      "conv2d %s: batch %zu: %s%s, the fastest (%.3f ms per run), differs from "
+                      "the direct kernel by %.3g of the output's magnitude (limit %.0e): passed "
+                      "over",
+                      sp->op->name, n, name, *best_fused ? " fused" : "",
+                      (double)(best_ms / CONV_TIMED_RUNS), diff, conv_tol(st->m->precision));
+        ms_of[*best][1] = -1.0f; /* the fused form; a wrong convolution in either form */
+        if (!*best_fused) ms_of[*best][0] = -1.0f;
     }
     if (rc != GP_OK) return rc;
     for (int f = 0; f < forms; f++)
@@ -864,7 +897,7 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         size_t n = st->buckets[bi];
         int64_t key[CONV_KEY_LEN];
         int memo[GP__MEMO_VALS], has_memo;
-        conv_key(st, sp->op, n, key);
+        conv_key(st, sp, n, key);
         has_memo = gp__memo_get(st, key, sizeof key, memo);
         conv_bind_graph(st, sp, slot, bk, n, has_memo ? memo : NULL);
         int ng = gp__cgraph_count(bk->g), n_all = bk->n_cand + ng > 0 ? bk->n_cand + ng : 1;

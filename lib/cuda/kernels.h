@@ -28,9 +28,11 @@ typedef enum gp__kt { GP__KT_F32 = 0, GP__KT_F16 = 1, GP__KT_BF16 = 2 } gp__kt;
 
 /* PREP: n items of `in` (u8 when in_u8, else f32; H x W x C when hwc, else C x H x W) ->
    out[item][c][h][w] (nhwc: out[item][h][w][c]) = (v - mean[c]) / std[c] with v = x / 255 (u8)
-   or x (f32), stored as `ot`. mean, std: device arrays of C floats. */
+   or x (f32), stored as `ot`. mean, std: device arrays of C floats. With nhwc, each pixel is
+   stored as Cs >= C channels, channels C .. Cs-1 zero (the stem pad, docs/DESIGN.md §6); Cs is
+   C otherwise. */
 cudaError_t gp__k_prep(cudaStream_t s, size_t n, const void *in, int in_u8, int hwc, int nhwc,
-                       int C, int H, int W, const float *mean, const float *std, void *out,
+                       int C, int Cs, int H, int W, const float *mean, const float *std, void *out,
                        gp__kt ot);
 
 /* out[i] = in[i] converted (round to nearest even), i < count. Same type: a device copy. */

@@ -91,6 +91,8 @@ typedef struct gp__consts {
     gp__kt kt;              /* the activation type */
     int nhwc;               /* the model's activations are NHWC (gp__cuda_nhwc): conv2d's
                                weights go in as [Cout][kh][kw][Cin / groups] */
+    int chans;              /* the op's step.chans (the stem pad: conv2d's weights get zero
+                               input channels up to it), 0: none */
     unsigned char *img;     /* the host image, or NULL while sizing */
     size_t off;             /* the next free byte (256-byte aligned) */
     size_t at[GP__K_SLOTS]; /* this op's slots: byte offsets, SIZE_MAX where none */
@@ -117,7 +119,11 @@ typedef struct step {
     const op_consts *k;
     ref src, src2, dst;
     gp__kt src_t, dst_t; /* storage types of src and dst (COPY may read / write f32 ends) */
-    void *plan;          /* the layer's own (linear: gp__gemm, conv: conv_plan, attention) */
+    /* PREP: the channels per pixel it writes; CONV2D: per pixel of its input; 0 for the rest.
+       The op's own count, or in NHWC more after the stem pad (docs/DESIGN.md §6: a 3-channel
+       image stored as 4 or 8 channels, the added ones zero, for the tensor cores). */
+    int chans;
+    void *plan; /* the layer's own (linear: gp__gemm, conv: conv_plan, attention) */
     /* Scratch the step needs while it runs (ATTENTION: its QKV and pre-projection values):
        asked for by plan (bytes for the slot's capacity), given by setup before bind. Steps
        run one after another on the slot's stream, so they all share one region. */
@@ -239,6 +245,12 @@ void gp__gemm_free(gp__gemm *g);
    memory (why says so). A function of the model's ops and precision alone; model.c decides it
    once per device, with the weights' layout, and every slot there takes that answer. */
 int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len);
+
+/* The stem pad of an NHWC model (docs/DESIGN.md §6): chans[i] (m->n_ops, zeroed by the caller)
+   set to the stored channel count of each PREP it pads and of each conv2d reading that value,
+   the rest left 0; why (when not NULL) says what it padded, or "". model.c decides it with the
+   layout, once per device. */
+void gp__cuda_stem_pad(const gp__model *m, int *chans, char *why, size_t why_len);
 
 size_t gp__kt_size(gp__kt t);
 unsigned gp__align_of(const void *p); /* largest power of two dividing p, up to 256 */

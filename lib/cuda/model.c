@@ -196,6 +196,49 @@ int gp__cuda_nhwc(const gp__model *m, char *why, size_t why_len) {
     return ok;
 }
 
+/* The stem pad (layers.h, docs/DESIGN.md §6): cuDNN's tensor-core convolutions want the input
+   channels a multiple of 8 in fp16 / bf16, and for a first layer of stride 2 a multiple of 4 is
+   enough (NVIDIA's Convolutional Layers User's Guide, "Channels In And Out"); an image has 3. In
+   NHWC, a PREP value of fewer than 4 channels and more than one pixel that only groups-1
+   convolutions read, as their input (not a residual), before anything overwrites its buffer, is
+   stored with 4 channels (every reader of stride 2 or more both ways) or 8, the added ones
+   zero, and those convolutions get zero weights for them: the same sums. */
+void gp__cuda_stem_pad(const gp__model *m, int *chans, char *why, size_t why_len) {
+    size_t at = 0;
+    if (why && why_len) why[0] = '\0';
+    for (int i = 0; i < m->n_ops; i++) {
+        const gp__op *op = &m->ops[i];
+        int b = op->dst, readers = 0, ok = 1, s2 = 1;
+        if (op->kind != GP__OP_PREP || b < 0 || b >= m->n_bufs || op->out.c >= 4 ||
+            (size_t)op->out.h * (size_t)op->out.w <= 1)
+            continue;
+        for (int j = i + 1; j < m->n_ops && ok; j++) {
+            const gp__op *r = &m->ops[j];
+            int res = gp__op_has_src2(r) && r->src2 == b;
+            if (r->src == b || res) {
+                ok = r->kind == GP__OP_CONV2D && r->groups == 1 && !res;
+                readers += ok;
+                s2 &= r->stride_h >= 2 && r->stride_w >= 2;
+            }
+            if (r->dst == b) break; /* the value ends here */
+        }
+        if (!ok || !readers) continue;
+        const int cs = s2 ? 4 : 8;
+        chans[i] = cs;
+        for (int j = i + 1; j < m->n_ops; j++) {
+            const gp__op *r = &m->ops[j];
+            if (r->src == b) chans[j] = cs;
+            if (r->dst == b) break;
+        }
+        if (why && at < why_len)
+            at += (size_t)snprintf(why + at, why_len - at,
+                                   "%sprep (spec line %d) stores its %d channel%s as %d, the "
+                                   "added ones zero, for %d convolution%s",
+                                   at ? "; " : "", op->line, op->out.c, op->out.c == 1 ? "" : "s",
+                                   cs, readers, readers == 1 ? "" : "s");
+    }
+}
+
 /* ---- the layer table (layers.h) ------------------------------------------------------------ */
 
 /* Indexed by op kind: every op of model_impl.h's list has a CUDA layer, defined beside its code. */
@@ -222,7 +265,8 @@ typedef struct dev_weights {
     struct dev_weights *next;
     int device;
     int nhwc;         /* gp__cuda_nhwc, decided with the weights' layout: every slot takes it */
-    char layout[160]; /* what kept the model NCHW, or "" */
+    char layout[160]; /* what kept the model NCHW, or for NHWC the stem pad's note, or "" */
+    int *chans;       /* gp__cuda_stem_pad's, per op (NHWC only; zeros: none) */
     void *arena;
     op_consts *ops; /* m->n_ops */
     memo *memos;    /* gp__memo_*, under m->mu */
@@ -272,12 +316,13 @@ int gp__consts_weight_bias(const gp__op *op, gp__consts *k, ck *c) {
 /* Lay out (img == NULL: size only) the device arena of every op's constants through the
    layers' consts hooks. offs receives per op the byte offset of each GP__K_* slot (SIZE_MAX:
    none); *bytes the arena's size. */
-static int layout_consts(const gp__model *m, gp__kt kt, int nhwc, unsigned char *img,
-                         size_t (*offs)[GP__K_SLOTS], size_t *bytes, ck *c) {
+static int layout_consts(const gp__model *m, gp__kt kt, int nhwc, const int *chans,
+                         unsigned char *img, size_t (*offs)[GP__K_SLOTS], size_t *bytes, ck *c) {
     gp__consts k = {.kt = kt, .nhwc = nhwc, .img = img};
     for (int i = 0; i < m->n_ops; i++) {
         const gp__op *op = &m->ops[i];
         const cuda_layer *l = layer_of(op);
+        k.chans = chans[i];
         for (int s = 0; s < GP__K_SLOTS; s++)
             k.at[s] = SIZE_MAX;
         if (l && l->consts) {
@@ -296,6 +341,7 @@ static void dev_weights_free(dev_weights *d) {
     if (!d) return;
     if (d->arena) cudaFree(d->arena); /* teardown: a failure is not actionable */
     free(d->ops);
+    free(d->chans);
     while (d->memos) {
         memo *x = d->memos;
         d->memos = x->next;
@@ -350,7 +396,8 @@ static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck 
     gp__kt kt = act_type(m->precision);
     size_t(*offs)[GP__K_SLOTS] = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *offs);
     d->ops = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *d->ops);
-    if (!offs || !d->ops) {
+    d->chans = calloc((size_t)m->n_ops ? (size_t)m->n_ops : 1, sizeof *d->chans);
+    if (!offs || !d->ops || !d->chans) {
         free(offs);
         return CK_FAIL(c, GP_ENOMEM, "out of memory laying out the weights");
     }
@@ -364,7 +411,8 @@ static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck 
         rc = CK_FAIL(c, GP_ENOMEM, "%s", d->layout);
         goto out;
     }
-    rc = layout_consts(m, kt, d->nhwc, NULL, offs, &bytes, c);
+    if (d->nhwc) gp__cuda_stem_pad(m, d->chans, d->layout, sizeof d->layout);
+    rc = layout_consts(m, kt, d->nhwc, d->chans, NULL, offs, &bytes, c);
     if (rc != GP_OK) goto out;
     if (bytes) {
         img = malloc(bytes);
@@ -372,7 +420,7 @@ static int upload_weights(gp__model *m, dev_weights *d, cudaStream_t stream, ck 
             rc = CK_FAIL(c, GP_ENOMEM, "out of memory staging %zu bytes of weights", bytes);
             goto out;
         }
-        if ((rc = layout_consts(m, kt, d->nhwc, img, offs, &bytes, c)) != GP_OK) goto out;
+        if ((rc = layout_consts(m, kt, d->nhwc, d->chans, img, offs, &bytes, c)) != GP_OK) goto out;
         cudaError_t e = cudaMalloc(&d->arena, bytes);
         if (e != cudaSuccess) {
             d->arena = NULL;
@@ -496,6 +544,10 @@ static int plan_steps(slot_state *st, const dev_weights *w, ck *c) {
         sp->op = op;
         sp->k = &w->ops[i];
         sp->src_t = sp->dst_t = st->kt;
+        sp->chans = w->chans[i]                 ? w->chans[i]
+                    : op->kind == GP__OP_PREP   ? op->out.c
+                    : op->kind == GP__OP_CONV2D ? op->in.c
+                                                : 0;
         c->op = op;
         if (!layer_of(op)) return CK_FAIL(c, GP_ENOTSUP, "no CUDA layer for this op");
         int src_ok = op->src == GP__BUF_INPUT || (op->src >= 0 && op->src < m->n_bufs);
@@ -560,8 +612,14 @@ static int slot_alloc(slot_state *st, const gp_batch *slot, ck *c) {
         return CK_FAIL(c, GP_ENOMEM, "out of memory planning the slot's buffers");
     }
     for (int i = 0; i < m->n_bufs; i++) {
+        size_t el = m->bufs[i].elems;
+        for (int j = 0; j < st->n_steps; j++) { /* a value the stem pad stores wider */
+            const step *sp = &st->steps[j];
+            size_t pel = (size_t)sp->chans * (size_t)sp->op->out.h * (size_t)sp->op->out.w;
+            if (sp->op->kind == GP__OP_PREP && sp->op->dst == i && pel > el) el = pel;
+        }
         offs[i] = off;
-        off = gp__align_up(off + (m->bufs[i].tokens ? st->tcap : cap) * m->bufs[i].elems * es);
+        off = gp__align_up(off + (m->bufs[i].tokens ? st->tcap : cap) * el * es);
     }
     /* The input's staging copy: items, or the batch's tokens. */
     size_t in_off = off;

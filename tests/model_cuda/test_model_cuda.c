@@ -330,8 +330,9 @@ static char *strip_stage(const char *spec) {
 }
 
 /* One model (image + spec, NULL: the image's metadata) in one precision: host vs CUDA. On CUDA,
-   the activations' layout must be layout16 in fp16 and bf16 (NULL: not checked), NCHW in fp32
-   and tf32. */
+   the activations' layout must be layout16 in fp16 and bf16 (NULL: not checked; a prefix of
+   the INFO line's text, and "NHWC" alone must be all of it: nothing padded), NCHW in fp32 and
+   tf32. */
 static void compare(const char *label, const void *img, size_t len, const char *spec,
                     gp_precision prec, int graphs, const char *layout16) {
     gp_model *m = load(img, len, spec, prec);
@@ -351,9 +352,13 @@ static void compare(const char *label, const void *img, size_t len, const char *
     run_cuda(m, label, n, in, got, graphs);
     if (backend == GP_BACKEND_CUDA && layout16) {
         int half = prec == GP_PRECISION_FP16 || prec == GP_PRECISION_BF16;
-        char want[64];
+        char want[160];
         snprintf(want, sizeof want, "model: activations in %s", half ? layout16 : "NCHW");
-        int ok = strstr(layout_line, want) != NULL;
+        /* NHWC with no note: nothing padded (the stem pad's note is in parentheses) */
+        const char *at = strstr(layout_line, "model: activations in ");
+        size_t wl = strlen(want);
+        int ok = at && strncmp(at, want, wl) == 0 &&
+                 (!half || strchr(layout16, '(') || strcmp(layout16, "NHWC") || !at[wl]);
         printf("%-4s %-36s %s%s\n", gp_precision_name(prec), label,
                layout_line[0] ? layout_line : "(no layout line)", ok ? "" : "  <-- WRONG LAYOUT");
         if (!ok) failures++;
@@ -479,6 +484,33 @@ static void w_image(tset *t) {
     t_weight(t, "fc.bias", 1, (uint64_t[]){9}, 6);
 }
 
+static void w_stem(tset *t) {
+    t_weight(t, "c.weight", 4, (uint64_t[]){8, 3, 7, 7}, 147);
+    t_weight(t, "c.bias", 1, (uint64_t[]){8}, 147);
+    t_weight(t, "d.weight", 4, (uint64_t[]){6, 8, 3, 3}, 72);
+    t_weight(t, "d.bias", 1, (uint64_t[]){6}, 72);
+}
+
+static void w_gray(tset *t) {
+    t_weight(t, "g.weight", 4, (uint64_t[]){5, 1, 3, 3}, 9);
+    t_weight(t, "g.bias", 1, (uint64_t[]){5}, 9);
+}
+
+static void w_conv3_3(tset *t) {
+    t_weight(t, "c.weight", 4, (uint64_t[]){3, 3, 3, 3}, 27);
+    t_weight(t, "c.bias", 1, (uint64_t[]){3}, 27);
+}
+
+static void w_nhwc16(tset *t) {
+    t_weight(t, "a.weight", 4, (uint64_t[]){16, 16, 3, 3}, 144);
+    t_weight(t, "a.bias", 1, (uint64_t[]){16}, 144);
+    t_weight(t, "b.weight", 4, (uint64_t[]){16, 8, 3, 3}, 72);
+    t_weight(t, "b.bias", 1, (uint64_t[]){16}, 72);
+}
+
+/* The stem pad's note in the layout line (model.c, gp__cuda_stem_pad). */
+#define PAD3(to) "NHWC (prep (spec line 1) stores its 3 channels as " #to
+
 static const opcase op_cases[] = {
     {"linear", "input f32 37\nlinear fc\n", w_fc_37_23, "NCHW"},
     {"linear+relu (epilogue)", "input f32 37\nlinear fc\nrelu\n", w_fc_37_23, "NCHW"},
@@ -508,7 +540,7 @@ static const opcase op_cases[] = {
     {"u8 hwc prep, conv, softmax",
      "input u8 8x8x3 layout=hwc mean=0.485,0.456,0.406 std=0.229,0.224,0.225\n"
      "conv2d c padding=1\nrelu\nglobalavgpool\nflatten\nlinear fc\nsoftmax\n",
-     w_image, "NHWC"},
+     w_image, PAD3(8)}, /* a conv of stride 1 reads the image: 8 channels */
     {"f32 prep mean/std, maxpool", "input f32 3x6x6 mean=0.5 std=0.25\nmaxpool2d kernel=2\n",
      w_none, "NCHW"}, /* no convolution, and a spatial output */
     /* The convolutions above again behind a PREP and ending in one pixel, so that fp16 and
@@ -522,7 +554,7 @@ static const opcase op_cases[] = {
      "input u8 10x10x3 layout=hwc mean=0.5 std=0.25\nconv2d c stride=2x1 padding=1\n"
      "batchnorm2d bn\nsigmoid\nmaxpool2d kernel=2\nconv2d d padding=1\nrelu\n"
      "avgpool2d kernel=3 stride=1 padding=1\nconv2d e\nglobalavgpool\nflatten\nlinear fc\n",
-     w_nhwc_stack, "NHWC"},
+     w_nhwc_stack, PAD3(8)}, /* stride 1 across: 8 */
     {"nhwc: residual folded into the conv",
      "input f32 4x8x8 mean=0 std=1\nconv2d a padding=1\nrelu\nsave s\nconv2d c padding=1\n"
      "batchnorm2d bn\nadd s\nrelu\nglobalavgpool\n",
@@ -543,7 +575,27 @@ static const opcase op_cases[] = {
     {"u8 prep+topk",
      "input u8 8x8x3 layout=hwc mean=0.5 std=0.5\nconv2d c padding=1\nrelu\n"
      "globalavgpool\nflatten\nlinear fc\ntopk k=3\n",
-     w_image, "NHWC"},
+     w_image, PAD3(8)},
+    /* The stem pad: a ResNet-like stem of stride 2 reads 4 channels; one gray channel too; a
+       value a convolution also adds as its residual keeps its 3. */
+    {"nhwc: 7x7/2 stem, maxpool, conv",
+     "input u8 20x18x3 layout=hwc mean=0.485,0.456,0.406 std=0.229,0.224,0.225\n"
+     "conv2d c stride=2 padding=3\nrelu\nmaxpool2d kernel=3 stride=2 padding=1\n"
+     "conv2d d padding=1\nrelu\nglobalavgpool\n",
+     w_stem, PAD3(4)},
+    {"nhwc: one gray channel, stride 2",
+     "input u8 12x12x1 layout=hwc mean=0.5 std=0.5\nconv2d g stride=2 padding=1\nrelu\n"
+     "globalavgpool\n",
+     w_gray, "NHWC (prep (spec line 1) stores its 1 channel as 4"},
+    /* Channel counts the tensor cores take (multiples of 8), odd sizes, 8 channels per group:
+       the NHWC engines a GPU picks, where the small cases above may get other kernels. */
+    {"nhwc: 16 channels, 13x11, s2, 2 groups of 8",
+     "input f32 16x13x11 mean=0 std=1\nconv2d a stride=2 padding=1\nrelu\n"
+     "conv2d b padding=1 groups=2\nrelu\nglobalavgpool\n",
+     w_nhwc16, "NHWC"},
+    {"nhwc: the image is also a residual",
+     "input f32 3x8x8 mean=0.5 std=0.5\nsave s\nconv2d c padding=1\nadd s\nrelu\nglobalavgpool\n",
+     w_conv3_3, "NHWC"},
 };
 
 static void run_ops(void) {
@@ -571,7 +623,9 @@ static void run_demos(int graphs) {
         char label[64];
         snprintf(label, sizeof label, "demo %s%s", names[d], graphs ? " (cuda graphs)" : "");
         for (size_t p = 0; p < sizeof all_prec / sizeof all_prec[0]; p++)
-            compare(label, img, len, NULL, all_prec[p], graphs, d ? "NHWC" : "NCHW");
+            compare(label, img, len, NULL, all_prec[p], graphs,
+                    d ? "NHWC (prep (spec line 2) stores its 3 channels as 8" /* stride 1 */
+                      : "NCHW");
         free(img);
     }
 }

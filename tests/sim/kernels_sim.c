@@ -372,13 +372,13 @@ static int emu_topk(const sim_op *o) {
     return 0;
 }
 
-/* prep_kernel<Tin, Tout>(size_t total, const Tin *in, int hwc, int nhwc, int C, int H, int W,
-   const float *mean, const float *sd, Tout *out): v = x / 255 (u8) or x, (v - mean) / sd; in
-   HWC when hwc, out HWC when nhwc (else CHW) */
+/* prep_kernel<Tin, Tout>(size_t total, const Tin *in, int hwc, int nhwc, int C, int Cs, int H,
+   int W, const float *mean, const float *sd, Tout *out): v = x / 255 (u8) or x, (v - mean) / sd;
+   in HWC when hwc, out HWC of Cs channels when nhwc (channels C .. Cs-1 zero), else CHW */
 typedef struct {
     size_t total;
     const void *in;
-    int hwc, nhwc, C, H, W;
+    int hwc, nhwc, C, Cs, H, W;
     const float *mean, *sd;
     void *out;
 } prep_args;
@@ -386,15 +386,20 @@ static int emu_prep(const sim_op *o) {
     prep_args a;
     memcpy(&a, o->args, sizeof a);
     sim_t ti = targ(o, 0), to = targ(o, 1);
-    size_t hw = (size_t)a.H * (size_t)a.W, per = (size_t)a.C * hw;
-    if (per == 0 || !dev_ok(a.in, a.total * sim_size(ti)) ||
+    size_t hw = (size_t)a.H * (size_t)a.W, per = (size_t)a.Cs * hw, in_per = (size_t)a.C * hw;
+    if (per == 0 || a.Cs < a.C || (!a.nhwc && a.Cs != a.C) ||
+        !dev_ok(a.in, a.total / per * in_per * sim_size(ti)) ||
         !dev_ok(a.out, a.total * sim_size(to)) || !dev_ok(a.mean, (size_t)a.C * 4) ||
         !dev_ok(a.sd, (size_t)a.C * 4))
         return ILLEGAL;
     for (size_t i = 0; i < a.total; i++) {
-        size_t item = i / per, r = i % per, p = a.nhwc ? r / (size_t)a.C : r % hw;
-        int c = (int)(a.nhwc ? r % (size_t)a.C : r / hw);
-        size_t src = item * per + (a.hwc ? p * (size_t)a.C + (size_t)c : (size_t)c * hw + p);
+        size_t item = i / per, r = i % per, p = a.nhwc ? r / (size_t)a.Cs : r % hw;
+        int c = (int)(a.nhwc ? r % (size_t)a.Cs : r / hw);
+        if (c >= a.C) {
+            sim_st(to, a.out, i, 0.0f);
+            continue;
+        }
+        size_t src = item * in_per + (a.hwc ? p * (size_t)a.C + (size_t)c : (size_t)c * hw + p);
         float v = ti == SIM_U8 ? sim_ld(ti, a.in, src) / 255.0f : sim_ld(ti, a.in, src);
         sim_st(to, a.out, i, (v - a.mean[c]) / a.sd[c]);
     }
@@ -696,7 +701,7 @@ const sim_emu sim_model_emus[] = {
     {"18conv_direct_kernelI", emu_conv, "ppppzCi"},
     {"14softmax_kernelI", emu_softmax, "ppi"},
     {"11topk_kernelI", emu_topk, "ppii"},
-    {"11prep_kernelI", emu_prep, "zpiiiiippp"},
+    {"11prep_kernelI", emu_prep, "zpiiiiiippp"},
     {"14convert_kernelI", emu_convert, "ppz"},
     {"18tok_offsets_kernel", emu_tok_offsets, "zpzp"},
     {"17token_mean_kernelI", emu_token_mean, "pppi"},

@@ -539,7 +539,9 @@ SIM_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d
    exercised; a forward checks the workspace against its algorithm's need. The environment:
    GPSIM_CUDNN=0 makes handle creation fail (cuDNN unavailable: conv2d on the direct kernel),
    GPSIM_DNN_FUSED=0 makes the fused call refuse (CUDNN_STATUS_NOT_SUPPORTED, as cuDNN does
-   for a configuration it cannot fuse). */
+   for a configuration it cannot fuse); GPSIM_DNN_FUSED_WRONG=1 makes it compute 1.25 conv(x)
+   and 2 z, and spares it GPSIM_DNN_LEGACY_SLOW (a fused form fast and wrong, which conv.c's
+   check against the direct kernel must catch, the heuristic's first algorithm's too). */
 
 struct cudnnContext {
     cudaStream_t st;
@@ -835,7 +837,7 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
                                  const struct cudnnConvolutionStruct *cv,
                                  cudnnConvolutionFwdAlgo_t algo, void *ws, size_t ws_bytes,
                                  const struct cudnnTensorStruct *y, void *yp, const void *zp,
-                                 float alpha, float beta, const void *bias, int relu) {
+                                 float alpha, float beta, const void *bias, int relu, int fused) {
     sim_conv_geom g;
     sim_t t;
     if (!h) return CUDNN_STATUS_BAD_PARAM;
@@ -845,7 +847,8 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
     if (!dnn_algo_ok(algo)) return CUDNN_STATUS_NOT_SUPPORTED;
     /* GPSIM_DNN_GEMM_WRONG: the heuristic's second algorithm computes something else, and fast */
     const int wrong =
-        algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && env_on("GPSIM_DNN_GEMM_WRONG");
+        (algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && env_on("GPSIM_DNN_GEMM_WRONG")) ||
+        (fused && env_on("GPSIM_DNN_FUSED_WRONG"));
     size_t need = dnn_ws(algo);
     if (ws_bytes < need || (need && kind_of(ws, need) != MEM_DEVICE)) return CUDNN_STATUS_BAD_PARAM;
     dnn_args a = {xp,
@@ -856,7 +859,7 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
                   (size_t)x->n,
                   g,
                   wrong ? 1.25f * alpha : alpha,
-                  beta,
+                  fused && wrong ? 2.0f * beta : beta,
                   (int32_t)t,
                   t == SIM_F32 && cv->math != CUDNN_FMA_MATH,
                   relu,
@@ -875,7 +878,7 @@ SIM_API cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha
                                               const cudnnTensorDescriptor_t yd, void *y) {
     if (!alpha || !beta) return CUDNN_STATUS_BAD_PARAM;
     return dnn_forward(h, xd, x, wd, w, cv, algo, ws, ws_bytes, yd, y, y, *(const float *)alpha,
-                       *(const float *)beta, NULL, 0);
+                       *(const float *)beta, NULL, 0, 0);
 }
 
 SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
@@ -899,7 +902,7 @@ SIM_API cudnnStatus_t cudnnConvolutionBiasActivationForward(
         algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
         return CUDNN_STATUS_NOT_SUPPORTED; /* as documented */
     return dnn_forward(h, xd, x, wd, w, cv, algo, ws, ws_bytes, yd, y, z, *(const float *)alpha1,
-                       *(const float *)alpha2, bias, act->mode == CUDNN_ACTIVATION_RELU);
+                       *(const float *)alpha2, bias, act->mode == CUDNN_ACTIVATION_RELU, 1);
 }
 
 /* The graph (backend) API, as far as a one-convolution graph goes (conv2d's graph-API candidates,
