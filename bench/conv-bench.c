@@ -99,10 +99,10 @@ typedef struct shape {
 } shape;
 
 /* torchvision's ResNet-18 at 224x224: its 20 convolutions, 11 distinct; then its stem with the
-   image's 3 channels padded to 4 and to 8 (zero channels, zero weights: the same output), count 0
-   so outside the totals: NVIDIA's Convolutional Layers guide has tensor cores want 8 channels in
-   fp16 and 4 enough for a first layer of stride 2; conv.c's stem pad (docs/DESIGN.md §6) runs
-   the 4. */
+   image's 3 channels padded to 4 and to 8 (conv.c gives the added channels zero values and
+   weights; timed here on random data, as every shape), count 0 so outside the totals: NVIDIA's
+   Convolutional Layers guide has tensor cores want 8 channels in fp16 and 4 enough for a first
+   layer of stride 2; conv.c's stem pad (docs/DESIGN.md §6) runs the 4. */
 static const shape RESNET18[] = {
     {"conv1", 3, 64, 7, 2, 3, 224, 1},
     {"conv1.c4", 4, 64, 7, 2, 3, 224, 0},
@@ -857,7 +857,10 @@ static void cell(float v, int ok) {
 #define N_COLS 9 /* the last two, (r), in fp16 / bf16 only */
 static void print_table(const bench *b, const shape *sh, int n, int lay[2], result (*res)[2]) {
     double tot[N_COLS] = {0};
-    int miss[N_COLS] = {0}, count = 0, ncols = b->prec == PREC_FP32 ? N_COLS - 2 : N_COLS;
+    int miss[N_COLS] = {0}, count = 0, counted = 0,
+        ncols = b->prec == PREC_FP32 ? N_COLS - 2 : N_COLS;
+    for (int i = 0; i < n; i++)
+        counted += sh[i].count > 0; /* the shapes inside the totals */
     printf("\nconv-bench: %s, batch %d, ms per convolution (median of up to %d runs); "
            "(h) conv.c's rule, (a) every algorithm, (g) the graph API's fastest engine, fused: "
            "the fastest of (h)'s candidates as cudnnConvolutionBiasActivationForward, NCHW%s; "
@@ -885,7 +888,7 @@ static void print_table(const bench *b, const shape *sh, int n, int lay[2], resu
             cell(v[j], ok[j]);
             if (ok[j])
                 tot[j] += (double)s->count * (double)v[j];
-            else
+            else if (s->count) /* a count-0 shape is outside the totals */
                 miss[j]++;
         }
         count += s->count;
@@ -908,7 +911,7 @@ static void print_table(const bench *b, const shape *sh, int n, int lay[2], resu
     }
     printf("| weighted total | %d |", count);
     for (int j = 0; j < ncols; j++) {
-        if (miss[j] == n)
+        if (miss[j] == counted)
             printf(" - |");
         else if (miss[j])
             printf(" %.3f (%d shapes missing) |", tot[j], miss[j]);

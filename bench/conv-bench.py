@@ -199,10 +199,11 @@ def fmt(v):
 
 
 def wsum(vals, counts):
-    """Sum of count x value, with how many values are missing."""
+    """Sum of count x value, with how many values are missing (a count-0 shape, outside the
+    totals, is never missing)."""
     tot = sum(c * v for v, c in zip(vals, counts) if v is not None)
-    miss = sum(v is None for v in vals)
-    if miss == len(vals):
+    miss = sum(v is None for v, c in zip(vals, counts) if c)
+    if miss == sum(1 for c in counts if c):
         return "-"
     return f"{tot:.3f}" + (f" ({miss} missing)" if miss else "")
 
@@ -212,9 +213,9 @@ def ratio(a, b):
 
 
 def total(vals, counts):
-    if any(v is None for v in vals):
+    if any(v is None for v, c in zip(vals, counts) if c):
         return None
-    return sum(c * v for v, c in zip(vals, counts))
+    return sum(c * v for v, c in zip(vals, counts) if c)
 
 
 def joined_table(prec, batch, order, rows, pt):

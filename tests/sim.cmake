@@ -92,9 +92,11 @@ if(GP_HAVE_CUDNN)
               ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1" TIMEOUT 300)
   gp_sim_case(model_cuda_graph_wrong model_cuda_ops ARGS ops
               ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1;GPSIM_DNN_GRAPH_WRONG=1" TIMEOUT 300)
-  # cuDNN's fused conv + bias + relu (+ residual) computing something else, fast, and every
-  # plan too: each must be caught by conv_verify and passed over, the heuristic's first
-  # algorithm's fused form included (a wrong one would be 1.25x off the host reference).
+  # cuDNN's fused conv + bias + relu computing something else, fast (1.25 conv, or with a
+  # folded residual the convolution right and 2 z: caught only by comparing what z adds), and
+  # every plan too: each must be caught by conv_verify and passed over, the heuristic's first
+  # algorithm's fused form included (a wrong one would be off the host reference).
+  # conv-choice.sh checks that a fast, right fused form is chosen, not passed over.
   gp_sim_case(model_cuda_fused_wrong model_cuda_ops ARGS ops
               ENV "${dnn};GPSIM_DNN_LEGACY_SLOW=1;GPSIM_DNN_GRAPH_WRONG=1;GPSIM_DNN_FUSED_WRONG=1"
               TIMEOUT 300)

@@ -589,10 +589,13 @@ static void cand_name(const conv_bucket *bk, int i, char *buf, size_t len) {
 
 /* The pipeline's INFO line for a timed bucket: what stays, its time per run, and the
    heuristic's first pick's (what an untimed rule would have run). */
-static void conv_log(const slot_state *st, const gp__op *op, const gp_batch *slot,
+static void conv_log(const slot_state *st, const step *sp, const gp_batch *slot,
                      const conv_bucket *bk, size_t n, int best, int fused, float best_ms,
                      float first_ms, int ran, int tried) {
+    const gp__op *op = sp->op;
     char over[96] = ""; /* what the cap left out, so a reader sees what a larger one would add */
+    char pad[16] = "";  /* the stem pad's added input channels */
+    if (sp->chans > op->in.c) snprintf(pad, sizeof pad, "(+%d)", sp->chans - op->in.c);
     if (bk->over_cap)
         snprintf(over, sizeof over, "; %d more over the %zu MiB workspace cap", bk->over_cap,
                  st->conv_ws_cap >> 20);
@@ -611,11 +614,11 @@ static void conv_log(const slot_state *st, const gp__op *op, const gp_batch *slo
     else
         snprintf(tail, sizeof tail, "did not run");
     gp__slot_info(slot,
-                  "conv2d %s (%dx%dx%d -> %dx%dx%d, %dx%d/%d): batch %zu: %s %s, %.3f ms per "
+                  "conv2d %s (%d%sx%dx%d -> %dx%dx%d, %dx%d/%d): batch %zu: %s %s, %.3f ms per "
                   "run (%d of %d algorithm/form pairs ran, %d of them graph-API plans%s; the "
                   "heuristic's first, %s: %s)",
-                  op->name, op->in.c, op->in.h, op->in.w, op->out.c, op->out.h, op->out.w, op->kh,
-                  op->kw, op->stride_h, n, name, fused ? "fused" : "unfused",
+                  op->name, op->in.c, pad, op->in.h, op->in.w, op->out.c, op->out.h, op->out.w,
+                  op->kh, op->kw, op->stride_h, n, name, fused ? "fused" : "unfused",
                   (double)(best_ms / CONV_TIMED_RUNS), ran, tried, gp__cgraph_count(bk->g), over,
                   first, tail);
 }
@@ -864,7 +867,7 @@ static int conv_choose(slot_state *st, step *sp, const gp_batch *slot, conv_buck
         *best = bk->n_cand > 0 ? 0 : bk->n_cand + ng;
         *best_fused = cp->relu != NULL && bk->n_cand > 0;
     }
-    conv_log(st, sp->op, slot, bk, n, *best, *best_fused, best_ms, first_ms, ran, tried);
+    conv_log(st, sp, slot, bk, n, *best, *best_fused, best_ms, first_ms, ran, tried);
     if (best_ms < 0 || (bk->n_cand == 0 && ng == 0)) return GP_OK; /* nothing to keep */
     int memo[GP__MEMO_VALS];
     if (*best >= bk->n_cand) {

@@ -49,9 +49,9 @@ typedef struct gp__cgraph_seen {
     int plan;          /* its plan's index in the graph, or -1 with `why` */
     size_t ws;         /* the plan's workspace, when one was finalized */
     int over_ws;       /* passed over for its workspace (why: "workspace over the cap") */
-    const char *why;   /* "forbidden note", "no required note", "built at run time", "workspace over
-                          the cap",   "same plan as an earlier", "not reached in time", "kept enough",
-                          or   cuDNN's refusal */
+    const char *why;   /* "forbidden note", "no required note", "built at run time",
+                          "workspace over the cap", "same plan as an earlier", "not reached in
+                          time", "kept enough", or cuDNN's refusal */
 } gp__cgraph_seen;
 
 /* What gp__cgraph_plan takes: configurations whose notes avoid `forbid` (and, with `require`,

@@ -90,7 +90,7 @@ enum {
 typedef struct gp__consts {
     gp__kt kt;              /* the activation type */
     int nhwc;               /* the model's activations are NHWC (gp__cuda_nhwc): conv2d's
-                               weights go in as [Cout][kh][kw][Cin / groups] */
+                               weights go in as [Cout][kh][kw][Cin / groups, or chans] */
     int chans;              /* the op's step.chans (the stem pad: conv2d's weights get zero
                                input channels up to it), 0: none */
     unsigned char *img;     /* the host image, or NULL while sizing */

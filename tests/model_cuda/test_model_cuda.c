@@ -496,6 +496,20 @@ static void w_gray(tset *t) {
     t_weight(t, "g.bias", 1, (uint64_t[]){5}, 9);
 }
 
+static void w_two_readers(tset *t) {
+    t_weight(t, "a.weight", 4, (uint64_t[]){8, 3, 3, 3}, 27);
+    t_weight(t, "a.bias", 1, (uint64_t[]){8}, 27);
+    t_weight(t, "b.weight", 4, (uint64_t[]){8, 3, 1, 1}, 3);
+    t_weight(t, "b.bias", 1, (uint64_t[]){8}, 3);
+}
+
+static void w_two_readers_s1(tset *t) {
+    t_weight(t, "a.weight", 4, (uint64_t[]){8, 3, 3, 3}, 27);
+    t_weight(t, "a.bias", 1, (uint64_t[]){8}, 27);
+    t_weight(t, "b.weight", 4, (uint64_t[]){8, 3, 3, 3}, 27);
+    t_weight(t, "b.bias", 1, (uint64_t[]){8}, 27);
+}
+
 static void w_conv3_3(tset *t) {
     t_weight(t, "c.weight", 4, (uint64_t[]){3, 3, 3, 3}, 27);
     t_weight(t, "c.bias", 1, (uint64_t[]){3}, 27);
@@ -593,6 +607,21 @@ static const opcase op_cases[] = {
      "input f32 16x13x11 mean=0 std=1\nconv2d a stride=2 padding=1\nrelu\n"
      "conv2d b padding=1 groups=2\nrelu\nglobalavgpool\n",
      w_nhwc16, "NHWC"},
+    /* Two convolutions read the image (a block and its 1x1 shortcut): both get the pad, 4
+       when both have stride 2, 8 when one has stride 1. */
+    {"nhwc: image read by two s2 convs",
+     "input u8 16x14x3 layout=hwc mean=0.5 std=0.25\nsave s\nconv2d a stride=2 padding=1\n"
+     "relu\nsave m\nrestore s\nconv2d b stride=2\nadd m\nrelu\nglobalavgpool\n",
+     w_two_readers,
+     "NHWC (prep (spec line 1) stores its 3 channels as 4, the added ones zero, "
+     "for 2 convolutions)"},
+    {"nhwc: image read by s2 and s1 convs",
+     "input u8 16x14x3 layout=hwc mean=0.5 std=0.25\nsave s\nconv2d a stride=2 padding=1\n"
+     "relu\nsave m\nrestore s\nconv2d b padding=1\nmaxpool2d kernel=2\nadd m\nrelu\n"
+     "globalavgpool\n",
+     w_two_readers_s1,
+     "NHWC (prep (spec line 1) stores its 3 channels as 8, the added ones "
+     "zero, for 2 convolutions)"},
     {"nhwc: the image is also a residual",
      "input f32 3x8x8 mean=0.5 std=0.5\nsave s\nconv2d c padding=1\nadd s\nrelu\nglobalavgpool\n",
      w_conv3_3, "NHWC"},

@@ -80,6 +80,16 @@ over=$(grep -o 'slot 0: conv2d .*: batch [0-9]*: IMPLICIT_GEMM[^,]*, the fastest
   sed 's/: IMPLICIT_GEMM.*//' | sort -u | wc -l)
 [ "$over" = "$want" ] || { echo "$over of $want wrong IMPLICIT_GEMM choices were passed over"; exit 1; }
 cmp y-cuda.npy y-gemm-wrong.npy || { echo "the output with a wrong legacy algorithm passed over differs"; exit 1; }
+# cuDNN's fused conv + bias + relu (+ residual) fast and right, everything else slow or wrong:
+# conv_verify checks each fused choice (since NHWC, 2026-11-28) and must let it through, so
+# every bucket of every convolution with a relu keeps a fused form, none is passed over.
+run fused-fast GPSIM_DNN_LEGACY_SLOW=1 GPSIM_DNN_GRAPH_WRONG=1 GPSIM_DNN_FUSED_FAST=1
+relu=$(grep -c ' conv2d .* relu ' describe.txt)
+fused=$(grep -c 'slot 0: conv2d .*: batch [0-9]*: [^,]* fused, [0-9.]* ms per run' log-fused-fast.txt || true)
+[ "$fused" = $((relu * 3)) ] || { echo "$fused of $((relu * 3)) relu buckets kept a fused form"; exit 1; }
+if grep -q 'fused, the fastest .* passed over' log-fused-fast.txt; then
+  echo "a right fused form was passed over"; exit 1
+fi
 # A later slot runs slot 0's plan once at setup: where it does not run there
 # (GPSIM_DNN_EXEC_FIRST_ONLY), that slot says so and runs the legacy stand-in, every bucket of
 # every convolution, and the batches are right (they failed with cudnnBackendExecute before).

@@ -540,8 +540,11 @@ SIM_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d
    GPSIM_CUDNN=0 makes handle creation fail (cuDNN unavailable: conv2d on the direct kernel),
    GPSIM_DNN_FUSED=0 makes the fused call refuse (CUDNN_STATUS_NOT_SUPPORTED, as cuDNN does
    for a configuration it cannot fuse); GPSIM_DNN_FUSED_WRONG=1 makes it compute 1.25 conv(x)
-   and 2 z, and spares it GPSIM_DNN_LEGACY_SLOW (a fused form fast and wrong, which conv.c's
-   check against the direct kernel must catch, the heuristic's first algorithm's too). */
+   without a residual, and with one (alpha2 not 0) the convolution right and 2 z, and spares it
+   GPSIM_DNN_LEGACY_SLOW (a fused form fast and wrong, which conv.c's check against the direct
+   kernel must catch, the heuristic's first algorithm's too, and with a residual only through
+   z); GPSIM_DNN_FUSED_FAST=1 spares it GPSIM_DNN_LEGACY_SLOW and leaves it right (a fused
+   form fast and right, which the check must let through). */
 
 struct cudnnContext {
     cudaStream_t st;
@@ -849,6 +852,8 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
     const int wrong =
         (algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && env_on("GPSIM_DNN_GEMM_WRONG")) ||
         (fused && env_on("GPSIM_DNN_FUSED_WRONG"));
+    const int fast = wrong || (fused && env_on("GPSIM_DNN_FUSED_FAST"));
+    const int z_wrong = wrong && fused && beta != 0.0f; /* a residual: its z alone wrong */
     size_t need = dnn_ws(algo);
     if (ws_bytes < need || (need && kind_of(ws, need) != MEM_DEVICE)) return CUDNN_STATUS_BAD_PARAM;
     dnn_args a = {xp,
@@ -858,12 +863,12 @@ static cudnnStatus_t dnn_forward(cudnnHandle_t h, const struct cudnnTensorStruct
                   yp,
                   (size_t)x->n,
                   g,
-                  wrong ? 1.25f * alpha : alpha,
-                  fused && wrong ? 2.0f * beta : beta,
+                  wrong && !z_wrong ? 1.25f * alpha : alpha,
+                  z_wrong ? 2.0f * beta : beta,
                   (int32_t)t,
                   t == SIM_F32 && cv->math != CUDNN_FMA_MATH,
                   relu,
-                  env_on("GPSIM_DNN_LEGACY_SLOW") && !wrong};
+                  env_on("GPSIM_DNN_LEGACY_SLOW") && !fast};
     sim_op o = {.kind = OP_KERNEL, .k = &dnn_work};
     memcpy(o.args, &a, sizeof a);
     return enqueue(h->st, &o) == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
