@@ -3,13 +3,15 @@
 
 usage: model-bench.py GP_INFER [--device cuda|cpu] [--models mlp,cnn,resnet18]
                       [--batches 1,8,64,256] [--items N] [--precision fp32|tf32|fp16|bf16]
-                      [--work DIR] [--threads T] [--min-batches B] [--windows K]
-                      [--step-timeout S]
+                      [--work DIR] [--threads T] [--producers P] [--min-batches B]
+                      [--windows K] [--step-timeout S]
 
 Models: the built-in demo MLP and CNN (weights written by `gp-infer --demo X --save-demo`) and
 a ResNet-18 (torchvision topology, 224x224 u8 images in, the conformance test's model) with
 random weights. For each model and batch size it runs
-  gpupipe:      gp-infer on N items (pipeline: producers, batches of B, 3 slots in flight),
+  gpupipe:      gp-infer on N items (pipeline: P producer threads submitting item by item,
+                8 on CUDA as issue 8's comparison and symptom-bench.py have them, 2 on the
+                CPU, whose cores compute; batches of B, 3 slots in flight),
                 items/s as gp-infer reports it (first submit to last callback), the median
                 of K windows (gp-infer --windows K: one process, one pipeline);
                 on CUDA also with --cuda-graphs;
@@ -183,10 +185,10 @@ def prepare(name, gp_infer, work, items):
 
 
 def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, inflight,
-                windows):
+                windows, producers):
     cmd = [gp_infer, "--model", path, "--input", xpath, "--output", ypath, "--batch", str(batch),
            "--backend", "cuda" if device == "cuda" else "host", "--precision", precision,
-           "--inflight", str(inflight), "--windows", str(windows),
+           "--inflight", str(inflight), "--windows", str(windows), "--producers", str(producers),
            # Untimed first batches, as PyTorch's side runs its probe and warm-ups before its
            # clock: a 20-batch run of a fresh process otherwise times its lazily loaded kernels.
            "--warmup", str(2 * inflight * batch)]
@@ -399,6 +401,9 @@ def main():
     ap.add_argument("--threads", type=int, default=0,
                     help="CPU threads for both: gpupipe --inflight and torch.set_num_threads "
                     "(default: every core)")
+    ap.add_argument("--producers", type=int, default=0,
+                    help="gpupipe's submitting threads (default: 8 on CUDA, as issue 8's "
+                    "comparison; 2 on the CPU, whose cores compute)")
     ap.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT,
                     help="seconds one step (a gp-infer run, a PyTorch timing) may take before "
                     "the bench stops with every thread's stack (default %(default)g)")
@@ -412,11 +417,16 @@ def main():
     # On the CPU gpupipe's compute threads are its in-flight batches; on CUDA its default (3
     # streams) stays and the CPU thread count only matters to PyTorch's host-side work.
     inflight = threads if a.device == "cpu" else 3
+    # Until 2026-11-28 gp-infer's default 2 producers fed the CUDA runs too: at batch 256 the
+    # demo MLP's 2 threads, reading the input file and submitting item by item, may have bound
+    # gpupipe's side (third run: 1.39M / 1.54M items/s eager fp32 / fp16; gp-bench's 2
+    # producers, which read no file, 2.50M at 256; symptom-bench's 8, first run, 3.6M).
+    producers = a.producers or (8 if a.device == "cuda" else 2)
     graphs = a.device == "cuda"
     print(f"torch {torch.__version__}, device {a.device}"
           + (f" ({torch.cuda.get_device_name()})" if a.device == "cuda" else "")
           + f", precision {a.precision}; PyTorch: {torch.get_num_threads()} threads, "
-          f"{blas_info()}; gpupipe: --inflight {inflight}"
+          f"{blas_info()}; gpupipe: --inflight {inflight}, --producers {producers}"
           + (" (one compute thread per in-flight batch)" if a.device == "cpu" else "")
           + ("; PyTorch's convolutional models channels_last" if a.device == "cuda"
              and a.precision in ("fp16", "bf16") else "")
@@ -460,13 +470,14 @@ def main():
             np.save(xpath, x)
             gp = attempt(f"{name} batch {b}: gpupipe",
                          lambda: run_gpupipe(a.gp_infer, path, xpath, ypath, a.device, b,
-                                             a.precision, False, inflight, a.windows))
+                                             a.precision, False, inflight, a.windows,
+                                             producers))
             cells = [gp]
             if graphs:
                 cells.append(attempt(f"{name} batch {b}: gpupipe --cuda-graphs",
                                      lambda: run_gpupipe(a.gp_infer, path, xpath, ypath,
                                                          a.device, b, a.precision, True,
-                                                         inflight, a.windows)))
+                                                         inflight, a.windows, producers)))
             pt = attempt(f"{name} batch {b}: PyTorch",
                          lambda: run_torch(module, x, a.device, b, a.precision, False,
                                            a.windows))
