@@ -7,7 +7,7 @@
  *            [--max-delay-us US] [--max-tokens T]
  *            [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]
  *            [--capacity C] [--repeat R] [--windows K] [--warmup W] [--report R.json]
- *            [--quiet] [--log error|warn|info]
+ *            [--profile] [--quiet] [--log error|warn|info]
  *   gp-infer --demo mlp|cnn|encoder [--save-demo FILE] [--input X.npy --output Y.npy] ...
  *
  * X holds N items: shape (N, *item shape), dtype as the model's input (f32 '<f4', u8 '|u1').
@@ -35,6 +35,11 @@
  * the pipeline's config refuses, such as --capacity 12); 3 bad
  * model or input file (shape/dtype mismatch, missing tensor, ...); 4 the requested backend is not
  * usable here.
+ * --profile loads the model with options.profile and, after the run, prints its per-op time
+ * over the timed windows (gp_model_profile: ms per batch and share of each op) to stdout; the
+ * warm-up's batches are left out (gp_model_profile_reset). On CUDA an op's time is its slot's
+ * stream's: with --inflight 1 each op's own, with more, shared with the other slots' work;
+ * with --cuda-graphs replayed batches are not timed.
  * --log L prints the pipeline's log lines at level L and above to stderr, each as
  * "gp-infer: log LEVEL: message" (info: what the CUDA model chose at create, such as each
  * convolution's timed algorithm per batch size; default: none).
@@ -427,7 +432,7 @@ static void usage(FILE *f) {
            "                [--max-delay-us US] [--max-tokens T]\n"
            "                [--precision fp32|tf32|fp16|bf16] [--cuda-graphs] [--describe]\n"
            "                [--capacity C] [--repeat R] [--windows K] [--warmup W]\n"
-           "                [--report R.json] [--quiet] [--log error|warn|info]\n"
+           "                [--report R.json] [--profile] [--quiet] [--log error|warn|info]\n"
            "  --model M: a safetensors model (its spec: --spec FILE, the file's metadata, or\n"
            "             M with .spec for .safetensors); --demo mlp|cnn|encoder: a built-in one\n"
            "  --save-demo F: write the demo model as F (a safetensors file with its spec)\n"
@@ -448,6 +453,8 @@ static void usage(FILE *f) {
            "  --warmup W: submit and drain W items before the timed run (default 0)\n"
            "  --report R.json: items/s, the run's window and every item's latency (submit to\n"
            "                   callback) as p50/p99/max, as JSON (bench/symptom-bench.py)\n"
+           "  --profile: print each op's time per batch after the run (gp_model_profile; on\n"
+           "             CUDA use --inflight 1 for each op's own time)\n"
            "  --quiet: no summary line on stderr\n"
            "  --log L: print the pipeline's log at level L and above to stderr (default: none)\n"
            "exit status: 0 ok; 1 a run-time failure; 2 usage (also an output path that cannot be\n"
@@ -507,7 +514,7 @@ int main(int argc, char **argv) {
     const char *len_path = NULL, *report_path = NULL, *log_s = NULL;
     size_t batch = 64, inflight = 3, producers = 2, delay_us = 0, max_tokens = 0, repeat = 1,
            capacity = 0, warmup = 0, windows = 1;
-    int describe = 0, quiet = 0, graphs = 0;
+    int describe = 0, quiet = 0, graphs = 0, profile = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **sval = NULL;
@@ -557,6 +564,9 @@ int main(int argc, char **argv) {
             continue;
         } else if (!strcmp(a, "--cuda-graphs")) {
             graphs = 1;
+            continue;
+        } else if (!strcmp(a, "--profile")) {
+            profile = 1;
             continue;
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
@@ -626,6 +636,7 @@ int main(int argc, char **argv) {
     if (gb_check_outputs("gp-infer", outputs, 3) != 0) return EXIT_USAGE;
     opt.spec_path = spec;
     if (max_tokens) opt.max_tokens = max_tokens;
+    opt.profile = profile;
 
     char err[512];
     gp_model *m = NULL;
@@ -857,6 +868,7 @@ int main(int argc, char **argv) {
         produce_all(&pr, producers);
         r.total = timed;
         atomic_store(&r.next, 0);
+        if (profile) gp_model_profile_reset(m); /* loaded with options.profile: GP_OK */
         if ((rc = gp_pipeline_mark(r.p, &mark)) != GP_OK) {
             fprintf(stderr, "gp-infer: gp_pipeline_mark: %s\n", gp_err_name(rc));
             gp_pipeline_destroy(r.p, GP_DESTROY_DRAIN);
@@ -987,6 +999,11 @@ int main(int argc, char **argv) {
                 detail[0] ? ": " : "", detail);
         exit_code = EXIT_RUN;
         goto out;
+    }
+    /* Every batch is done (drained): each was counted before its callbacks ran. */
+    if (profile && (rc = gp_model_profile(m, stdout)) != GP_OK) {
+        fprintf(stderr, "gp-infer: --profile: %s\n", gp_err_name(rc));
+        exit_code = EXIT_RUN;
     }
     int64_t yshape[GP_MODEL_MAX_RANK + 1];
     yshape[0] = (int64_t)n;

@@ -5,7 +5,7 @@
 if(GP_HAVE_CUDA)
   gp_add_test(NAME model_cuda_ops SOURCES model_cuda/test_model_cuda.c ARGS ops LABELS gpu
               TIMEOUT 300)
-  foreach(mode demo graphs)
+  foreach(mode demo graphs profile)
     add_test(NAME model_cuda_${mode} COMMAND model_cuda_ops ${mode})
     set_tests_properties(model_cuda_${mode} PROPERTIES LABELS gpu TIMEOUT 300
                                                        SKIP_RETURN_CODE 77)
@@ -14,6 +14,8 @@ if(GP_HAVE_CUDA)
   # above loadable and passing on machines without a GPU.
   add_test(NAME model_cuda_harness_host COMMAND model_cuda_ops ops host)
   set_tests_properties(model_cuda_harness_host PROPERTIES LABELS pipeline TIMEOUT 120)
+  add_test(NAME model_cuda_profile_host COMMAND model_cuda_ops profile host)
+  set_tests_properties(model_cuda_profile_host PROPERTIES LABELS pipeline TIMEOUT 120)
 endif()
 
 # Transformer encoders: the kernels alone against naive references (every element, every head

@@ -78,6 +78,7 @@ gp_sim_case(model_cuda_ops model_cuda_ops ARGS ops ENV "${dnn}" TIMEOUT 300)
 # lib/cuda/conv.c, each an emulated convolution); 1-2 minutes here.
 gp_sim_case(model_cuda_demo model_cuda_ops ARGS demo ENV "${dnn}" TIMEOUT 1800)
 gp_sim_case(model_cuda_graphs model_cuda_ops ARGS graphs ENV "${dnn}" TIMEOUT 1800)
+gp_sim_case(model_cuda_profile model_cuda_ops ARGS profile ENV "${dnn}" TIMEOUT 300)
 gp_sim_case(model_cuda_no_epilogue model_cuda_ops ARGS demo
             ENV "${dnn};GPSIM_LT_EPILOGUES=0;GPSIM_DNN_FUSED=0" TIMEOUT 1800)
 set_tests_properties(sim_model_cuda_no_epilogue PROPERTIES PASS_REGULAR_EXPRESSION

@@ -159,6 +159,17 @@ typedef struct gp_model_options {
                                 0: max_batch * max_tokens. Variable-length inputs: below the
                                 tokens one item may have (max_tokens, or a shorter position
                                 table) is GP_EINVAL at load; fixed-size inputs ignore it */
+    /* Appended after 0.2.0: per-op time (gp_model_op_time, gp_model_profile). */
+    int profile; /* 1: every batch a pipeline runs with the model times each of its ops; 0
+                    (default): nothing is timed; any other value: GP_EINVAL at load. The host
+                    backend times an op's wall time on the slot's thread; the CUDA backend
+                    records an event on the slot's stream before the first op and after each
+                    one, and reads them once the batch is done, so an op's time is its stream's
+                    and includes the device's work for other slots in flight at once (time
+                    per-op costs with config.inflight 1). Batches replayed as CUDA graphs are
+                    not timed (gp_model_profile counts them, with any whose events could not
+                    be read); batches that fail are not counted at all. gp_model_run_host's
+                    calls are not pipeline batches: never timed. */
 } gp_model_options;
 
 /* Fill `o` with defaults (and struct_size). Any thread. */
@@ -248,6 +259,40 @@ GP_API const char *gp_model_spec(const gp_model *m);
    buffers), the output line (dtype, shape, bytes, what it holds) and the buffer plan.
    @return GP_OK, GP_EINVAL, GP_EIO. */
 GP_API int gp_model_describe(const gp_model *m, FILE *f);
+
+/* Ops in the model's op list (the numbering of gp_model_describe, from 0); 0 for NULL. */
+GP_API int gp_model_op_count(const gp_model *m);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Per-op time (options.profile). Any thread, also while pipelines run batches.             */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * Op `op`'s time (0 .. gp_model_op_count() - 1): *ns its nanoseconds summed over the batches
+ * timed since load or the last gp_model_profile_reset, *batches those batches, *items their
+ * items (any out-pointer may be NULL). Every op of a timed batch is timed. The counters of one
+ * batch are added op by op, so a read during a batch may see part of it.
+ * @return GP_OK; GP_EINVAL (NULL model, op out of range); GP_ENOTSUP (loaded without
+ *         options.profile; the out-values are then 0).
+ */
+GP_API int gp_model_op_time(const gp_model *m, int op, uint64_t *ns, uint64_t *batches,
+                            uint64_t *items);
+
+/* Zero every op's counters and the count of batches not timed. @return GP_OK, GP_EINVAL (NULL),
+   GP_ENOTSUP (loaded without options.profile). */
+GP_API int gp_model_profile_reset(gp_model *m);
+
+/*
+ * Print the per-op times as a table: one row per op (index, spec line, kind with what it carries
+ * fused, as "conv2d+add+relu", name, output shape, ms per timed batch, us per item, share of the
+ * summed time, GFLOP/s from gp_model_describe's MFLOP per item: "-" for token models), the sum
+ * per batch, and the batches timed and not timed (CUDA graph replays, unreadable events) since
+ * load or the last reset. The first line is "per-op time: B batches timed (I items, ...), U not
+ * timed ...".
+ * @return GP_OK; GP_EINVAL (NULL argument); GP_ENOTSUP (loaded without options.profile);
+ *         GP_ENOMEM; GP_EIO (a write failed).
+ */
+GP_API int gp_model_profile(const gp_model *m, FILE *f);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Use with a pipeline                                                                       */

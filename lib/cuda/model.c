@@ -524,6 +524,10 @@ static void state_free(slot_state *st) {
         if (l && l->release) l->release(&st->steps[i], st->n_buckets);
     }
     free(st->steps);
+    for (int i = 0; st->prof_ev && i <= st->n_steps; i++) /* teardown: not actionable */
+        if (st->prof_ev[i]) cudaEventDestroy(st->prof_ev[i]);
+    free(st->prof_ev);
+    free(st->prof_ns);
     if (st->arena) cudaFree(st->arena); /* teardown: a failure is not actionable */
     if (st->h_bad) cudaFreeHost(st->h_bad);
     free(st->bufs);
@@ -708,6 +712,17 @@ static void bind_steps(slot_state *st) {
     }
 }
 
+/* options.profile: the events run and check time the steps with (slot_state.prof_ev). */
+static int prof_setup(slot_state *st, ck *c) {
+    st->prof_ev = calloc((size_t)st->n_steps + 1, sizeof *st->prof_ev);
+    st->prof_ns = calloc((size_t)st->n_steps, sizeof *st->prof_ns);
+    if (!st->prof_ev || !st->prof_ns)
+        return CK_FAIL(c, GP_ENOMEM, "out of memory for the slot's per-op times");
+    for (int i = 0; i <= st->n_steps; i++)
+        CK(c, cudaEventCreate(&st->prof_ev[i]));
+    return GP_OK;
+}
+
 static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
     ck c = {.sink = &m->err};
     *state = NULL;
@@ -751,6 +766,7 @@ static int cuda_setup(gp__model *m, const gp_batch *slot, void **state) {
         if (l->bind && (rc = l->bind(st, &st->steps[i], slot, &c)) != GP_OK) goto bad;
     }
     c.op = NULL;
+    if (m->prof && (rc = prof_setup(st, &c)) != GP_OK) goto bad;
     if (st->note[0]) { /* a layer runs slower than it could: say so in the pipeline's stats */
         gp__cuda_handles *h = (gp__cuda_handles *)slot->impl;
         if (h && h->magic == GP__CUDA_HANDLES_MAGIC && h->note) h->note(h, st->note);
@@ -825,11 +841,29 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
                              in_rows * st->in_elems));
     size_t bad_bytes = sizeof(gp__k_bad_token) + b->n;
     if (st->d_bad) CK(&c, cudaMemsetAsync(st->d_bad, 0, bad_bytes, s));
+    /* options.profile: events around every step, unless this run is being captured into a CUDA
+       graph (its replays are not timed: an event recorded under capture is not one a replay
+       records again); check reads them. */
+    int prof = 0;
+    st->prof_pending = 0;
+    if (st->prof_ev) {
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        CK(&c, cudaStreamIsCapturing(s, &cs));
+        prof = cs == cudaStreamCaptureStatusNone;
+        if (prof) CK(&c, cudaEventRecord(st->prof_ev[0], s));
+    }
     for (int i = 0; i < st->n_steps && rc == GP_OK; i++) {
         c.op = st->steps[i].op;
         rc = layer_of(c.op)->run(st, &st->steps[i], b, bi, &c);
+        if (rc == GP_OK && prof) {
+            cudaError_t e = cudaEventRecord(st->prof_ev[i + 1], s);
+            if (e != cudaSuccess)
+                rc = gp__ck_status(&c, gp__cu_rt(e), "cudaEventRecord(per-op time)", __FILE__,
+                                   __LINE__);
+        }
     }
     c.op = NULL;
+    st->prof_pending = prof && rc == GP_OK;
     if (rc == GP_OK && st->ostage) {
         cudaError_t e =
             gp__k_convert(s, st->ostage, st->kt, b->out, GP__KT_F32, b->n * st->out_elems);
@@ -845,6 +879,26 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     return rc == GP_OK ? GP_OK : GP_EDEVICE; /* the contract: GP_OK or GP_EDEVICE */
 }
 
+/* options.profile, once the batch's device work is done: its steps' times into the model's
+   counters (profile.c), or one batch not timed (a CUDA graph replay: run did not record; an
+   event that cannot be read). Timing never fails the batch. */
+static void prof_read(gp__model *m, slot_state *st, const gp_batch *b) {
+    if (!st->prof_pending) {
+        gp__prof_untimed(m);
+        return;
+    }
+    st->prof_pending = 0;
+    for (int i = 0; i < st->n_steps; i++) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, st->prof_ev[i], st->prof_ev[i + 1]) != cudaSuccess) {
+            gp__prof_untimed(m);
+            return;
+        }
+        st->prof_ns[i] = ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0;
+    }
+    gp__prof_batch(m, st->prof_ns, b->n);
+}
+
 /* After the batch's device work (exec.h, check): each item with a token an embedding found
    outside its tables fails alone (gp_batch_fail_item; an abandoned reservation's bytes are no
    one's, an item whose deadline had passed keeps that), and the message is the host backend's
@@ -852,8 +906,9 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
    not (the position case the pipeline's item limit rules out). Its batchmates go on. The copy in
    h_bad finished before the batch's done event. */
 static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
-    const slot_state *st = state;
+    slot_state *st = state;
     ck c = {.sink = &m->err};
+    if (st && st->prof_ev) prof_read(m, st, b);
     if (!st || !st->h_bad || !st->h_bad->found) return GP_OK;
     gp__k_bad_token bad = *st->h_bad;
     const unsigned char *flags = gp__k_bad_items(st->h_bad);

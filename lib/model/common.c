@@ -1,7 +1,8 @@
 /*
  * IR helpers that both the library and a backend module link (a module cannot reach the
  * library's hidden symbols, so these objects go into both): fp16 / bf16 conversion, op and
- * activation names, error formatting, a variable-length batch's token check.
+ * activation names, error formatting, a variable-length batch's token check, adding a batch's
+ * per-op times (options.profile).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "model_impl.h"
+#include "profile.h"
 
 static uint32_t f2u(float f) {
     uint32_t u;
@@ -141,4 +143,20 @@ const char *gp__act_name(gp__act a) {
         return "tanh";
     }
     return "?";
+}
+
+/* ---- per-op time (options.profile; profile.h) ---------------------------------------------- */
+
+void gp__prof_batch(gp__model *m, const uint64_t *ns, size_t items) {
+    struct gp__prof *p = m->prof;
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) {
+        atomic_fetch_add_explicit(&p->op[i].ns, ns[i], memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->op[i].batches, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->op[i].items, items, memory_order_relaxed);
+    }
+}
+
+void gp__prof_untimed(gp__model *m) {
+    if (m->prof) atomic_fetch_add_explicit(&m->prof->untimed, 1, memory_order_relaxed);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../clock.h"
 #include "exec.h"
 #include "gemm.h"
 
@@ -297,6 +298,7 @@ typedef struct scratch {
     float *items, *tokens, *work;
     size_t cap, tcap;
     float *qkv, *kt, *row, *orow;
+    uint64_t *prof; /* options.profile: each op's nanoseconds in this batch so far, or NULL */
 } scratch;
 
 static size_t align64(size_t n) {
@@ -632,9 +634,11 @@ static int run_ops_upto(const gp__model *m, const gp__run *r, const void *in, vo
             return gp__errf(e, GP_EINVAL, "no host layer for op %d ('%s')", i,
                             gp__op_name(op->kind));
         const float *src2 = gp__op_has_src2(op) ? bufp(m, sc, op->src2, in, out) : NULL;
+        uint64_t t0 = sc->prof ? gp__now_ns() : 0;
         int rc = host_layers[op->kind](op, r, bufp(m, sc, op->src, in, out), src2,
                                        bufp(m, sc, op->dst, in, out), sc, e);
         if (rc != GP_OK) return rc;
+        if (sc->prof) sc->prof[i] += gp__now_ns() - t0;
     }
     return GP_OK;
 }
@@ -656,8 +660,9 @@ static int run_ops(const gp__model *m, const gp__run *r, const void *in, void *o
 typedef struct host_slot {
     size_t chunk; /* items per pass */
     scratch sc;
-    int64_t *tok; /* variable-length: chunk + 1 token offsets */
-    void *mem;    /* one allocation for all of the above */
+    int64_t *tok;   /* variable-length: chunk + 1 token offsets */
+    void *mem;      /* one allocation for all of the above */
+    uint64_t *prof; /* options.profile: a pipeline slot's per-op nanoseconds (n_ops), or NULL */
 } host_slot;
 
 static size_t host_chunk(const gp__model *m, size_t want) {
@@ -772,8 +777,27 @@ static int host_setup(gp__model *m, const gp_batch *slot, void **state) {
         return GP__ERR(&m->err, GP_ENOMEM, "out of memory for the host scratch of %zu items",
                        slot->capacity);
     }
+    if (m->prof && !(s->prof = calloc((size_t)m->n_ops + 1, sizeof *s->prof))) {
+        free(s->mem);
+        free(s);
+        return GP__ERR(&m->err, GP_ENOMEM, "out of memory for the slot's per-op times");
+    }
     *state = s;
     return GP_OK;
+}
+
+/* options.profile: the op list's times start from zero for each batch (scratch.prof), and a
+   batch that ran adds them to the model's counters (profile.c). */
+static void prof_begin(const gp__model *m, host_slot *s) {
+    if (!s->prof) return;
+    memset(s->prof, 0, (size_t)m->n_ops * sizeof *s->prof);
+    s->sc.prof = s->prof;
+}
+
+static void prof_end(gp__model *m, host_slot *s, size_t items, int rc) {
+    if (!s->prof) return;
+    s->sc.prof = NULL;
+    if (rc == GP_OK) gp__prof_batch(m, s->prof, items);
 }
 
 static int host_compute(gp__model *m, void *state, const gp_batch *b) {
@@ -782,11 +806,13 @@ static int host_compute(gp__model *m, void *state, const gp_batch *b) {
         char msg[320];
         gp__err e = {msg, sizeof msg};
         size_t failed = 0;
+        prof_begin(m, s);
         int rc = b->in_offsets_host ? run_packed(m, s, b->n, b->in, b->in_offsets_host,
                                                  m->n_ops - 1, b->out, b, &failed, &e)
                                     : gp__errf(&e, GP_EINVAL,
                                                "a variable-length model needs "
                                                "variable-size items (offsets)");
+        prof_end(m, s, b->n, rc);
         if (rc != GP_OK) return GP__ERR(&m->err, rc, "%s", msg);
         if (failed) { /* items failed alone: say why, in the model's error and the pipeline's */
             GP__ERR(&m->err, GP_EINVAL, "%s", msg);
@@ -796,7 +822,9 @@ static int host_compute(gp__model *m, void *state, const gp_batch *b) {
     }
     char msg[256] = "";
     gp__err e = {msg, sizeof msg};
+    prof_begin(m, s);
     int rc = run_chunked(m, s, b->n, b->in, b->out, &e);
+    prof_end(m, s, b->n, rc);
     if (rc != GP_OK)
         return GP__ERR(&m->err, rc, "host layers failed for a batch of %zu items: %s", b->n, msg);
     return GP_OK;
@@ -806,6 +834,7 @@ static void host_teardown(gp__model *m, void *state, const gp_batch *slot) {
     host_slot *s = state;
     if (!s) return;
     free(s->mem);
+    free(s->prof);
     free(s);
 }
 

@@ -31,6 +31,7 @@ void gp__model_destroy(gp__model *m) {
     free(m->ops);
     free(m->bufs);
     free(m->spec);
+    gp__prof_free(m);
     gp__errsink_fini(&m->err);
     pthread_mutex_destroy(&m->mu);
     free(m);
@@ -76,6 +77,8 @@ int gp__model_options_copy(gp_model_options *dst, const gp_model_options *src, g
                         (int)dst->precision);
     if (dst->max_batch > (1u << 20))
         return gp__errf(e, GP_EINVAL, "options.max_batch %zu is too large", dst->max_batch);
+    if (dst->profile != 0 && dst->profile != 1)
+        return gp__errf(e, GP_EINVAL, "options.profile %d is not 0 or 1", dst->profile);
     if (dst->max_tokens == 0 || dst->max_tokens > (1u << 24))
         return gp__errf(e, GP_EINVAL, "options.max_tokens %zu not in 1..2^24", dst->max_tokens);
     /* max_batch_tokens is checked against the model's own token limit once it is built

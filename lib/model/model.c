@@ -125,6 +125,8 @@ static int load_image(const void *img, size_t len, const gp_model_options *opt,
                       m->max_batch_tokens, m->max_tokens,
                       m->positions_limit ? "the position embeddings' rows" : "options.max_tokens");
     if (rc == GP_OK) rc = gp__host_prepare(m, e);
+    if (rc == GP_OK && opt->profile && gp__prof_init(m) != GP_OK)
+        rc = gp__errf(e, GP_ENOMEM, "out of memory");
     if (rc != GP_OK) {
         gp_model_free(m);
         return rc;

@@ -277,6 +277,8 @@ struct gp_model {
     pthread_mutex_t mu;
     void *shared[GP__MODEL_BACKENDS];
     const struct gp__model_exec *exec[GP__MODEL_BACKENDS];
+    /* options.profile: the per-op counters (profile.c), NULL without. */
+    struct gp__prof *prof;
 };
 typedef struct gp_model gp__model;
 
@@ -300,6 +302,15 @@ float gp__bf16_to_f32(uint16_t h);
 gp__model *gp__model_new(void);
 /* Free everything: each backend's model-wide state, the ops, weights and spec. NULL is ok. */
 void gp__model_destroy(gp__model *m);
+
+/* Per-op time (options.profile; profile.h). profile.c: init, free; common.c: batch, untimed. init:
+   GP_OK or GP_ENOMEM (m->prof set). batch: one timed batch of `items` items, op i took ns[i]
+   (m->n_ops values). untimed: one batch not timed (a CUDA graph replay). Both do nothing when
+   m->prof is NULL; any thread. */
+int gp__prof_init(gp__model *m);
+void gp__prof_free(gp__model *m);
+void gp__prof_batch(gp__model *m, const uint64_t *ns, size_t items);
+void gp__prof_untimed(gp__model *m);
 /* A 64-byte aligned array of n floats owned by the model (freed with it); NULL on failure. */
 float *gp__model_alloc(gp__model *m, size_t n);
 /* Copy the caller's options (as far as its struct_size reaches) over defaults and check them.

@@ -11,6 +11,7 @@ list(APPEND GP_SOURCES
   ${GP_MODEL_DIR}/gemm.c
   ${GP_MODEL_DIR}/host.c
   ${GP_MODEL_DIR}/model.c
+  ${GP_MODEL_DIR}/profile.c
   ${GP_MODEL_DIR}/demo.c)
 # Both libgpupipe and the CUDA module link these (see lib/CMakeLists.txt).
 list(APPEND GP_INTERNAL_SOURCES ${GP_MODEL_DIR}/common.c)

@@ -166,10 +166,132 @@ static void run_model(const char *name, gp_backend backend) {
     gp_model_free(m);
 }
 
+static void count_ok(void *user, int status, const void *out, size_t bytes) {
+    (void)out, (void)bytes;
+    if (status == GP_OK) atomic_fetch_add((atomic_int *)user, 1);
+}
+
+/* The report (gp_model_profile) as a string; the caller frees it. */
+static char *profile_text(const gp_model *m, int want) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    GPT_CHECK(f);
+    GPT_RC(gp_model_profile(m, f), want);
+    GPT_EQ(fclose(f), 0);
+    return text;
+}
+
+/* options.profile (model.h): per-op counters of the batches two pipelines sharing the model
+   ran, their report, reset; the API's refusals. */
+static void run_profile(gp_backend backend) {
+    gp_model_options o;
+    gp_model_options_init(&o);
+    GPT_EQ(o.profile, 0);
+    gp_model *m = NULL;
+    char err[256];
+    o.profile = 2;
+    GPT_RC(gp_model_demo("cnn", &o, &m, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(strstr(err, "options.profile 2") != NULL);
+    GPT_CHECK(m == NULL);
+
+    /* Without the option: nothing is counted and the API says so. */
+    GPT_RC(gp_model_demo("cnn", NULL, &m, err, sizeof err), GP_OK);
+    int ops = gp_model_op_count(m);
+    GPT_CHECK(ops >= 5);
+    uint64_t ns = 1, nb = 1, ni = 1;
+    GPT_RC(gp_model_op_time(m, 0, &ns, &nb, &ni), GP_ENOTSUP);
+    GPT_EQ(ns + nb + ni, 0);
+    GPT_RC(gp_model_profile_reset(m), GP_ENOTSUP);
+    free(profile_text(m, GP_ENOTSUP));
+    gp_model_free(m);
+
+    o.profile = 1;
+    GPT_RC(gp_model_demo("cnn", &o, &m, err, sizeof err), GP_OK);
+    GPT_EQ(gp_model_op_count(m), ops);
+    GPT_EQ(gp_model_op_count(NULL), 0);
+    GPT_RC(gp_model_op_time(NULL, 0, NULL, NULL, NULL), GP_EINVAL);
+    GPT_RC(gp_model_op_time(m, -1, NULL, NULL, NULL), GP_EINVAL);
+    GPT_RC(gp_model_op_time(m, ops, NULL, NULL, NULL), GP_EINVAL);
+    GPT_RC(gp_model_op_time(m, ops - 1, NULL, NULL, NULL), GP_OK);
+    GPT_RC(gp_model_profile(NULL, stdout), GP_EINVAL);
+    GPT_RC(gp_model_profile(m, NULL), GP_EINVAL);
+    GPT_RC(gp_model_profile_reset(NULL), GP_EINVAL);
+    /* Not a pipeline batch: never timed. */
+    size_t ib = gp_model_input_bytes(m), ob = gp_model_output_bytes(m);
+    uint8_t *in = calloc(N, ib), *out = malloc(N * ob);
+    GPT_CHECK(in && out);
+    for (size_t i = 0; i < N * ib; i++)
+        in[i] = (uint8_t)(i * 7 + i / 3);
+    GPT_RC(gp_model_run_host(m, 4, in, out, err, sizeof err), GP_OK);
+    GPT_RC(gp_model_op_time(m, 0, &ns, &nb, &ni), GP_OK);
+    GPT_EQ(ns + nb + ni, 0);
+
+    gp_pipeline *p[2] = {create(m, backend, 16), create(m, backend, 5)};
+    atomic_int ok = 0;
+    uint64_t batches = 0;
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < N; i++)
+            GPT_RC(gp_pipeline_submit(p[k], in + i * ib, ib, count_ok, &ok), GP_OK);
+        GPT_RC(gp_pipeline_drain(p[k], 60 * 1000 * 1000), GP_OK);
+        gp_stats st = {.struct_size = sizeof st};
+        GPT_RC(gp_pipeline_stats(p[k], &st), GP_OK);
+        GPT_EQ(st.completed_ok, N);
+        GPT_EQ(st.graph_replays, 0);
+        batches += st.batches;
+    }
+    /* Every batch was counted before its callbacks: drained means counted. Each op of each
+       batch once, with its items. */
+    uint64_t sum = 0;
+    for (int i = 0; i < ops; i++) {
+        GPT_RC(gp_model_op_time(m, i, &ns, &nb, &ni), GP_OK);
+        GPT_EQ(nb, batches);
+        GPT_EQ(ni, 2 * (uint64_t)N);
+        sum += ns;
+    }
+    GPT_CHECK(sum > 0);
+    char *text = profile_text(m, GP_OK);
+    char head[128];
+    snprintf(head, sizeof head, "per-op time: %llu batches timed (%d items, ",
+             (unsigned long long)batches, 2 * N);
+    GPT_CHECK(strncmp(text, head, strlen(head)) == 0);
+    GPT_CHECK(strstr(text, ", 0 not timed") != NULL);
+    GPT_CHECK(strstr(text, "layer1.0.conv2") != NULL);
+    GPT_CHECK(strstr(text, "sum") != NULL);
+    int rows = 0; /* one per op, each ending in its share */
+    for (const char *q = text; (q = strchr(q, '%')) != NULL; q++)
+        rows++;
+    GPT_EQ(rows, ops + 1);
+    free(text);
+
+    GPT_RC(gp_model_profile_reset(m), GP_OK);
+    for (int i = 0; i < ops; i++) {
+        GPT_RC(gp_model_op_time(m, i, &ns, &nb, &ni), GP_OK);
+        GPT_EQ(ns + nb + ni, 0);
+    }
+    text = profile_text(m, GP_OK);
+    GPT_CHECK(strstr(text, "per-op time: 0 batches timed (0 items") != NULL);
+    free(text);
+    /* Counting goes on after a reset. */
+    GPT_RC(gp_pipeline_submit(p[0], in, ib, count_ok, &ok), GP_OK);
+    GPT_RC(gp_pipeline_drain(p[0], 60 * 1000 * 1000), GP_OK);
+    GPT_RC(gp_model_op_time(m, ops - 1, NULL, &nb, &ni), GP_OK);
+    GPT_EQ(nb, 1);
+    GPT_EQ(ni, 1);
+    for (int k = 0; k < 2; k++)
+        GPT_RC(gp_pipeline_destroy(p[k], GP_DESTROY_DRAIN), GP_OK);
+    GPT_EQ(atomic_load(&ok), 2 * N + 1);
+    printf("ok  profile on %s: %llu batches of two pipelines, every op counted once each\n",
+           gp_backend_name(backend), (unsigned long long)batches);
+    free(in), free(out);
+    gp_model_free(m);
+}
+
 int main(int argc, char **argv) {
     gp_backend backend = gpt_backend(argc, argv);
     GPT_RC(gp_model_configure(NULL, NULL), GP_EINVAL);
     run_model("mlp", backend);
     run_model("cnn", backend);
+    run_profile(backend);
     return 0;
 }

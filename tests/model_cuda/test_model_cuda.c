@@ -9,6 +9,9 @@
  *           the pipeline's INFO line must say it (fp32 and tf32: NCHW)
  *   demo    the "mlp" and "cnn" demo models
  *   graphs  the demo models with config.cuda_graphs (the compute captured per bucket)
+ *   profile options.profile on the demo mlp (fp32, fp16): every eager batch's ops timed from the
+ *           slot's events, each op once per batch; with CUDA graphs every replay counted as not
+ *           timed
  * Tolerances (relative to the largest reference magnitude): fp32 1e-4, tf32 5e-3, fp16 and
  * bf16 2e-2. Index outputs (argmax, top-k) are checked tie-aware: the logit at each returned
  * index must equal the reference's j-th largest logit within the tolerance, and top-1 must
@@ -150,6 +153,9 @@ static void log_layout(void *user, gp_log_level level, const char *msg) {
     if (strstr(msg, "model: activations in ")) snprintf(layout_line, sizeof layout_line, "%s", msg);
 }
 
+/* The stats of run_cuda's last pipeline, read after its drain. */
+static gp_stats last_stats;
+
 /* Run n items through a CUDA pipeline using `m`; skips the whole test when no device. */
 static void run_cuda(gp_model *m, const char *label, size_t n, const unsigned char *in,
                      unsigned char *out, int graphs) {
@@ -189,6 +195,7 @@ static void run_cuda(gp_model *m, const char *label, size_t n, const unsigned ch
     memset(&s, 0, sizeof s);
     s.struct_size = sizeof s;
     GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    last_stats = s;
     /* What the CUDA layers ran without (a convolution on the direct kernel) is in the stats. */
     if (s.backend_note[0]) printf("%s: backend note: %s\n", label, s.backend_note);
     /* Where cuDNN is known to plan every convolution (the simulated device sets
@@ -659,6 +666,67 @@ static void run_demos(int graphs) {
     }
 }
 
+/* The count before `what` in gp_model_profile's first line ("... 12 not timed ..."). */
+static unsigned long long profile_count(const gp_model *m, const char *what) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    GPT_CHECK(f);
+    GPT_RC(gp_model_profile(m, f), GP_OK);
+    GPT_EQ(fclose(f), 0);
+    printf("%s", text);
+    const char *at = strstr(text, what);
+    GPT_CHECK(at != NULL);
+    while (at > text && at[-1] == ' ')
+        at--;
+    while (at > text && at[-1] >= '0' && at[-1] <= '9')
+        at--;
+    unsigned long long v = strtoull(at, NULL, 10);
+    free(text);
+    return v;
+}
+
+/* options.profile on the CUDA layers (model.h): eager batches are timed op by op, each op once
+   per batch with the batch's items; CUDA graph replays are counted as not timed, none timed.
+   The mlp: what is timed is the step loop, the same for every op (the cnn's convolutions would
+   only add minutes of timing at create on the simulated device). */
+static void run_profile(void) {
+    for (size_t d = 0; d < 2; d++) {
+        for (int graphs = 0; graphs < (backend == GP_BACKEND_CUDA ? 2 : 1); graphs++) {
+            gp_model_options o;
+            gp_model_options_init(&o);
+            o.profile = 1;
+            o.precision = d ? GP_PRECISION_FP16 : GP_PRECISION_FP32;
+            gp_model *m = NULL;
+            char err[256] = "";
+            GPT_RC(gp_model_demo("mlp", &o, &m, err, sizeof err), GP_OK);
+            unsigned char *in = make_inputs(m, N_ITEMS);
+            unsigned char *out = malloc(N_ITEMS * gp_model_output_bytes(m));
+            GPT_CHECK(out);
+            char label[64];
+            snprintf(label, sizeof label, "profile mlp %s%s", gp_precision_name(o.precision),
+                     graphs ? " (cuda graphs)" : "");
+            run_cuda(m, label, N_ITEMS, in, out, graphs);
+            uint64_t sum = 0, ns, nb, ni;
+            uint64_t timed = graphs ? 0 : last_stats.batches;
+            for (int i = 0; i < gp_model_op_count(m); i++) {
+                GPT_RC(gp_model_op_time(m, i, &ns, &nb, &ni), GP_OK);
+                GPT_EQ(nb, timed);
+                GPT_EQ(ni, graphs ? 0 : (uint64_t)N_ITEMS);
+                sum += ns;
+            }
+            GPT_CHECK(graphs ? sum == 0 : sum > 0);
+            GPT_EQ(profile_count(m, " batches timed"), timed);
+            GPT_EQ(profile_count(m, " not timed"), graphs ? last_stats.graph_replays : 0);
+            printf("ok  %s: %llu batches timed, %llu replays not timed\n", label,
+                   (unsigned long long)timed,
+                   (unsigned long long)(graphs ? last_stats.graph_replays : 0));
+            free(in), free(out);
+            gp_model_free(m);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "ops";
     if (argc > 2 && strcmp(argv[2], "host") == 0) backend = GP_BACKEND_HOST;
@@ -668,8 +736,10 @@ int main(int argc, char **argv) {
         run_demos(0);
     else if (strcmp(mode, "graphs") == 0)
         run_demos(1);
+    else if (strcmp(mode, "profile") == 0)
+        run_profile();
     else {
-        fprintf(stderr, "usage: %s ops|demo|graphs [host]\n", argv[0]);
+        fprintf(stderr, "usage: %s ops|demo|graphs|profile [host]\n", argv[0]);
         return 2;
     }
     if (failures) {

@@ -1,0 +1,129 @@
+/*
+ * Per-op time (options.profile; include/gpupipe/model.h, docs/DESIGN.md §6): the counters
+ * (profile.h) made at load, read and printed here. The backends add to them once a batch is done
+ * (common.c: host.c after the op list ran on the slot's thread; lib/cuda/model.c's check, from
+ * events on the slot's stream).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_impl.h"
+#include "profile.h"
+
+int gp__prof_init(gp__model *m) {
+    size_t n = m->n_ops > 0 ? (size_t)m->n_ops : 0;
+    struct gp__prof *p = calloc(1, sizeof *p + n * sizeof p->op[0]);
+    if (!p) return GP_ENOMEM;
+    atomic_init(&p->untimed, 0);
+    for (size_t i = 0; i < n; i++) {
+        atomic_init(&p->op[i].ns, 0);
+        atomic_init(&p->op[i].batches, 0);
+        atomic_init(&p->op[i].items, 0);
+    }
+    p->n = (int)n;
+    m->prof = p;
+    return GP_OK;
+}
+
+void gp__prof_free(gp__model *m) {
+    free(m->prof);
+    m->prof = NULL;
+}
+
+int gp_model_op_count(const gp_model *m) {
+    return m ? m->n_ops : 0;
+}
+
+int gp_model_op_time(const gp_model *m, int op, uint64_t *ns, uint64_t *batches, uint64_t *items) {
+    if (ns) *ns = 0;
+    if (batches) *batches = 0;
+    if (items) *items = 0;
+    if (!m || op < 0 || op >= m->n_ops) return GP_EINVAL;
+    struct gp__prof *p = m->prof;
+    if (!p) return GP_ENOTSUP;
+    if (ns) *ns = atomic_load_explicit(&p->op[op].ns, memory_order_relaxed);
+    if (batches) *batches = atomic_load_explicit(&p->op[op].batches, memory_order_relaxed);
+    if (items) *items = atomic_load_explicit(&p->op[op].items, memory_order_relaxed);
+    return GP_OK;
+}
+
+int gp_model_profile_reset(gp_model *m) {
+    if (!m) return GP_EINVAL;
+    struct gp__prof *p = m->prof;
+    if (!p) return GP_ENOTSUP;
+    for (int i = 0; i < p->n; i++) {
+        atomic_store_explicit(&p->op[i].ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->op[i].batches, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->op[i].items, 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&p->untimed, 0, memory_order_relaxed);
+    return GP_OK;
+}
+
+int gp_model_profile(const gp_model *m, FILE *f) {
+    if (!m || !f) return GP_EINVAL;
+    struct gp__prof *p = m->prof;
+    if (!p) return GP_ENOTSUP;
+    int n = p->n;
+    /* One snapshot, so the sum and the shares agree with the rows. */
+    uint64_t *v = calloc((size_t)n * 3 + 1, sizeof *v);
+    if (!v) return GP_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        v[3 * i] = atomic_load_explicit(&p->op[i].ns, memory_order_relaxed);
+        v[3 * i + 1] = atomic_load_explicit(&p->op[i].batches, memory_order_relaxed);
+        v[3 * i + 2] = atomic_load_explicit(&p->op[i].items, memory_order_relaxed);
+    }
+    uint64_t untimed = atomic_load_explicit(&p->untimed, memory_order_relaxed);
+    /* The batches and items of the table: op 0's (every op of a timed batch is added). */
+    uint64_t batches = n ? v[1] : 0, items = n ? v[2] : 0;
+    double sum_ms = 0, sum_us = 0;
+    for (int i = 0; i < n; i++) {
+        if (v[3 * i + 1]) sum_ms += (double)v[3 * i] / (double)v[3 * i + 1] * 1e-6;
+        if (v[3 * i + 2]) sum_us += (double)v[3 * i] / (double)v[3 * i + 2] * 1e-3;
+    }
+    int w = 20; /* the name column, as gp_model_describe's */
+    for (int i = 0; i < n; i++) {
+        int l = (int)strlen(m->ops[i].name);
+        if (l > w) w = l;
+    }
+    int bad =
+        fprintf(f,
+                "per-op time: %llu batches timed (%llu items, %.1f per batch), %llu not "
+                "timed (CUDA graph replays)\n",
+                (unsigned long long)batches, (unsigned long long)items,
+                batches ? (double)items / (double)batches : 0.0, (unsigned long long)untimed) < 0;
+    bad |= fprintf(f, "%3s  %-8s %-16s %-*s %-14s %10s %10s %7s %10s\n", "op", "spec", "kind", w,
+                   "name", "output", "ms/batch", "us/item", "share", "GFLOP/s") < 0;
+    for (int i = 0; i < n; i++) {
+        const gp__op *op = &m->ops[i];
+        char so[32], line[16], kind[40];
+        gp__shape_str(op->out, so, sizeof so);
+        snprintf(line, sizeof line, "line %d", op->line);
+        /* What the op carries (model_impl.h): a folded residual add, a fused activation. */
+        snprintf(kind, sizeof kind, "%s%s%s%s", gp__op_name(op->kind),
+                 op->kind == GP__OP_CONV2D && gp__op_has_src2(op) ? "+add" : "",
+                 op->act && op->kind != GP__OP_ACT ? "+" : "",
+                 op->act && op->kind != GP__OP_ACT ? gp__act_name(op->act) : "");
+        double ms = v[3 * i + 1] ? (double)v[3 * i] / (double)v[3 * i + 1] * 1e-6 : 0;
+        double us = v[3 * i + 2] ? (double)v[3 * i] / (double)v[3 * i + 2] * 1e-3 : 0;
+        /* The op's arithmetic rate: its flops per item (fixed-size models; a token model's
+           are per token, its items' lengths unknown here) over its time. */
+        char rate[24] = "-";
+        if (!m->token_bytes && v[3 * i] && op->flops > 0)
+            snprintf(rate, sizeof rate, "%.1f",
+                     op->flops * (double)v[3 * i + 2] / (double)v[3 * i]);
+        if (!v[3 * i + 1])
+            bad |= fprintf(f, "%3d  %-8s %-16s %-*s %-14s %10s %10s %7s %10s\n", i, line, kind, w,
+                           op->name, so, "-", "-", "-", "-") < 0;
+        else
+            bad |=
+                fprintf(f, "%3d  %-8s %-16s %-*s %-14s %10.3f %10.3f %6.1f%% %10s\n", i, line, kind,
+                        w, op->name, so, ms, us, sum_ms > 0 ? 100.0 * ms / sum_ms : 0.0, rate) < 0;
+    }
+    if (batches)
+        bad |= fprintf(f, "%3s  %-8s %-16s %-*s %-14s %10.3f %10.3f %6.1f%%\n", "", "sum", "", w,
+                       "", "", sum_ms, sum_us, 100.0) < 0;
+    free(v);
+    bad |= fflush(f) != 0 || ferror(f);
+    return bad ? GP_EIO : GP_OK;
+}
