@@ -724,9 +724,12 @@ st_symptom() {
 
 # ---- layers ---------------------------------------------------------------------------------
 # bench/layer-bench.py: the ResNet-18 cut after each stage, gpupipe's compute per batch against
-# PyTorch's (fp32; fp16 NCHW and channels_last): which stages make the CNN slower.
+# PyTorch's (fp32; fp16 NCHW and channels_last): which stages make the CNN slower; then the
+# whole model op by op (gp-infer --profile at one slot, PyTorch's aten ops by torch.profiler):
+# which op. The third run's layers took 121 s; the per-op pass adds one gp-infer run and one
+# profiled PyTorch pass per precision and layout (an estimate: under a minute).
 st_layers() {
-  run_py_bench layer layer-bench.py layers.txt 300 90 '^(\||fp|layer-bench)'
+  run_py_bench layer layer-bench.py layers.txt 360 90 '^(\||fp|layer-bench)'
 }
 
 # ---- convs ----------------------------------------------------------------------------------

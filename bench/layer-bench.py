@@ -24,6 +24,10 @@ whole model (with fc). For every cut and precision:
             already on the device; CUDA events around --batches forward calls after a
             warm-up: ms per batch; fp16 both NCHW and channels_last.
 
+Then, per precision, the whole model op by op: gpupipe's per-op table (gp-infer --profile,
+options.profile, one slot so that on CUDA an op's time is its own) and PyTorch's time per aten
+op (torch.profiler: on CUDA the device time of each op's kernels), for each layout.
+
 Each cut's gpupipe output for the first 8 items is checked against the cut's PyTorch fp32
 output (the conformance test's tolerance per precision): both sides time the same computation.
 Prints one Markdown table per precision: ms per batch at each cut and the increment over the
@@ -132,6 +136,64 @@ def run_gp(gp_infer, model, spec, x_path, work, device, prec, batch, repeat):
     return ms, np.load(y), convs
 
 
+def run_gp_ops(gp_infer, model, spec, x_path, work, device, prec, batch, repeat):
+    """gpupipe's per-op time of the whole model (gp-infer --profile, options.profile): one slot
+    (--inflight 1), so on CUDA each op's time is its own, not shared with another slot's work.
+    -> the table's lines."""
+    sp, y = os.path.join(work, "ops.spec"), os.path.join(work, "ops-y.npy")
+    with open(sp, "w") as f:
+        f.write(spec)
+    cmd = [gp_infer, "--model", model, "--spec", sp, "--input", x_path, "--output", y,
+           "--backend", "cuda" if device == "cuda" else "host", "--precision", prec,
+           "--batch", str(batch), "--inflight", "1", "--producers", "8",
+           "--repeat", str(repeat), "--warmup", str(2 * batch), "--profile", "--quiet"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
+    lines = p.stdout.rstrip("\n").split("\n")
+    if not lines or not lines[0].startswith("per-op time: "):
+        raise RuntimeError(f"gp-infer --profile printed no table: {p.stdout[:300]!r}")
+    return lines
+
+
+def torch_ops(rn, x, device, prec, channels_last, batches):
+    """PyTorch's time per aten op of the whole model (torch.profiler; on CUDA the device time
+    of the kernels each op launched, on the CPU the op's own CPU time), ms per batch, largest
+    first, after the same warm-up as run_torch. -> [(op, calls per batch, ms per batch)]."""
+    from torch.profiler import ProfilerActivity, profile
+    fwd, _ = MB.torch_for_inference(Cut(rn, 9).eval(), device, prec, channels_last)
+    dev = torch.device(device)
+    xb = torch.from_numpy(x).to(dev)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with torch.inference_mode(), GX.cuda_fp32_math(tf32=prec == "tf32"):
+        for _ in range(3):
+            fwd(xb)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        with profile(activities=acts) as prof:
+            for _ in range(batches):
+                fwd(xb)
+            if device == "cuda":
+                torch.cuda.synchronize()
+    from torch.autograd import DeviceType
+    rows = []
+    for e in prof.key_averages():
+        # The ops (CPU-side events) alone: on CUDA each kernel is also an event of its own,
+        # whose device time is already its op's self device time (counted twice otherwise).
+        if getattr(e, "device_type", DeviceType.CPU) != DeviceType.CPU:
+            continue
+        if device == "cuda":  # the attribute's name moved in PyTorch 2.4
+            us = getattr(e, "self_device_time_total", None)
+            if us is None:
+                us = getattr(e, "self_cuda_time_total", 0)
+        else:
+            us = e.self_cpu_time_total
+        if us > 0:
+            rows.append((e.key, e.count / batches, us / 1e3 / batches))
+    rows.sort(key=lambda r: -r[2])
+    return rows
+
+
 def run_torch(rn, blocks, x, device, prec, channels_last, batches):
     fwd, _ = MB.torch_for_inference(Cut(rn, blocks).eval(), device, prec, channels_last)
     dev = torch.device(device)
@@ -236,6 +298,42 @@ def main():
                   + f" | {dg:.3f} | " + " | ".join(f"{v:.3f}" for v in dt) + f" | {ratio} |")
             prev = (g, t)
             raw["rows"].append(dict(precision=prec, stage=name, gpupipe_ms=g, torch_ms=t))
+        # Per op, the whole model: gpupipe's ops (each conv2d with what it carries fused)
+        # against PyTorch's aten ops (its convolutions, then the bias / ReLU / add kernels its
+        # fusion leaves, the casts), so a gap found above gets a name.
+        full = cuts[-1][1]
+        try:
+            faulthandler.dump_traceback_later(240, exit=True)
+            ops = run_gp_ops(a.gp_infer, model, full, x_path, a.work, a.device, prec, a.batch,
+                             repeat)
+            tops = [(cl, torch_ops(rn, x[:a.batch], a.device, prec, cl, a.batches))
+                    for cl in layouts]
+        except Exception as exc:
+            print(f"  {prec} per-op: {exc}", file=sys.stderr, flush=True)
+            bad = 1
+        else:
+            print(f"\n{prec}: gpupipe per op, whole model, batch {a.batch}, one slot "
+                  "(gp-infer --profile --inflight 1"
+                  + ("" if cuda else "; CPU: wall time per op") + ")\n")
+            for ln in ops:
+                print(f"    {ln}")
+            raw.setdefault("ops", {})[prec] = ops
+            for cl, tr in tops:
+                total = sum(r[2] for r in tr)
+                print(f"\n{prec}: PyTorch per aten op, whole model, "
+                      f"{'channels_last' if cl else 'NCHW'}, batch {a.batch} (torch.profiler, "
+                      + ("device time of each op's kernels" if cuda else "CPU self time")
+                      + f"; sum {total:.3f} ms per batch)\n")
+                print("| aten op | calls per batch | ms per batch | share |")
+                print("|---|---|---|---|")
+                for key, calls, ms in tr[:25]:
+                    print(f"| {key} | {calls:g} | {ms:.3f} | {100 * ms / total:.1f}% |")
+                if len(tr) > 25:
+                    rest = sum(r[2] for r in tr[25:])
+                    print(f"| ({len(tr) - 25} more) | | {rest:.3f} | {100 * rest / total:.1f}% |")
+                raw.setdefault("torch_ops", {})[f"{prec}{'-cl' if cl else ''}"] = tr
+        finally:
+            faulthandler.cancel_dump_traceback_later()
         if convs:  # the last cut gp-infer ran: the whole model's convolutions, unless it failed
             print(f"\n{prec}: gpupipe's convolutions at batch {a.batch} (gp-infer --log info: "
                   "the algorithm and form its timing kept, and the heuristic's first), cut "
