@@ -302,22 +302,26 @@ def main():
         # against PyTorch's aten ops (its convolutions, then the bias / ReLU / add kernels its
         # fusion leaves, the casts), so a gap found above gets a name.
         full = cuts[-1][1]
-        try:
-            faulthandler.dump_traceback_later(240, exit=True)
+        faulthandler.dump_traceback_later(240, exit=True)
+        try:  # each side alone: a failure of one must not lose the other's table
             ops = run_gp_ops(a.gp_infer, model, full, x_path, a.work, a.device, prec, a.batch,
                              repeat)
-            tops = [(cl, torch_ops(rn, x[:a.batch], a.device, prec, cl, a.batches))
-                    for cl in layouts]
-        except Exception as exc:
-            print(f"  {prec} per-op: {exc}", file=sys.stderr, flush=True)
-            bad = 1
-        else:
             print(f"\n{prec}: gpupipe per op, whole model, batch {a.batch}, one slot "
                   "(gp-infer --profile --inflight 1"
                   + ("" if cuda else "; CPU: wall time per op") + ")\n")
             for ln in ops:
                 print(f"    {ln}")
             raw.setdefault("ops", {})[prec] = ops
+        except Exception as exc:
+            print(f"  {prec} per-op (gpupipe): {exc}", file=sys.stderr, flush=True)
+            bad = 1
+        try:
+            tops = [(cl, torch_ops(rn, x[:a.batch], a.device, prec, cl, a.batches))
+                    for cl in layouts]
+        except Exception as exc:
+            print(f"  {prec} per-op (PyTorch): {exc}", file=sys.stderr, flush=True)
+            bad = 1
+        else:
             for cl, tr in tops:
                 total = sum(r[2] for r in tr)
                 print(f"\n{prec}: PyTorch per aten op, whole model, "

@@ -3,7 +3,8 @@
  * images as raw bytes (HWC), normalizes them inside the model (on the GPU when one is used, so
  * the copy carries 1 byte per channel) and returns the 5 best class indices, so nothing but
  * those 5 numbers comes back. Producer threads write images straight into the pipeline's ring
- * (reserve/commit: no extra copy).
+ * (reserve/commit: no extra copy). At the end: the pipeline's report (is the device busy, and if
+ * not, why) and the model's per-op time (options.profile: which layer the time goes to).
  */
 #include <gpupipe/gpupipe.h>
 #include <gpupipe/model.h>
@@ -78,7 +79,10 @@ static void *produce(void *arg) {
 int main(void) {
     char err[256];
     gp_model *model;
-    int rc = gp_model_demo("cnn", NULL, &model, err, sizeof err);
+    gp_model_options opt;
+    gp_model_options_init(&opt);
+    opt.profile = 1; /* time every op of every batch: gp_model_profile below */
+    int rc = gp_model_demo("cnn", &opt, &model, err, sizeof err);
     if (rc != GP_OK) return fprintf(stderr, "model: %s\n", err), 1;
     gp_tensor_info in, out;
     gp_model_input_info(model, &in);
@@ -118,6 +122,10 @@ int main(void) {
     printf("%lu images classified in %.3f s (%.0f images/s), %lu failed\n\n", atomic_load(&s.ok),
            secs, (double)atomic_load(&s.ok) / secs, atomic_load(&s.failed));
     gp_pipeline_report(s.p, stdout);
+    /* Per op, over every batch above. On a GPU an op's time is its CUDA stream's, shared with the
+       other slots' work in flight: set cfg.inflight = 1 to see each op's own cost. */
+    printf("\n");
+    gp_model_profile(model, stdout);
     rc = gp_pipeline_destroy(s.p, GP_DESTROY_DRAIN);
     gp_model_free(model);
     return rc == GP_OK && atomic_load(&s.failed) == 0 ? 0 : 1;

@@ -166,10 +166,16 @@ typedef struct gp_model_options {
                     records an event on the slot's stream before the first op and after each
                     one, and reads them once the batch is done, so an op's time is its stream's
                     and includes the device's work for other slots in flight at once (time
-                    per-op costs with config.inflight 1). Batches replayed as CUDA graphs are
-                    not timed (gp_model_profile counts them, with any whose events could not
-                    be read); batches that fail are not counted at all. gp_model_run_host's
-                    calls are not pipeline batches: never timed. */
+                    per-op costs with config.inflight 1), and the host's launch of the next
+                    op when that is slower than the op itself (small batches); a batch's input
+                    and output conversions (f32 items of an fp16 / bf16 model) are in no op.
+                    Batches replayed as CUDA graphs are not timed (gp_model_profile counts
+                    them, with any whose events could not be read); batches that fail are not
+                    counted at all (the host counts a batch when the model's compute returns:
+                    a compute wrapping it that fails afterwards leaves it counted). Items are
+                    the batch's (CUDA runs a batch at its bucket's size: a partial batch pays
+                    for its bucket). gp_model_run_host's calls are not pipeline batches: never
+                    timed. */
 } gp_model_options;
 
 /* Fill `o` with defaults (and struct_size). Any thread. */
@@ -270,8 +276,9 @@ GP_API int gp_model_op_count(const gp_model *m);
 /*
  * Op `op`'s time (0 .. gp_model_op_count() - 1): *ns its nanoseconds summed over the batches
  * timed since load or the last gp_model_profile_reset, *batches those batches, *items their
- * items (any out-pointer may be NULL). Every op of a timed batch is timed. The counters of one
- * batch are added op by op, so a read during a batch may see part of it.
+ * items (any out-pointer may be NULL). Every op of a timed batch is timed, and a batch is
+ * added to every op's counters at once: a read, a reset or gp_model_profile sees all of a
+ * batch or none of it, so every op always holds the same batches and items.
  * @return GP_OK; GP_EINVAL (NULL model, op out of range); GP_ENOTSUP (loaded without
  *         options.profile; the out-values are then 0).
  */

@@ -167,11 +167,14 @@ typedef struct slot_state {
     step *steps;
     int n_steps;
     /* options.profile (model.c): an event before the first step and after each (n_steps + 1),
-       recorded by run when the stream is not capturing (prof_pending), read by check once the
-       batch is done into prof_ns (n_steps); NULL without. */
+       recorded by run when the stream is not capturing (prof_pending, for the batch whose
+       first_seq and n are prof_seq and prof_n), read by check once that batch is done into
+       prof_ns (n_steps); NULL without. */
     cudaEvent_t *prof_ev;
     uint64_t *prof_ns;
     int prof_pending;
+    uint64_t prof_seq;
+    size_t prof_n;
     char note[256];  /* why a convolution runs on the direct kernel, if one does */
     double graph_ms; /* conv.c: wall time spent finalizing graph-API plans at setup (its cap) */
 } slot_state;

@@ -809,6 +809,7 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     ck c = {.sink = &m->err};
     int rc = GP_OK;
     if (!st || st->m != m) return CK_FAIL(&c, GP_EDEVICE, "a CUDA batch for a slot not set up");
+    st->prof_pending = 0; /* first: no earlier run's events may be read for this batch */
     if (b->n == 0) return GP_OK;
     if (b->n > st->capacity)
         return CK_FAIL(&c, GP_EDEVICE, "batch of %zu items exceeds the %zu the slot was set up for",
@@ -845,7 +846,6 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
        graph (its replays are not timed: an event recorded under capture is not one a replay
        records again); check reads them. */
     int prof = 0;
-    st->prof_pending = 0;
     if (st->prof_ev) {
         enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
         CK(&c, cudaStreamIsCapturing(s, &cs));
@@ -864,6 +864,8 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     }
     c.op = NULL;
     st->prof_pending = prof && rc == GP_OK;
+    st->prof_seq = b->first_seq;
+    st->prof_n = b->n;
     if (rc == GP_OK && st->ostage) {
         cudaError_t e =
             gp__k_convert(s, st->ostage, st->kt, b->out, GP__KT_F32, b->n * st->out_elems);
@@ -879,15 +881,17 @@ static int cuda_run(gp__model *m, void *state, const gp_batch *b) {
     return rc == GP_OK ? GP_OK : GP_EDEVICE; /* the contract: GP_OK or GP_EDEVICE */
 }
 
-/* options.profile, once the batch's device work is done: its steps' times into the model's
-   counters (profile.c), or one batch not timed (a CUDA graph replay: run did not record; an
-   event that cannot be read). Timing never fails the batch. */
+/* options.profile, once the batch's device work is done and its check passed: its steps' times
+   into the model's counters (profile.c), or one batch not timed (a CUDA graph replay: run did
+   not record for this batch, which first_seq and n tell from an earlier eager batch or a
+   warm-up at create; an event that cannot be read). Timing never fails the batch. */
 static void prof_read(gp__model *m, slot_state *st, const gp_batch *b) {
-    if (!st->prof_pending) {
+    int mine = st->prof_pending && st->prof_seq == b->first_seq && st->prof_n == b->n;
+    st->prof_pending = 0;
+    if (!mine) {
         gp__prof_untimed(m);
         return;
     }
-    st->prof_pending = 0;
     for (int i = 0; i < st->n_steps; i++) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, st->prof_ev[i], st->prof_ev[i + 1]) != cudaSuccess) {
@@ -905,10 +909,8 @@ static void prof_read(gp__model *m, slot_state *st, const gp_batch *b) {
    (host.c) for the recorded token, or for the first item this failed when the recorded one was
    not (the position case the pipeline's item limit rules out). Its batchmates go on. The copy in
    h_bad finished before the batch's done event. */
-static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
-    slot_state *st = state;
+static int check_tokens(gp__model *m, const slot_state *st, const gp_batch *b) {
     ck c = {.sink = &m->err};
-    if (st && st->prof_ev) prof_read(m, st, b);
     if (!st || !st->h_bad || !st->h_bad->found) return GP_OK;
     gp__k_bad_token bad = *st->h_bad;
     const unsigned char *flags = gp__k_bad_items(st->h_bad);
@@ -948,6 +950,20 @@ static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
     CK_FAIL(&c, GP_EINVAL, "%s", msg);
     gp_batch_set_error(b, "%s", msg);
     return GP_OK;
+}
+
+/* The check (exec.h): the embedding's bad tokens, then options.profile's times of a batch that
+   passed it (one that failed is not counted). */
+static int cuda_check(gp__model *m, void *state, const gp_batch *b) {
+    slot_state *st = state;
+    int rc = check_tokens(m, st, b);
+    if (st && st->prof_ev) {
+        if (rc == GP_OK)
+            prof_read(m, st, b);
+        else
+            st->prof_pending = 0;
+    }
+    return rc;
 }
 
 const gp__model_exec gp__model_cuda_exec = {

@@ -149,14 +149,20 @@ const char *gp__act_name(gp__act a) {
 
 void gp__prof_batch(gp__model *m, const uint64_t *ns, size_t items) {
     struct gp__prof *p = m->prof;
-    if (!p) return;
+    /* A lock that fails (a default mutex does not) leaves the batch uncounted: timing never
+       fails a batch. */
+    if (!p || pthread_mutex_lock(&p->mu) != 0) return;
     for (int i = 0; i < p->n; i++) {
-        atomic_fetch_add_explicit(&p->op[i].ns, ns[i], memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->op[i].batches, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->op[i].items, items, memory_order_relaxed);
+        p->op[i].ns += ns[i];
+        p->op[i].batches++;
+        p->op[i].items += items;
     }
+    pthread_mutex_unlock(&p->mu);
 }
 
 void gp__prof_untimed(gp__model *m) {
-    if (m->prof) atomic_fetch_add_explicit(&m->prof->untimed, 1, memory_order_relaxed);
+    struct gp__prof *p = m->prof;
+    if (!p || pthread_mutex_lock(&p->mu) != 0) return;
+    p->untimed++;
+    pthread_mutex_unlock(&p->mu);
 }

@@ -1,8 +1,8 @@
 /*
  * Per-op time (options.profile; include/gpupipe/model.h, docs/DESIGN.md §6): the counters
- * (profile.h) made at load, read and printed here. The backends add to them once a batch is done
- * (common.c: host.c after the op list ran on the slot's thread; lib/cuda/model.c's check, from
- * events on the slot's stream).
+ * (profile.h) made at load, read, reset and printed here under their mutex. The backends add
+ * to them once a batch is done (common.c: host.c after the op list ran on the slot's thread;
+ * lib/cuda/model.c's check, from events on the slot's stream).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +14,9 @@ int gp__prof_init(gp__model *m) {
     size_t n = m->n_ops > 0 ? (size_t)m->n_ops : 0;
     struct gp__prof *p = calloc(1, sizeof *p + n * sizeof p->op[0]);
     if (!p) return GP_ENOMEM;
-    atomic_init(&p->untimed, 0);
-    for (size_t i = 0; i < n; i++) {
-        atomic_init(&p->op[i].ns, 0);
-        atomic_init(&p->op[i].batches, 0);
-        atomic_init(&p->op[i].items, 0);
+    if (pthread_mutex_init(&p->mu, NULL) != 0) {
+        free(p);
+        return GP_ENOMEM;
     }
     p->n = (int)n;
     m->prof = p;
@@ -26,6 +24,8 @@ int gp__prof_init(gp__model *m) {
 }
 
 void gp__prof_free(gp__model *m) {
+    if (!m->prof) return;
+    pthread_mutex_destroy(&m->prof->mu);
     free(m->prof);
     m->prof = NULL;
 }
@@ -41,9 +41,12 @@ int gp_model_op_time(const gp_model *m, int op, uint64_t *ns, uint64_t *batches,
     if (!m || op < 0 || op >= m->n_ops) return GP_EINVAL;
     struct gp__prof *p = m->prof;
     if (!p) return GP_ENOTSUP;
-    if (ns) *ns = atomic_load_explicit(&p->op[op].ns, memory_order_relaxed);
-    if (batches) *batches = atomic_load_explicit(&p->op[op].batches, memory_order_relaxed);
-    if (items) *items = atomic_load_explicit(&p->op[op].items, memory_order_relaxed);
+    pthread_mutex_lock(&p->mu);
+    gp__prof_op v = p->op[op];
+    pthread_mutex_unlock(&p->mu);
+    if (ns) *ns = v.ns;
+    if (batches) *batches = v.batches;
+    if (items) *items = v.items;
     return GP_OK;
 }
 
@@ -51,12 +54,10 @@ int gp_model_profile_reset(gp_model *m) {
     if (!m) return GP_EINVAL;
     struct gp__prof *p = m->prof;
     if (!p) return GP_ENOTSUP;
-    for (int i = 0; i < p->n; i++) {
-        atomic_store_explicit(&p->op[i].ns, 0, memory_order_relaxed);
-        atomic_store_explicit(&p->op[i].batches, 0, memory_order_relaxed);
-        atomic_store_explicit(&p->op[i].items, 0, memory_order_relaxed);
-    }
-    atomic_store_explicit(&p->untimed, 0, memory_order_relaxed);
+    pthread_mutex_lock(&p->mu);
+    memset(p->op, 0, (size_t)p->n * sizeof p->op[0]);
+    p->untimed = 0;
+    pthread_mutex_unlock(&p->mu);
     return GP_OK;
 }
 
@@ -68,12 +69,14 @@ int gp_model_profile(const gp_model *m, FILE *f) {
     /* One snapshot, so the sum and the shares agree with the rows. */
     uint64_t *v = calloc((size_t)n * 3 + 1, sizeof *v);
     if (!v) return GP_ENOMEM;
+    pthread_mutex_lock(&p->mu);
     for (int i = 0; i < n; i++) {
-        v[3 * i] = atomic_load_explicit(&p->op[i].ns, memory_order_relaxed);
-        v[3 * i + 1] = atomic_load_explicit(&p->op[i].batches, memory_order_relaxed);
-        v[3 * i + 2] = atomic_load_explicit(&p->op[i].items, memory_order_relaxed);
+        v[3 * i] = p->op[i].ns;
+        v[3 * i + 1] = p->op[i].batches;
+        v[3 * i + 2] = p->op[i].items;
     }
-    uint64_t untimed = atomic_load_explicit(&p->untimed, memory_order_relaxed);
+    uint64_t untimed = p->untimed;
+    pthread_mutex_unlock(&p->mu);
     /* The batches and items of the table: op 0's (every op of a timed batch is added). */
     uint64_t batches = n ? v[1] : 0, items = n ? v[2] : 0;
     double sum_ms = 0, sum_us = 0;
@@ -86,12 +89,12 @@ int gp_model_profile(const gp_model *m, FILE *f) {
         int l = (int)strlen(m->ops[i].name);
         if (l > w) w = l;
     }
-    int bad =
-        fprintf(f,
-                "per-op time: %llu batches timed (%llu items, %.1f per batch), %llu not "
-                "timed (CUDA graph replays)\n",
-                (unsigned long long)batches, (unsigned long long)items,
-                batches ? (double)items / (double)batches : 0.0, (unsigned long long)untimed) < 0;
+    int bad = fprintf(f,
+                      "per-op time: %llu batches timed (%llu items, %.1f per batch), %llu not "
+                      "timed%s\n",
+                      (unsigned long long)batches, (unsigned long long)items,
+                      batches ? (double)items / (double)batches : 0.0, (unsigned long long)untimed,
+                      untimed ? " (CUDA graph replays, unreadable events)" : "") < 0;
     bad |= fprintf(f, "%3s  %-8s %-16s %-*s %-14s %10s %10s %7s %10s\n", "op", "spec", "kind", w,
                    "name", "output", "ms/batch", "us/item", "share", "GFLOP/s") < 0;
     for (int i = 0; i < n; i++) {

@@ -1,21 +1,24 @@
 /*
  * Per-op time (options.profile; include/gpupipe/model.h): the counters behind gp_model.prof.
- * profile.c reads and prints them; the backends add to them through gp__prof_batch and
- * gp__prof_untimed (common.c, which a backend module links too). Relaxed atomics: each counter
- * is exact, a read during a batch may see part of it.
+ * profile.c reads, resets and prints them; the backends add a batch through gp__prof_batch and
+ * gp__prof_untimed (common.c, which a backend module links too). One mutex: a batch's ops are
+ * added, and a reset or a read done, as one step, so every op always holds the same batches
+ * (taken once per batch, by the completion path, never on the launch path).
  */
 #ifndef GP_LIB_MODEL_PROFILE_H
 #define GP_LIB_MODEL_PROFILE_H
 
-#include <stdatomic.h>
+#include <pthread.h>
+#include <stdint.h>
 
 typedef struct gp__prof_op {
-    atomic_uint_fast64_t ns, batches, items;
+    uint64_t ns, batches, items;
 } gp__prof_op;
 
 struct gp__prof {
-    atomic_uint_fast64_t untimed; /* batches not timed: CUDA graph replays, unreadable events */
-    int n;                        /* the model's ops */
+    pthread_mutex_t mu;
+    uint64_t untimed; /* batches not timed: CUDA graph replays, unreadable events */
+    int n;            /* the model's ops */
     gp__prof_op op[];
 };
 
