@@ -152,11 +152,10 @@ void gp__prof_batch(gp__model *m, const uint64_t *ns, size_t items) {
     /* A lock that fails (a default mutex does not) leaves the batch uncounted: timing never
        fails a batch. */
     if (!p || pthread_mutex_lock(&p->mu) != 0) return;
-    for (int i = 0; i < p->n; i++) {
-        p->op[i].ns += ns[i];
-        p->op[i].batches++;
-        p->op[i].items += items;
-    }
+    for (int i = 0; i < p->n; i++)
+        p->ns[i] += ns[i];
+    p->batches++;
+    p->items += items;
     pthread_mutex_unlock(&p->mu);
 }
 

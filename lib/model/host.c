@@ -298,7 +298,7 @@ typedef struct scratch {
     float *items, *tokens, *work;
     size_t cap, tcap;
     float *qkv, *kt, *row, *orow;
-    uint64_t *prof; /* options.profile: each op's nanoseconds in this batch so far, or NULL */
+    uint64_t *prof; /* options.profile, a pipeline slot's: each op's ns in this batch, or NULL */
 } scratch;
 
 static size_t align64(size_t n) {
@@ -660,9 +660,8 @@ static int run_ops(const gp__model *m, const gp__run *r, const void *in, void *o
 typedef struct host_slot {
     size_t chunk; /* items per pass */
     scratch sc;
-    int64_t *tok;   /* variable-length: chunk + 1 token offsets */
-    void *mem;      /* one allocation for all of the above */
-    uint64_t *prof; /* options.profile: a pipeline slot's per-op nanoseconds (n_ops), or NULL */
+    int64_t *tok; /* variable-length: chunk + 1 token offsets */
+    void *mem;    /* one allocation for all of the above but sc.prof */
 } host_slot;
 
 static size_t host_chunk(const gp__model *m, size_t want) {
@@ -777,7 +776,7 @@ static int host_setup(gp__model *m, const gp_batch *slot, void **state) {
         return GP__ERR(&m->err, GP_ENOMEM, "out of memory for the host scratch of %zu items",
                        slot->capacity);
     }
-    if (m->prof && !(s->prof = calloc((size_t)m->n_ops + 1, sizeof *s->prof))) {
+    if (m->prof && !(s->sc.prof = calloc((size_t)m->n_ops + 1, sizeof *s->sc.prof))) {
         free(s->mem);
         free(s);
         return GP__ERR(&m->err, GP_ENOMEM, "out of memory for the slot's per-op times");
@@ -789,15 +788,11 @@ static int host_setup(gp__model *m, const gp_batch *slot, void **state) {
 /* options.profile: the op list's times start from zero for each batch (scratch.prof), and a
    batch that ran adds them to the model's counters (profile.c). */
 static void prof_begin(const gp__model *m, host_slot *s) {
-    if (!s->prof) return;
-    memset(s->prof, 0, (size_t)m->n_ops * sizeof *s->prof);
-    s->sc.prof = s->prof;
+    if (s->sc.prof) memset(s->sc.prof, 0, (size_t)m->n_ops * sizeof *s->sc.prof);
 }
 
-static void prof_end(gp__model *m, host_slot *s, size_t items, int rc) {
-    if (!s->prof) return;
-    s->sc.prof = NULL;
-    if (rc == GP_OK) gp__prof_batch(m, s->prof, items);
+static void prof_end(gp__model *m, const host_slot *s, size_t items, int rc) {
+    if (s->sc.prof && rc == GP_OK) gp__prof_batch(m, s->sc.prof, items);
 }
 
 static int host_compute(gp__model *m, void *state, const gp_batch *b) {
@@ -834,7 +829,7 @@ static void host_teardown(gp__model *m, void *state, const gp_batch *slot) {
     host_slot *s = state;
     if (!s) return;
     free(s->mem);
-    free(s->prof);
+    free(s->sc.prof);
     free(s);
 }
 

@@ -12,7 +12,7 @@
 
 int gp__prof_init(gp__model *m) {
     size_t n = m->n_ops > 0 ? (size_t)m->n_ops : 0;
-    struct gp__prof *p = calloc(1, sizeof *p + n * sizeof p->op[0]);
+    struct gp__prof *p = calloc(1, sizeof *p + n * sizeof p->ns[0]);
     if (!p) return GP_ENOMEM;
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
         free(p);
@@ -42,11 +42,10 @@ int gp_model_op_time(const gp_model *m, int op, uint64_t *ns, uint64_t *batches,
     struct gp__prof *p = m->prof;
     if (!p) return GP_ENOTSUP;
     pthread_mutex_lock(&p->mu);
-    gp__prof_op v = p->op[op];
+    if (ns) *ns = p->ns[op];
+    if (batches) *batches = p->batches;
+    if (items) *items = p->items;
     pthread_mutex_unlock(&p->mu);
-    if (ns) *ns = v.ns;
-    if (batches) *batches = v.batches;
-    if (items) *items = v.items;
     return GP_OK;
 }
 
@@ -55,8 +54,8 @@ int gp_model_profile_reset(gp_model *m) {
     struct gp__prof *p = m->prof;
     if (!p) return GP_ENOTSUP;
     pthread_mutex_lock(&p->mu);
-    memset(p->op, 0, (size_t)p->n * sizeof p->op[0]);
-    p->untimed = 0;
+    memset(p->ns, 0, (size_t)p->n * sizeof p->ns[0]);
+    p->batches = p->items = p->untimed = 0;
     pthread_mutex_unlock(&p->mu);
     return GP_OK;
 }
@@ -67,23 +66,17 @@ int gp_model_profile(const gp_model *m, FILE *f) {
     if (!p) return GP_ENOTSUP;
     int n = p->n;
     /* One snapshot, so the sum and the shares agree with the rows. */
-    uint64_t *v = calloc((size_t)n * 3 + 1, sizeof *v);
+    uint64_t *v = calloc((size_t)n + 1, sizeof *v);
     if (!v) return GP_ENOMEM;
     pthread_mutex_lock(&p->mu);
-    for (int i = 0; i < n; i++) {
-        v[3 * i] = p->op[i].ns;
-        v[3 * i + 1] = p->op[i].batches;
-        v[3 * i + 2] = p->op[i].items;
-    }
-    uint64_t untimed = p->untimed;
+    memcpy(v, p->ns, (size_t)n * sizeof *v);
+    uint64_t batches = p->batches, items = p->items, untimed = p->untimed;
     pthread_mutex_unlock(&p->mu);
-    /* The batches and items of the table: op 0's (every op of a timed batch is added). */
-    uint64_t batches = n ? v[1] : 0, items = n ? v[2] : 0;
-    double sum_ms = 0, sum_us = 0;
-    for (int i = 0; i < n; i++) {
-        if (v[3 * i + 1]) sum_ms += (double)v[3 * i] / (double)v[3 * i + 1] * 1e-6;
-        if (v[3 * i + 2]) sum_us += (double)v[3 * i] / (double)v[3 * i + 2] * 1e-3;
-    }
+    uint64_t sum_ns = 0;
+    for (int i = 0; i < n; i++)
+        sum_ns += v[i];
+    double per_batch = batches ? 1e-6 / (double)batches : 0; /* ns -> ms per batch */
+    double per_item = items ? 1e-3 / (double)items : 0;      /* ns -> us per item */
     int w = 20; /* the name column, as gp_model_describe's */
     for (int i = 0; i < n; i++) {
         int l = (int)strlen(m->ops[i].name);
@@ -107,25 +100,22 @@ int gp_model_profile(const gp_model *m, FILE *f) {
                  op->kind == GP__OP_CONV2D && gp__op_has_src2(op) ? "+add" : "",
                  op->act && op->kind != GP__OP_ACT ? "+" : "",
                  op->act && op->kind != GP__OP_ACT ? gp__act_name(op->act) : "");
-        double ms = v[3 * i + 1] ? (double)v[3 * i] / (double)v[3 * i + 1] * 1e-6 : 0;
-        double us = v[3 * i + 2] ? (double)v[3 * i] / (double)v[3 * i + 2] * 1e-3 : 0;
         /* The op's arithmetic rate: its flops per item (fixed-size models; a token model's
            are per token, its items' lengths unknown here) over its time. */
         char rate[24] = "-";
-        if (!m->token_bytes && v[3 * i] && op->flops > 0)
-            snprintf(rate, sizeof rate, "%.1f",
-                     op->flops * (double)v[3 * i + 2] / (double)v[3 * i]);
-        if (!v[3 * i + 1])
+        if (!m->token_bytes && v[i] && op->flops > 0)
+            snprintf(rate, sizeof rate, "%.1f", op->flops * (double)items / (double)v[i]);
+        if (!batches)
             bad |= fprintf(f, "%3d  %-8s %-16s %-*s %-14s %10s %10s %7s %10s\n", i, line, kind, w,
                            op->name, so, "-", "-", "-", "-") < 0;
         else
-            bad |=
-                fprintf(f, "%3d  %-8s %-16s %-*s %-14s %10.3f %10.3f %6.1f%% %10s\n", i, line, kind,
-                        w, op->name, so, ms, us, sum_ms > 0 ? 100.0 * ms / sum_ms : 0.0, rate) < 0;
+            bad |= fprintf(f, "%3d  %-8s %-16s %-*s %-14s %10.3f %10.3f %6.1f%% %10s\n", i, line,
+                           kind, w, op->name, so, (double)v[i] * per_batch, (double)v[i] * per_item,
+                           sum_ns ? 100.0 * (double)v[i] / (double)sum_ns : 0.0, rate) < 0;
     }
     if (batches)
         bad |= fprintf(f, "%3s  %-8s %-16s %-*s %-14s %10.3f %10.3f %6.1f%%\n", "", "sum", "", w,
-                       "", "", sum_ms, sum_us, 100.0) < 0;
+                       "", "", (double)sum_ns * per_batch, (double)sum_ns * per_item, 100.0) < 0;
     free(v);
     bad |= fflush(f) != 0 || ferror(f);
     return bad ? GP_EIO : GP_OK;
