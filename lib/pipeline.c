@@ -1014,13 +1014,15 @@ int gp_pipeline_cancel(gp_pipeline *p, uint64_t seq) {
     int rc;
     /* Acquire (in gp__ring_claimed and here): below `released` every item is done. A done
        item's descriptor still tells a canceled or abandoned one from the rest until a later
-       lap reuses it; an index 2^15 laps old could alias a newer lap's tag: just "done". */
+       lap reuses it. Once index seq + capacity is claimed the slot is reused (so seq is done),
+       whether or not that item is filled yet (an open reservation's is not): GP_EBUSY
+       (gpupipe.h), and an old index never meets an aliased lap tag. */
     uint64_t claimed = gp__ring_claimed(&p->ring);
     uint64_t rel = atomic_load_explicit(&p->ring.released, memory_order_acquire);
     if (seq >= claimed) {
         rc = GP_EINVAL; /* never accepted (yet) */
-    } else if (seq < rel && gp__ring_lap(&p->ring, claimed - seq) >= 0x8000) {
-        rc = GP_EBUSY; /* done, long ago */
+    } else if (claimed - seq > p->ring.capacity) {
+        rc = GP_EBUSY; /* done, its slot claimed again */
     } else {
         gp__item *it = gp__ring_item(&p->ring, seq);
         uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);

@@ -114,6 +114,32 @@ static void cancel_done(void) {
     GPT_EQ(st.cancels, 1);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     printf("ok  cancel after the callback: canceled GP_OK, abandoned GP_EINVAL, done GP_EBUSY\n");
+
+    /* Once a later item claimed the slot, GP_EBUSY, also while that item is an open
+       reservation (its descriptor still holds the old item's state until commit). */
+    c.max_batch = 2;
+    c.capacity = 2;
+    p = make(&c);
+    a.user = &d;
+    GPT_RC(gp_pipeline_submit_ex(p, &a, &s0), GP_OK);
+    GPT_RC(gp_pipeline_cancel(p, s0), GP_OK);
+    GPT_RC(gp_pipeline_reserve(p, &r), GP_OK);
+    s1 = r.seq;
+    GPT_RC(gp_pipeline_abandon(p, &r), GP_OK);
+    GPT_RC(gp_pipeline_drain(p, GPT_DRAIN_US), GP_OK);
+    gp_reservation r2, r3;
+    GPT_RC(gp_pipeline_reserve(p, &r2), GP_OK);
+    GPT_RC(gp_pipeline_reserve(p, &r3), GP_OK);
+    GPT_EQ(r2.seq, s0 + 2);
+    GPT_EQ(r3.seq, s1 + 2);
+    GPT_RC(gp_pipeline_cancel(p, s0), GP_EBUSY); /* was canceled: GP_OK before the reuse */
+    GPT_RC(gp_pipeline_cancel(p, s1), GP_EBUSY); /* was abandoned: GP_EINVAL before */
+    GPT_RC(gp_pipeline_abandon(p, &r2), GP_OK);
+    GPT_RC(gp_pipeline_abandon(p, &r3), GP_OK);
+    GPT_RC(gp_pipeline_cancel(p, s0), GP_EBUSY);
+    GPT_RC(gp_pipeline_cancel(p, s1), GP_EBUSY);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("ok  cancel of an item whose slot an open reservation holds: GP_EBUSY\n");
 }
 
 /* An open reservation is not submitted: not in stats.submitted, and drain does not wait for it
