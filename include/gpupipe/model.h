@@ -291,11 +291,12 @@ GP_API int gp_model_profile_reset(gp_model *m);
 
 /*
  * Print the per-op times as a table: one row per op (index, spec line, kind with what it carries
- * fused, as "conv2d+add+relu", name, output shape, ms per timed batch, us per item, share of the
- * summed time, GFLOP/s from gp_model_describe's MFLOP per item: "-" for token models), the sum
- * per batch, and the batches timed and not timed (CUDA graph replays, unreadable events) since
- * load or the last reset. The first line is "per-op time: B batches timed (I items, ...), U not
- * timed ...".
+ * fused, as "conv2d+add+relu", or an activation op's function, as "act:gelu", name ("-" for an
+ * unnamed op), output shape, ms per timed batch, us per item, share of the summed time, GFLOP/s
+ * from gp_model_describe's MFLOP per item: "-" for token models), the sum per batch (a row
+ * "sum"), and the batches timed and not timed (CUDA graph replays, unreadable events) since
+ * load or the last reset. Before a batch was timed the time columns, the sum's too, read "-".
+ * The first line is "per-op time: B batches timed (I items, ...), U not timed ...".
  * @return GP_OK; GP_EINVAL (NULL argument); GP_ENOTSUP (loaded without options.profile);
  *         GP_ENOMEM; GP_EIO (a write failed).
  */

@@ -405,25 +405,26 @@ static int model_compute(void *user, const gp_batch *b) {
 int gp_model_configure(gp_model *m, gp_config *cfg) {
     if (!m || !cfg) return GP_EINVAL;
     if (cfg->struct_size < offsetof(gp_config, prep_workers)) return GP_EINVAL;
-    /* The item sizes are the model's, of either kind: the other kind's fields are cleared, so
-       a gp_config configured for one model can be configured for another (model.h). */
-    int has_var =
-        cfg->struct_size >= offsetof(gp_config, max_batch_bytes) + sizeof cfg->max_batch_bytes;
-    int has_multiple =
-        cfg->struct_size >= offsetof(gp_config, item_in_multiple) + sizeof cfg->item_in_multiple;
+        /* The item sizes are the model's, of either kind: the other kind's fields are cleared, each
+           as far as cfg->struct_size reaches, so a gp_config configured for one model can be
+           configured for another (model.h). */
+#define REACHES(f) (cfg->struct_size >= offsetof(gp_config, f) + sizeof cfg->f)
     if (m->token_bytes) { /* variable length: items of 1..max_tokens tokens, packed */
-        if (!has_var) return GP_EINVAL;
+        if (!REACHES(max_batch_bytes)) return GP_EINVAL;
         cfg->item_in_bytes = 0;
         cfg->max_item_in_bytes = m->max_tokens * m->token_bytes;
         cfg->max_batch_bytes = m->max_batch_tokens ? m->max_batch_tokens * m->token_bytes : 0;
         /* Whole tokens at submit: a part-token item fails alone there, not its batch. */
-        if (has_multiple) cfg->item_in_multiple = m->token_bytes;
+        if (REACHES(item_in_multiple)) cfg->item_in_multiple = m->token_bytes;
     } else {
         cfg->item_in_bytes = m->in_info.bytes;
-        if (has_var) cfg->max_item_in_bytes = cfg->max_batch_bytes = cfg->arena_bytes = 0;
-        if (has_multiple) cfg->item_in_multiple = 0;
+        if (REACHES(max_item_in_bytes)) cfg->max_item_in_bytes = 0;
+        if (REACHES(arena_bytes)) cfg->arena_bytes = 0;
+        if (REACHES(max_batch_bytes)) cfg->max_batch_bytes = 0;
+        if (REACHES(item_in_multiple)) cfg->item_in_multiple = 0;
     }
-    if (has_var) cfg->max_item_out_bytes = 0;
+    if (REACHES(max_item_out_bytes)) cfg->max_item_out_bytes = 0;
+#undef REACHES
     cfg->item_out_bytes = m->out_info.bytes;
     if (m->max_batch) cfg->max_batch = m->max_batch;
     cfg->compute = model_compute;

@@ -77,10 +77,23 @@ int gp_model_profile(const gp_model *m, FILE *f) {
         sum_ns += v[i];
     double per_batch = batches ? 1e-6 / (double)batches : 0; /* ns -> ms per batch */
     double per_item = items ? 1e-3 / (double)items : 0;      /* ns -> us per item */
-    int w = 20; /* the name column, as gp_model_describe's */
+    int w = 20, kw = 16; /* the name column, as gp_model_describe's; the kind column */
+    char(*kinds)[40] = calloc((size_t)n + 1, sizeof *kinds);
+    if (!kinds) {
+        free(v);
+        return GP_ENOMEM;
+    }
     for (int i = 0; i < n; i++) {
-        int l = (int)strlen(m->ops[i].name);
+        const gp__op *op = &m->ops[i];
+        int l = (int)strlen(op->name);
         if (l > w) w = l;
+        /* What the op carries (model_impl.h): a folded residual add, a fused activation; an
+           activation op names its function. */
+        l = snprintf(kinds[i], sizeof kinds[i], "%s%s%s%s", gp__op_name(op->kind),
+                     op->kind == GP__OP_CONV2D && gp__op_has_src2(op) ? "+add" : "",
+                     op->act ? (op->kind == GP__OP_ACT ? ":" : "+") : "",
+                     op->act ? gp__act_name(op->act) : "");
+        if (l > kw) kw = l;
     }
     int bad = fprintf(f,
                       "per-op time: %llu batches timed (%llu items, %.1f per batch), %llu not "
@@ -88,34 +101,35 @@ int gp_model_profile(const gp_model *m, FILE *f) {
                       (unsigned long long)batches, (unsigned long long)items,
                       batches ? (double)items / (double)batches : 0.0, (unsigned long long)untimed,
                       untimed ? " (CUDA graph replays, unreadable events)" : "") < 0;
-    bad |= fprintf(f, "%3s  %-8s %-16s %-*s %-14s %10s %10s %7s %10s\n", "op", "spec", "kind", w,
+    bad |= fprintf(f, "%3s  %-8s %-*s %-*s %-14s %10s %10s %7s %10s\n", "op", "spec", kw, "kind", w,
                    "name", "output", "ms/batch", "us/item", "share", "GFLOP/s") < 0;
     for (int i = 0; i < n; i++) {
         const gp__op *op = &m->ops[i];
-        char so[32], line[16], kind[40];
+        char so[32], line[16];
         gp__shape_str(op->out, so, sizeof so);
         snprintf(line, sizeof line, "line %d", op->line);
-        /* What the op carries (model_impl.h): a folded residual add, a fused activation. */
-        snprintf(kind, sizeof kind, "%s%s%s%s", gp__op_name(op->kind),
-                 op->kind == GP__OP_CONV2D && gp__op_has_src2(op) ? "+add" : "",
-                 op->act && op->kind != GP__OP_ACT ? "+" : "",
-                 op->act && op->kind != GP__OP_ACT ? gp__act_name(op->act) : "");
         /* The op's arithmetic rate: its flops per item (fixed-size models; a token model's
            are per token, its items' lengths unknown here) over its time. */
         char rate[24] = "-";
         if (!m->token_bytes && v[i] && op->flops > 0)
             snprintf(rate, sizeof rate, "%.1f", op->flops * (double)items / (double)v[i]);
         if (!batches)
-            bad |= fprintf(f, "%3d  %-8s %-16s %-*s %-14s %10s %10s %7s %10s\n", i, line, kind, w,
-                           op->name, so, "-", "-", "-", "-") < 0;
+            bad |= fprintf(f, "%3d  %-8s %-*s %-*s %-14s %10s %10s %7s %10s\n", i, line, kw,
+                           kinds[i], w, op->name[0] ? op->name : "-", so, "-", "-", "-", "-") < 0;
         else
-            bad |= fprintf(f, "%3d  %-8s %-16s %-*s %-14s %10.3f %10.3f %6.1f%% %10s\n", i, line,
-                           kind, w, op->name, so, (double)v[i] * per_batch, (double)v[i] * per_item,
+            bad |= fprintf(f, "%3d  %-8s %-*s %-*s %-14s %10.3f %10.3f %6.1f%% %10s\n", i, line, kw,
+                           kinds[i], w, op->name[0] ? op->name : "-", so, (double)v[i] * per_batch,
+                           (double)v[i] * per_item,
                            sum_ns ? 100.0 * (double)v[i] / (double)sum_ns : 0.0, rate) < 0;
     }
+    /* The sum per batch: "-" until a batch was timed. */
     if (batches)
-        bad |= fprintf(f, "%3s  %-8s %-16s %-*s %-14s %10.3f %10.3f %6.1f%%\n", "", "sum", "", w,
+        bad |= fprintf(f, "%3s  %-8s %-*s %-*s %-14s %10.3f %10.3f %6.1f%%\n", "", "sum", kw, "", w,
                        "", "", (double)sum_ns * per_batch, (double)sum_ns * per_item, 100.0) < 0;
+    else
+        bad |= fprintf(f, "%3s  %-8s %-*s %-*s %-14s %10s %10s %7s\n", "", "sum", kw, "", w, "", "",
+                       "-", "-", "-") < 0;
+    free(kinds);
     free(v);
     bad |= fflush(f) != 0 || ferror(f);
     return bad ? GP_EIO : GP_OK;

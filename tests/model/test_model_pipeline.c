@@ -284,6 +284,12 @@ static void run_profile(gp_backend backend) {
     }
     text = profile_text(m, GP_OK);
     GPT_CHECK(strstr(text, "per-op time: 0 batches timed (0 items") != NULL);
+    { /* the sum row is there before a batch is timed, its times "-" (model.h) */
+        const char *sum = strstr(text, "\n     sum ");
+        GPT_CHECK(sum != NULL);
+        const char *eol = sum ? strchr(sum + 1, '\n') : NULL;
+        GPT_CHECK(eol != NULL && eol[-1] == '-' && !memchr(sum, '%', (size_t)(eol - sum)));
+    }
     free(text);
     /* Counting goes on after a reset. */
     GPT_RC(gp_pipeline_submit(p[0], in, ib, count_ok, &ok), GP_OK);

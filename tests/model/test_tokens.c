@@ -238,6 +238,26 @@ int main(int argc, char **argv) {
     GPT_CHECK(c.item_in_bytes == 0 && c.max_batch_bytes == 0);
     p = gpt_create(&c);
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    /* Each variable-size field is cleared as far as struct_size reaches, at every size that
+       ends between them (model.h), not only when it reaches them all. */
+    {
+        static const size_t ends[] = {
+            offsetof(gp_config, max_item_in_bytes) + sizeof c.max_item_in_bytes,
+            offsetof(gp_config, max_item_out_bytes) + sizeof c.max_item_out_bytes,
+            offsetof(gp_config, arena_bytes) + sizeof c.arena_bytes,
+        };
+        for (size_t k = 0; k < sizeof ends / sizeof ends[0]; k++) {
+            gp_config v = c;
+            v.max_item_in_bytes = 2048, v.max_item_out_bytes = 64, v.arena_bytes = 1 << 16;
+            v.struct_size = ends[k];
+            GPT_RC(gp_model_configure(fixed, &v), GP_OK);
+            GPT_EQ(v.max_item_in_bytes, 0);
+            GPT_EQ(v.max_item_out_bytes, k >= 1 ? 0 : 64);
+            GPT_EQ(v.arena_bytes, k >= 2 ? 0 : 1 << 16);
+            p = gpt_create(&v);
+            GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+        }
+    }
     gp_model_free(fixed);
     double e_pipe = mt_rel_err(D.got, D.want, N * OUT); /* the failed call wrote nothing */
     double tol = backend == GP_BACKEND_HOST ? 1e-5 : 1e-4;
