@@ -173,7 +173,9 @@ static void run_callbacks(gp_pipeline *p, const gp__batchrec *r) {
            (gp_batch_fail_item) before the batch's done event the poller waited on. */
         int s = gp__st_code(atomic_load_explicit(&it->state, memory_order_relaxed));
         if (s == GP_OK) s = r->status;
-        if (s == GP_OK && canceling) s = GP_ECANCELED;
+        /* GP_DESTROY_CANCEL: every callback not yet run says GP_ECANCELED, whatever the item's
+           own outcome (gpupipe.h); a failed batch's error is in the last error and the log. */
+        if (canceling) s = GP_ECANCELED;
         if (s == GP_OK) {
             it->done(it->user, GP_OK, out, out_bytes);
             ok++;

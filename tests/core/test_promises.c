@@ -639,11 +639,65 @@ static void own_threads(void) {
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
 }
 
+/* GP_DESTROY_CANCEL: an item not yet delivered gets GP_ECANCELED (gpupipe.h), also when its
+   batch, on the device as shutdown begins, then fails in the compute: the failure goes to the
+   last error, the callback says canceled. */
+static _Atomic int g_fail_gate, g_in_fail;
+
+static int failing_compute(void *user, const gp_batch *b) {
+    (void)user, (void)b;
+    atomic_store(&g_in_fail, 1);
+    while (!atomic_load(&g_fail_gate)) {
+        struct timespec t = {0, 1000000};
+        nanosleep(&t, NULL);
+    }
+    return GP_ECOMPUTE;
+}
+
+static void *open_fail_gate(void *arg) {
+    (void)arg;
+    struct timespec t = {0, 100 * 1000000};
+    nanosleep(&t, NULL); /* shutdown has begun by now, or soon: either way it is not done */
+    atomic_store(&g_fail_gate, 1);
+    return NULL;
+}
+
+static void cancel_mode_failed_batch(void) {
+    gp_config c;
+    base(&c);
+    c.compute = failing_compute;
+    gp_pipeline *p = make(&c);
+    unsigned char in[ITEM] = {3};
+    done_log d = {0};
+    GPT_RC(gp_pipeline_submit(p, in, ITEM, on_done, &d), GP_OK);
+    while (!atomic_load(&g_in_fail)) {
+        struct timespec t = {0, 1000000};
+        nanosleep(&t, NULL);
+    }
+    pthread_t t;
+    GPT_EQ(pthread_create(&t, NULL, open_fail_gate, NULL), 0);
+    GPT_RC(gp_pipeline_shutdown(p, GP_DESTROY_CANCEL), GP_OK);
+    GPT_EQ(pthread_join(t, NULL), 0);
+    GPT_EQ(atomic_load(&d.calls), 1);
+    GPT_RC(atomic_load(&d.last_status), GP_ECANCELED);
+    gp_stats st = {.struct_size = sizeof st};
+    GPT_RC(gp_pipeline_stats(p, &st), GP_OK);
+    GPT_EQ(st.canceled, 1);
+    GPT_EQ(st.failed, 0);
+    char err[256] = "";
+    GPT_RC(gp_pipeline_last_error(p, err, sizeof err), GP_ECOMPUTE);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("ok  GP_DESTROY_CANCEL: a batch failing on the device during shutdown: its item "
+           "GP_ECANCELED, the failure in the last error (%s)\n",
+           err);
+}
+
 int main(void) {
     own_threads();
     reused_ids();
     drain_forever();
     cancel_done();
+    cancel_mode_failed_batch();
     open_reservation();
     bad_destroy_mode();
     details();
