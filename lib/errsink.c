@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int gp__errsink_init(gp__errsink *s, gp_log_fn log, void *log_user) {
@@ -71,12 +72,22 @@ int gp__err_copy(gp__errsink *s, char *buf, size_t len) {
     return code;
 }
 
+/* A line is whole (gpupipe.h: the fallback reason's WARN line "has it whole"): one longer than
+   the stack buffer is formatted again into one of its size; without the memory for it, it ends
+   in "..." rather than being cut silently. */
 void gp__log(gp__errsink *s, gp_log_level level, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
+    char msg[512], *big = NULL;
+    va_list ap, again;
     if (!s || !s->log) return;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    s->log(s->log_user, level, msg);
+    if (n >= (int)sizeof msg && (big = malloc((size_t)n + 1)) != NULL)
+        vsnprintf(big, (size_t)n + 1, fmt, again);
+    else if (n >= (int)sizeof msg)
+        memcpy(msg + sizeof msg - 4, "...", 4);
+    va_end(again);
+    s->log(s->log_user, level, big ? big : msg);
+    free(big);
 }

@@ -242,7 +242,8 @@ static int try_backend(gp_pipeline *p, gp_backend id, int probe, char *why, size
 /* HOST or CUDA: that one or GP_ENODEV. AUTO: the table's order; the first backend's failure
    is recorded as the fallback reason (stats, report, log), never silent. */
 static int open_backend(gp_pipeline *p) {
-    char why[sizeof p->err.msg], first[sizeof p->err.msg] = "";
+    /* Room for a module path of PATH_MAX and the loader's words: the WARN line has it whole. */
+    char why[4096 + 512], first[4096 + 512] = "";
     if (p->cfg.backend != GP_BACKEND_AUTO)
         return try_backend(p, p->cfg.backend, 0, why, sizeof why);
     int rc = GP_ENODEV, n = gp__backend_count();
@@ -258,9 +259,12 @@ static int open_backend(gp_pipeline *p) {
         size_t k = strlen(first), cap = sizeof p->fallback_reason;
         if (k < cap) {
             memcpy(p->fallback_reason, first, k + 1);
-        } else {
-            memcpy(p->fallback_reason, first, cap - 4);
-            memcpy(p->fallback_reason + cap - 4, "...", 4);
+        } else { /* cut before a UTF-8 continuation byte: no half character (the JSON) */
+            size_t cut = cap - 4;
+            while (cut > 0 && ((unsigned char)first[cut] & 0xC0) == 0x80)
+                cut--;
+            memcpy(p->fallback_reason, first, cut);
+            memcpy(p->fallback_reason + cut, "...", 4);
         }
         gp__log(&p->err, GP_LOG_WARN, "backend auto: no usable GPU, running on the %s backend: %s",
                 gp_backend_name(p->be->id), first);

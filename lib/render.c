@@ -31,15 +31,42 @@ static const char *field_text(const gp_stats *s, const gp__stat_field *f) {
 /* ---- JSON ------------------------------------------------------------------------------- */
 
 /* `s` as a JSON string literal, escaped. */
+/* Bytes of the well-formed UTF-8 sequence at c (RFC 3629: no overlong form, no surrogate,
+   nothing above U+10FFFF), 0 if there is none. */
+static int utf8_len(const unsigned char *c) {
+    int n = c[0] < 0x80   ? 1
+            : c[0] < 0xC2 ? 0
+            : c[0] < 0xE0 ? 2
+            : c[0] < 0xF0 ? 3
+            : c[0] < 0xF5 ? 4
+                          : 0;
+    unsigned lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (c[0] == 0xE0) lo = 0xA0;
+    if (c[0] == 0xED) hi = 0x9F;
+    if (c[0] == 0xF0) lo = 0x90;
+    if (c[0] == 0xF4) hi = 0x8F;
+    for (int k = 1; k < n; k++)
+        if (c[k] < (k == 1 ? lo : 0x80) || c[k] > (k == 1 ? hi : 0xBF)) return 0;
+    return n;
+}
+
+/* A JSON string (gpupipe.h: "one JSON object"): text from elsewhere (a path in a fallback
+   reason, a device name) may hold bytes that are not UTF-8; each such byte is U+FFFD. */
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        int n = utf8_len(c);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            n = 1;
+        } else if (*c == '"' || *c == '\\') {
             fprintf(f, "\\%c", *c);
-        else if (*c < 0x20)
+        } else if (*c < 0x20 || *c == 0x7F) {
             fprintf(f, "\\u%04x", *c);
-        else
-            fputc(*c, f);
+        } else {
+            fwrite(c, 1, (size_t)n, f);
+        }
+        c += n;
     }
     fputc('"', f);
 }

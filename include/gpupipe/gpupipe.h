@@ -652,7 +652,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(BACKEND, gp_backend, backend, , "", "", "the backend that runs: HOST or CUDA")               \
     X(FLAG, int, fell_back, , "", "", "1 when AUTO chose host because no device was usable")       \
     X(TEXT, char, fallback_reason, [160], "", "",                                                  \
-      "why, when fell_back (a longer reason ends in '...'; the WARN log line has it whole)")       \
+      "why, when fell_back (a longer reason is cut between UTF-8 characters and ends in '...'; "   \
+      "the WARN log line has it whole)")                                                           \
     X(WALL, uint64_t, wall_ns, , "ns", "uptime_seconds",                                           \
       "time since create finished its setup and started the threads, up to the end of "            \
       "gp_pipeline_shutdown once called (a window: its length)")                                   \
@@ -678,7 +679,8 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(SIZES, uint64_t, batch_hist, [GP_HIST_BUCKETS], "batches", "batch_size_items",               \
       "items per dispatched batch")                                                                \
     X(REASONS, uint64_t, close_reasons, [GP_CLOSE_BYTES], "batches", "batches_closed_total",       \
-      "batches by the reason they left the batcher (GP_CLOSE_FULL..GP_CLOSE_SHUTDOWN)")            \
+      "batches by the reason they left the batcher (GP_CLOSE_FULL..GP_CLOSE_SHUTDOWN; "            \
+      "GP_CLOSE_BYTES: close_bytes)")                                                              \
     X(NS, uint64_t, h2d_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"h2d\"}",                \
       "union of host-to-device copy intervals")                                                    \
     X(NS, uint64_t, compute_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"compute\"}",        \
@@ -883,10 +885,14 @@ typedef struct gp_diagnosis {
  * at least 70% of wall time; otherwise small-batches (max_delay_us set, at least half the
  * batches left on the delay timer, the batches short of max_batch carrying at most half of it
  * on average), inflight (a batch waited for a free slot at least 50% of the time), producers
- * (the batcher waited for items at least 40%), else mixed; no-work while no batch was dispatched
- * or no callback has run (a batch still running is not counted yet). When
- * compute is the bottleneck and the computes reported (gp_batch_report_padding) that at least a
- * third of their elements were padding, the verdict is padding. The verdict is gpu-not-used when
+ * (the batcher had no item to send, or held a partial batch for max_delay_us, at least 40% of
+ * the time together), else mixed; no-work while no batch was dispatched or no callback has run
+ * (a batch still running is not counted yet). When compute is the bottleneck but the batcher
+ * had no item to send at least 40% of the time and the mean batch is under a quarter of
+ * max_batch, the verdict is producers (the items come too slowly to fill batches; more load
+ * would fill them at little extra device time). When compute is the bottleneck and the
+ * computes reported (gp_batch_report_padding) that at least a third of their elements were
+ * padding, the verdict is padding. The verdict is gpu-not-used when
  * AUTO fell back, with the bottleneck still named. s->struct_size: fields past it read as 0.
  * d->struct_size must be set; only that much is written. Any thread. @return GP_OK or GP_EINVAL
  * (NULL argument, bad struct_size).

@@ -27,10 +27,22 @@ if [ "$has_cuda" != 1 ]; then
 fi
 
 # The library without its module, found first through LD_LIBRARY_PATH.
-mkdir -p "$tmp/nomod"
-cp -P "$lib"/libgpupipe.so* "$tmp/nomod/"
-echo "== 1. no module (its reason names the directory: longer than the stats field, cut with ...)"
-LD_LIBRARY_PATH="$tmp/nomod" "$probe" "libgpupipe-cuda.so not found" cut
+# A deep directory, so the reason (it names the directory) is longer than a 512-byte line too.
+long=$(printf 'd%.0s' $(seq 1 200))
+nomod="$tmp/nomod/$long/$long"
+mkdir -p "$nomod"
+cp -P "$lib"/libgpupipe.so* "$nomod/"
+echo "== 1. no module (its reason names the directory: longer than the stats field, cut with ...;"
+echo "      the WARN line has it whole)"
+LD_LIBRARY_PATH="$nomod" "$probe" "libgpupipe-cuda.so not found" cut "the loader's search path)"
+
+echo "== 1b. a directory named in UTF-8, at two offsets: the stats' cut keeps whole characters"
+for pre in "" x; do
+  u="$tmp/u$pre/$pre$(printf '\303\251%.0s' $(seq 1 100))"
+  mkdir -p "$u"
+  cp -P "$lib"/libgpupipe.so* "$u/"
+  LD_LIBRARY_PATH="$u" "$probe" "libgpupipe-cuda.so not found" cut "the loader's search path)"
+done
 
 echo "== 2. a module whose dependency is missing"
 mkdir -p "$tmp/badmod" "$tmp/absent"

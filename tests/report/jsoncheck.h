@@ -66,6 +66,17 @@ static int jc_string(jc *c) {
         unsigned char ch = (unsigned char)c->s[c->i++];
         if (ch == '"') return 1;
         if (ch < 0x20) return jc_fail(c, "control character in string");
+        if (ch >= 0x80) { /* RFC 8259: UTF-8; RFC 3629's well-formed sequences */
+            int len = ch < 0xC2 ? 0 : ch < 0xE0 ? 2 : ch < 0xF0 ? 3 : ch < 0xF5 ? 4 : 0;
+            unsigned lo = ch == 0xE0 ? 0xA0 : ch == 0xF0 ? 0x90 : 0x80;
+            unsigned hi = ch == 0xED ? 0x9F : ch == 0xF4 ? 0x8F : 0xBF;
+            for (int k = 1; k < len; k++, c->i++) {
+                unsigned char b = c->i < c->n ? (unsigned char)c->s[c->i] : 0;
+                if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) len = 0;
+            }
+            if (len == 0) return jc_fail(c, "not UTF-8");
+            continue;
+        }
         if (ch == '\\') {
             if (c->i >= c->n) break;
             char e = c->s[c->i++];

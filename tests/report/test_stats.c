@@ -319,6 +319,16 @@ static void test_renderer_errors(gp_pipeline *p, const gp_stats *s) {
         GPT_RC(pr[i](p, mem), GP_EIO);
         fclose(mem);
     }
+    /* Text from elsewhere that is not UTF-8 (a path cut inside a character, a stray byte):
+       the JSON stays valid UTF-8, each bad byte U+FFFD, good characters kept. */
+    gp_stats u = *s;
+    u.fell_back = 1;
+    snprintf(u.fallback_reason, sizeof u.fallback_reason, "caf\xC3\xA9 \xFF cut \xC3");
+    size_t ulen;
+    char *ut = capture_stats(gp_stats_json, &u, &ulen);
+    check_json_text(ut, ulen);
+    GPT_CHECK(strstr(ut, "\"caf\xC3\xA9 \\ufffd cut \\ufffd\"") != NULL);
+    free(ut);
     /* An older, shorter snapshot renders: the fields it lacks read as 0. */
     gp_stats old = *s;
     old.struct_size = offsetof(gp_stats, latency_sum_ns);
