@@ -99,7 +99,7 @@ typedef enum gp_destroy_mode {
 /* Why a batch left the batcher. */
 typedef enum gp_close_reason {
     GP_CLOSE_FULL = 0,      /* reached max_batch */
-    GP_CLOSE_PREFERRED = 1, /* reached a preferred size */
+    GP_CLOSE_PREFERRED = 1, /* reached the largest preferred size (gp_config.preferred) */
     GP_CLOSE_DELAY = 2,     /* the oldest item waited max_delay_us */
     GP_CLOSE_SLOT_FREE = 3, /* a slot was free and max_delay_us is 0: work-conserving dispatch */
     GP_CLOSE_FLUSH = 4,     /* gp_pipeline_flush() or gp_pipeline_drain() */
@@ -223,7 +223,8 @@ GP_API int gp_batch_fail_item(const gp_batch *b, size_t k, int code);
  * unit the compute chooses, e.g. tokens). The stats keep the sums and the doctor's `padding`
  * verdict reads them. Any compute, any backend. Calls made while CUDA graphs are warmed up and
  * captured at create (gpupipe/cuda.h), and from compute_setup or compute_teardown (b->n == 0),
- * are accepted and not counted. @return GP_OK, GP_EINVAL (NULL, useful > total).
+ * are accepted and not counted. @return GP_OK, GP_EINVAL (NULL, useful > total, a batch that is
+ * not a pipeline's, such as a copy of the one the compute got).
  */
 GP_API int gp_batch_report_padding(const gp_batch *b, uint64_t useful, uint64_t total);
 
@@ -330,7 +331,9 @@ typedef struct gp_config {
                                            default 0 = next power of two of 4 * max_batch * inflight;
                                            each also costs a 64-byte descriptor in host memory */
     size_t max_batch;                   /* 1..2^20 (1048576); default 64 */
-    size_t preferred[GP_MAX_PREFERRED]; /* preferred batch sizes, ascending, <= max_batch */
+    size_t preferred[GP_MAX_PREFERRED]; /* preferred batch sizes, ascending, <= max_batch:
+                                           the buckets (gp_batch); with max_delay_us a held
+                                           batch leaves once it reaches the largest */
     int num_preferred;                  /* default 0 */
     uint32_t max_delay_us;      /* at most 60 s; default 0: dispatch as soon as a slot is free */
     int inflight;               /* in-flight batch slots, 1..64; default 3 */
