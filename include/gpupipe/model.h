@@ -144,17 +144,20 @@ typedef struct gp_tensor_info {
  * `struct_size` bytes. Strings are read during the load call only.
  */
 typedef struct gp_model_options {
-    size_t struct_size; /* set by gp_model_options_init() */
+    size_t struct_size; /* set by gp_model_options_init(); one that ends before `precision`:
+                           GP_EINVAL */
 
     const char *spec_path;  /* spec file; NULL: __metadata__ "gpupipe.spec", then beside */
     const char *spec_text;  /* the spec itself; overrides spec_path and the metadata */
     gp_precision precision; /* CUDA backend precision; default GP_PRECISION_FP32 */
     size_t max_batch;       /* batch size the CUDA layers plan algorithms and workspaces for;
-                               0 (default): the pipeline's max_batch, seen at setup. When
-                               nonzero, gp_model_configure also sets cfg->max_batch. */
+                               0 (default): the pipeline's max_batch, seen at setup; at most
+                               2^20 (GP_EINVAL above). When nonzero, gp_model_configure also
+                               sets cfg->max_batch. */
     uint64_t seed;          /* gp_model_demo only: weight seed; default 0x67707570 */
     /* Appended in 0.2.0: variable-length inputs (`input f32 *xF`). */
-    size_t max_tokens;       /* tokens one item may have; default 512 */
+    size_t max_tokens;       /* tokens one item may have, 1..2^24 (else GP_EINVAL at load, for
+                                any model); default 512 */
     size_t max_batch_tokens; /* tokens one batch may carry (gp_config.max_batch_bytes); default
                                 0: max_batch * max_tokens. Variable-length inputs: below the
                                 tokens one item may have (max_tokens, or a shorter position
@@ -224,7 +227,8 @@ GP_API int gp_model_demo(const char *name, const gp_model_options *opt, gp_model
 
 /*
  * The demo model's safetensors image (spec in its metadata), as gp_model_demo would load it:
- * *data is malloc'ed, free() it. Lets tools write the demo to disk. @return as gp_model_demo.
+ * *data is malloc'ed, free() it. Lets tools write the demo to disk. @return as gp_model_demo;
+ * on error *data is NULL and *bytes 0 (those that are not NULL pointers themselves).
  */
 GP_API int gp_model_demo_safetensors(const char *name, const gp_model_options *opt, void **data,
                                      size_t *bytes, char *err, size_t err_len);

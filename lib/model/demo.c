@@ -190,9 +190,9 @@ int gp_model_demo_safetensors(const char *name, const gp_model_options *opt, voi
                               size_t *bytes, char *err, size_t err_len) {
     gp__err e = {err, err_len};
     if (err && err_len) err[0] = '\0';
+    if (data) *data = NULL;
+    if (bytes) *bytes = 0;
     if (!name || !data || !bytes) return gp__errf(&e, GP_EINVAL, "NULL argument");
-    *data = NULL;
-    *bytes = 0;
     gp_model_options o;
     int rc = gp__model_options_copy(&o, opt, &e);
     if (rc != GP_OK) return rc;

@@ -302,22 +302,29 @@ static int parse_input(lctx *c, gp__spec_line *l, tok *tk, int nt, int *used) {
 }
 
 /* `AdaptiveAvgPool2d <size>` (PyTorch's class) is globalavgpool when the output size is 1:
-   "1", "1x1", "(1,1)", with or without "output_size=". Any other size is refused, not
-   approximated. Consumes the size word: *nt becomes 1. */
+   "1", "1x1", "(1,1)", with or without "output_size=", and as PyTorch prints the module,
+   "(1, 1)" (two words, joined here). Any other size is refused, not approximated. Consumes
+   the size words: *nt becomes 1. */
 static int parse_adaptive(lctx *c, tok *tk, int *nt) {
     if (*nt < 2)
         return gp__errf(c->e, GP_EMODEL,
                         "spec line %d: AdaptiveAvgPool2d: give the output size, as in "
                         "'AdaptiveAvgPool2d 1' (only 1 is supported: it is globalavgpool)",
                         c->line);
-    tok v = tk[1];
+    char joined[32];
+    size_t n = 0;
+    for (int i = 1; i < *nt && n < sizeof joined; i++)
+        for (size_t k = 0; k < tk[i].n && n < sizeof joined; k++)
+            joined[n++] = tk[i].p[k];
+    tok v = {joined, n};
     if (v.n > 12 && memcmp(v.p, "output_size=", 12) == 0) v.p += 12, v.n -= 12;
-    if (*nt > 2 || !(tok_is(v, "1") || tok_is(v, "1x1") || tok_is(v, "(1,1)")))
+    if (n == sizeof joined || *nt > 3 ||
+        !(tok_is(v, "1") || tok_is(v, "1x1") || tok_is(v, "(1,1)")))
         return gp__errf(c->e, GP_EMODEL,
                         "spec line %d: AdaptiveAvgPool2d: only output size 1 is supported (it is "
                         "globalavgpool); got '%.*s': for a larger output, use avgpool2d with "
                         "kernel = stride = input size / output size",
-                        c->line, (int)(tk[1].n > 80 ? 80 : tk[1].n), tk[1].p);
+                        c->line, (int)(n > 30 ? 30 : n), joined);
     *nt = 1;
     return GP_OK;
 }

@@ -494,6 +494,16 @@ static void batch_independence(void) {
         gp_model_free(m);
         printf("ok  demo %s: batched == one at a time, bitwise\n", demos[d]);
     }
+    { /* the image's outputs on error: NULL and 0 (model.h), also when the name is NULL */
+        void *img = &img;
+        size_t len = 1;
+        char err[256];
+        GPT_RC(gp_model_demo_safetensors(NULL, NULL, &img, &len, err, sizeof err), GP_EINVAL);
+        GPT_CHECK(img == NULL && len == 0);
+        img = &img, len = 1;
+        GPT_RC(gp_model_demo_safetensors("nope", NULL, &img, &len, err, sizeof err), GP_EINVAL);
+        GPT_CHECK(img == NULL && len == 0);
+    }
     /* A model whose scratch (4 MiB per item) makes the host run a batch in chunks. */
     mt t = {.rng = 701};
     mt_add(&t, "c.weight", 4, (uint64_t[]){16, 4, 3, 3}, -0.3, 0.3);

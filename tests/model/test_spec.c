@@ -200,14 +200,16 @@ static void pytorch_aliases(void) {
     }
     gp__spec_free(&a);
     gp__spec_free(&b);
-    const char *same[] = {"input f32 4x2x2\nadaptiveavgpool2d output_size=1\n",
-                          "input f32 4x2x2\nADAPTIVEAVGPOOL2D 1x1\n",
-                          "input f32 4x2x2\nAdaptiveAvgPool2d (1,1)\n",
-                          "input f32 4x2x2\nAdaptiveAvgPool2d output_size=(1,1)\n",
-                          "INPUT f32 4\nSoftMax dim=-1\nTopK k=2\n"};
+    const char *same[] = {
+        "input f32 4x2x2\nadaptiveavgpool2d output_size=1\n",
+        "input f32 4x2x2\nADAPTIVEAVGPOOL2D 1x1\n", "input f32 4x2x2\nAdaptiveAvgPool2d (1,1)\n",
+        "input f32 4x2x2\nAdaptiveAvgPool2d output_size=(1,1)\n",
+        /* as PyTorch prints the module */
+        "input f32 4x2x2\nAdaptiveAvgPool2d output_size=(1, 1)\n",
+        "input f32 4x2x2\nAdaptiveAvgPool2d (1, 1)\n", "INPUT f32 4\nSoftMax dim=-1\nTopK k=2\n"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
         GPT_RC(gp__spec_parse(same[i], &a, &e), GP_OK);
-        GPT_EQ(a.lines[1].kind, i < 4 ? GP__SPEC_GLOBALAVGPOOL : GP__SPEC_SOFTMAX);
+        GPT_EQ(a.lines[1].kind, i < 6 ? GP__SPEC_GLOBALAVGPOOL : GP__SPEC_SOFTMAX);
         gp__spec_free(&a);
     }
     parse_error("input f32 4x8x8\nAdaptiveAvgPool2d 7\n",
@@ -218,6 +220,9 @@ static void pytorch_aliases(void) {
     parse_error("input f32 4x8x8\nAdaptiveAvgPool2d\n",
                 "AdaptiveAvgPool2d: give the output size, as in 'AdaptiveAvgPool2d 1'");
     parse_error("input f32 4x8x8\nAdaptiveAvgPool2d 1 1\n", "only output size 1");
+    parse_error("input f32 4x8x8\nAdaptiveAvgPool2d (2, 2)\n",
+                "only output size 1 is supported (it is globalavgpool); got '(2,2)'");
+    parse_error("input f32 4x8x8\nAdaptiveAvgPool2d (1, 1) x\n", "only output size 1");
     parse_error("input f32 4\nSoftmax dim=0\n",
                 "spec line 2: softmax: bad value (softmax runs over the features of a flat "
                 "value: dim=1 or dim=-1) 'dim=0'");
