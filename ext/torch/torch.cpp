@@ -51,6 +51,7 @@
 
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -154,22 +155,44 @@ std::string torch_message(const std::exception &e) {
     return msg.substr(nl + 1, end - nl) + "\n" + msg.substr(0, end + 1);
 }
 
+/* The error itself in a message the TorchScript interpreter re-raised: after its innermost
+   (last) traceback, the first line at column 0 that starts with a name and ": " ("RuntimeError:
+   ...", "builtins.ValueError: ..."). The traceback before it quotes the model's source,
+   comments and string literals included: those are not the error's words. A message with no
+   traceback is all error; one whose error line cannot be found has none (""). */
+const char *error_words(const char *w) {
+    const char *t = nullptr;
+    for (const char *p = w; (p = std::strstr(p, "Traceback of TorchScript")) != nullptr; p++)
+        t = p;
+    if (!t) return w;
+    for (const char *l = std::strchr(t, '\n'); l; l = std::strchr(l + 1, '\n')) {
+        const char *s = l + 1, *q = s;
+        while (std::isalnum(static_cast<unsigned char>(*q)) || *q == '_' || *q == '.')
+            q++;
+        if (q > s && q[0] == ':' && q[1] == ' ') return s;
+    }
+    return "";
+}
+
 /* Out of memory, however LibTorch reports it: std::bad_alloc itself, c10's OutOfMemoryError
-   (a CUDA allocation), or its text (the CPU allocator's "can't allocate memory", and errors
-   the TorchScript interpreter re-raised). Such failures are GP_ENOMEM, not a bad model or a
-   failed forward. */
+   (a CUDA allocation), or the error's own words (the CPU allocator's "can't allocate memory",
+   and errors the TorchScript interpreter re-raised, their type lost). Such failures are
+   GP_ENOMEM, not a bad model or a failed forward. A raise in the model's own code never is,
+   whatever its words (torch.h): its JITException, or, re-raised from a forked function, an
+   error named "builtins.<Type>" (TorchScript's raise); nor is the model's source quoted in a
+   traceback. */
 bool is_oom(const std::exception &e) {
     if (dynamic_cast<const std::bad_alloc *>(&e) || dynamic_cast<const c10::OutOfMemoryError *>(&e))
         return true;
-    /* A `raise` in the model's own code, whatever its words: the interpreter re-raises an op's
-       failure as a runtime_error, and only the model's raise as a JITException. */
     if (dynamic_cast<const torch::jit::JITException *>(&e)) return false;
     auto *c = dynamic_cast<const c10::Error *>(&e);
     const char *w = c ? c->what_without_backtrace() : e.what();
     if (!w) return false;
-    /* The TorchScript interpreter re-raises an op's error as a plain runtime_error, its type
-       lost: the CUDA caching allocator's "CUDA out of memory", a failed cudaMalloc's "CUDA
-       error: out of memory", cuBLAS / cuDNN workspace allocations. */
+    w = error_words(w);
+    if (std::strncmp(w, "builtins.", 9) == 0) return false;
+    /* The interpreter re-raises an op's error as a plain runtime_error: the CUDA caching
+       allocator's "CUDA out of memory", a failed cudaMalloc's "CUDA error: out of memory",
+       cuBLAS / cuDNN workspace allocations. */
     static const char *const oom[] = {"std::bad_alloc",
                                       "can't allocate memory",
                                       "CUDA out of memory",

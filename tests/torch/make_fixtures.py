@@ -13,7 +13,8 @@ listed below and in test_torch.c), random weights from a fixed seed, no download
                 (torch.jit.trace); resnet_in.f32 [24, 3, 40, 40], resnet_ref.f32 [24, 10]
   thrower.pt    f32[4] -> 2x+1, raises RuntimeError("poisoned item ...") when an item's first
                 value is negative; allocates 2^57 bytes (and fails: out of memory) when it is
-                -2; raises a RuntimeError that only reads like one when it is -3
+                -2; raises a RuntimeError that only reads like one when it is -3 (-4: in a
+                forked function); a shape error whose quoted source reads like one at -5
                                                                       (torch.jit.script)
   tuple.pt      f32[4] -> (x, x): not one tensor                      (torch.jit.script)
   sum.pt        f32[4] -> x.sum(1): shape [N], one value per item     (torch.jit.script)
@@ -61,12 +62,21 @@ class MLP(nn.Module):
         return self.fc2(torch.relu(self.fc1(x)))
 
 
+def forked_raise(x: torch.Tensor) -> torch.Tensor:
+    raise RuntimeError("forked: CUDA out of memory, can't allocate memory")
+
+
 class Thrower(nn.Module):
     def forward(self, x):
         if bool((x[:, 0] == -2).any()):  # out of memory: 2^57 bytes and more, no machine has it
             return torch.empty(x.shape[0], 36028797018963968)[:, :4]  # 2^55 floats
         if bool((x[:, 0] == -3).any()):  # the model's own error, in an allocator's words
             raise RuntimeError("rejected: std::bad_alloc, can't allocate memory, CUDA out of memory")
+        if bool((x[:, 0] == -4).any()):  # the same, raised in a forked function
+            return torch.jit.wait(torch.jit.fork(forked_raise, x))
+        if bool((x[:, 0] == -5).any()):
+            # a shape error; this comment, quoted in the traceback: can't allocate memory
+            return x.view(-1, 7)[:, :4]
         if bool((x[:, 0] < 0).any()):
             raise RuntimeError("poisoned item: a negative first value")
         return x * 2 + 1

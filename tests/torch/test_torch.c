@@ -615,7 +615,8 @@ static void test_mismatch(void) {
 /* A forward that runs out of memory: its batch fails (GP_ECOMPUTE for the items), the model's
    last error is GP_ENOMEM and says so, the pipeline's names the allocator's message, and the
    pipeline goes on with the next batch. A raise in the model's code that only reads like it is
-   a failed forward. */
+   a failed forward, also from a forked function, and so is an error whose traceback quotes
+   source in those words. */
 static void test_oom_forward(void) {
     gp_torch_options o;
     options(&o, item1(GP_DTYPE_F32, 4));
@@ -642,6 +643,17 @@ static void test_oom_forward(void) {
     CHECK_MSG(terr, "forward failed");
     CHECK_MSG(terr, "rejected: std::bad_alloc");
     printf("a raise in an allocator's words: %.200s\n", terr);
+    /* The same raised in a forked function (its type lost in the re-raise), and a shape error
+       whose traceback quotes a comment in an allocator's words: failed forwards too. */
+    const float bad[] = {-4, -5};
+    for (int i = 0; i < 2; i++) {
+        x[0] = bad[i];
+        GPT_RC(gp_pipeline_infer(p, x, sizeof x, y, sizeof y), GP_ECOMPUTE);
+        GPT_RC(gp_torch_last_error(m, terr, sizeof terr), GP_ECOMPUTE);
+        CHECK_MSG(terr, "forward failed");
+        CHECK_MSG(terr, i == 0 ? "forked: CUDA out of memory" : "is invalid for input of size");
+        printf("%s: %.200s\n", i == 0 ? "a forked raise" : "a shape error", terr);
+    }
     GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
     gp_torch_model_free(m);
 }
