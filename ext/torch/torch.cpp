@@ -797,11 +797,13 @@ int gp_torch_configure(gp_torch_model *m, gp_config *cfg) {
     cfg->item_out_bytes = m->out_bytes;
     /* Fixed-size items: the variable-size fields a config configured for a token gp_model
        holds are cleared, as far as its struct_size reaches (torch.h). */
-    if (cfg->struct_size >= offsetof(gp_config, max_batch_bytes) + sizeof cfg->max_batch_bytes)
-        cfg->max_item_in_bytes = cfg->max_item_out_bytes = cfg->max_batch_bytes = cfg->arena_bytes =
-            0;
-    if (cfg->struct_size >= offsetof(gp_config, item_in_multiple) + sizeof cfg->item_in_multiple)
-        cfg->item_in_multiple = 0;
+#define REACHES(f) (cfg->struct_size >= offsetof(gp_config, f) + sizeof cfg->f)
+    if (REACHES(max_item_in_bytes)) cfg->max_item_in_bytes = 0;
+    if (REACHES(max_item_out_bytes)) cfg->max_item_out_bytes = 0;
+    if (REACHES(arena_bytes)) cfg->arena_bytes = 0;
+    if (REACHES(max_batch_bytes)) cfg->max_batch_bytes = 0;
+    if (REACHES(item_in_multiple)) cfg->item_in_multiple = 0;
+#undef REACHES
     cfg->compute = torch_compute;
     cfg->compute_user = m;
     cfg->compute_setup = torch_setup;

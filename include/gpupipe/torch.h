@@ -191,7 +191,7 @@ GP_API size_t gp_torch_output_bytes(const gp_torch_model *m);
 /*
  * Make `m` the compute of `cfg`: sets compute, compute_user, compute_setup, compute_teardown,
  * item_in_bytes and item_out_bytes, and clears the variable-size fields (max_item_in_bytes,
- * max_item_out_bytes, max_batch_bytes, arena_bytes, item_in_multiple, as far as
+ * max_item_out_bytes, max_batch_bytes, arena_bytes, item_in_multiple, each as far as
  * cfg->struct_size reaches: a config configured for a token model before); other fields are
  * left alone (cuda_graphs must stay 0:
  * PyTorch's allocator cannot run under a capture it did not start, so with it on every bucket
@@ -211,7 +211,8 @@ GP_API int gp_torch_configure(gp_torch_model *m, gp_config *cfg);
  * The detail of the last failure inside a pipeline's use of the model (a setup or warm-up
  * that failed, a batch whose forward threw or whose result did not match): copies a
  * NUL-terminated string into `buf` (truncated to `len`) and returns that failure's code
- * (GP_OK if none). Concurrent failures keep the last one. Any thread.
+ * (GP_OK if none). Of failures in several slots at once, the one recorded last in time stays
+ * (not necessarily the latest batch's). Any thread.
  */
 GP_API int gp_torch_last_error(const gp_torch_model *m, char *buf, size_t len);
 

@@ -345,6 +345,12 @@ static void test_load_errors(void) {
     GPT_CHECK(reused.item_in_bytes == 64 && reused.max_item_in_bytes == 0 &&
               reused.max_batch_bytes == 0 && reused.arena_bytes == 0 &&
               reused.item_in_multiple == 0 && reused.max_item_out_bytes == 0);
+    /* Each field as far as struct_size reaches, also a size that ends between them. */
+    reused.max_item_in_bytes = 4096;
+    reused.max_item_out_bytes = 64;
+    reused.struct_size = offsetof(gp_config, max_item_out_bytes) + sizeof reused.max_item_out_bytes;
+    GPT_RC(gp_torch_configure(m, &reused), GP_OK);
+    GPT_CHECK(reused.max_item_in_bytes == 0 && reused.max_item_out_bytes == 0);
     GPT_RC(gp_torch_input(NULL, &in), GP_EINVAL);
     GPT_RC(gp_torch_last_error(NULL, err, sizeof err), GP_EINVAL);
     GPT_EQ(gp_torch_input_bytes(NULL), 0);
