@@ -109,6 +109,11 @@ static uint64_t count_published(batcher *b, uint64_t end, int *budget, int *pres
         }
         n++;
     }
+    /* Full to the byte: no next item can fit (each has at least one byte, or one
+       item_in_multiple), so the batch closes now as it would on one that does not (gpupipe.h),
+       rather than waiting for it or for the delay. */
+    uint64_t least = p->cfg.item_in_multiple ? p->cfg.item_in_multiple : 1;
+    if (p->var_in && !*budget && n < max && p->cfg.max_batch_bytes - bytes < least) *budget = 1;
     if (p->var_in && n) {
         uint64_t rel = atomic_load_explicit(&p->ring.released_bytes, memory_order_acquire);
         *pressed = cur - rel > p->ring.arena - 2 * (uint64_t)p->cfg.max_item_in_bytes;

@@ -844,6 +844,63 @@ static void multiple(void) {
            "an older config takes any size\n");
 }
 
+static int nothing(void *user, const gp_batch *b) {
+    (void)user, (void)b;
+    return GP_OK;
+}
+
+static _Atomic int full_calls;
+static void full_done(void *user, int status, const void *out, size_t bytes) {
+    (void)user, (void)out, (void)bytes;
+    GPT_RC(status, GP_OK);
+    atomic_fetch_add(&full_calls, 1);
+}
+
+/* A batch full to the byte (max_batch_bytes, or less than one item_in_multiple left) closes at
+   once on the budget: no next item can fit (gpupipe.h), so it does not wait out the delay. */
+static void full_to_the_byte(void) {
+    static const struct {
+        size_t budget, multiple, lens[2];
+        int n;
+    } cases[] = {{64, 0, {64}, 1}, {64, 0, {40, 24}, 2}, {60, 8, {24, 32}, 2}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        gp_config c;
+        gpt_config(&c, backend);
+        c.max_item_in_bytes = 40;
+        if (cases[k].lens[0] > 40) c.max_item_in_bytes = cases[k].lens[0];
+        c.max_item_out_bytes = 4;
+        c.max_batch = 16;
+        c.max_batch_bytes = cases[k].budget;
+        c.item_in_multiple = cases[k].multiple;
+        c.max_delay_us = 30 * 1000 * 1000; /* far longer than the wait below */
+        c.compute = nothing;
+        gp_pipeline *p = gpt_create(&c);
+        atomic_store(&full_calls, 0);
+        uint8_t in[64] = {7};
+        gp_submit_args a;
+        gp_submit_args_init(&a);
+        a.input = in;
+        a.done = full_done;
+        for (int i = 0; i < cases[k].n; i++) {
+            a.input_bytes = cases[k].lens[i];
+            GPT_RC(gp_pipeline_submit_ex(p, &a, NULL), GP_OK);
+        }
+        for (int t = 0; t < 10000 && atomic_load(&full_calls) < cases[k].n; t++) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL); /* up to 10 s, a third of the delay */
+        }
+        GPT_EQ(atomic_load(&full_calls), cases[k].n);
+        gp_stats s;
+        s.struct_size = sizeof s;
+        GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+        GPT_EQ(s.batches, 1);
+        GPT_EQ(s.close_bytes, 1);
+        GPT_EQ(s.close_reasons[GP_CLOSE_DELAY], 0);
+        GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    }
+    printf("a batch full to the byte closes at once on the budget (3 cases)\n");
+}
+
 int main(int argc, char **argv) {
     backend = gpt_backend(argc, argv);
     packed(0);
@@ -858,5 +915,6 @@ int main(int argc, char **argv) {
     small_arena();
     default_budget();
     multiple();
+    full_to_the_byte();
     return 0;
 }
