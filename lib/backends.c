@@ -108,7 +108,7 @@ static int open_module(const char *path, const gp__backend **out, int *missing, 
 }
 
 static int load_cuda(const gp__backend **out, char *why, size_t len) {
-    char dir[1024] = "", path[1200];
+    char dir[4096] = "", path[4096 + 64]; /* a PATH_MAX directory, named in the reason */
     int missing = 1, rc = GP_ENODEV;
     Dl_info info;
     /* Beside this library first: an installation keeps the two together, whatever the loader

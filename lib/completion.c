@@ -149,7 +149,6 @@ static void run_callbacks(gp_pipeline *p, const gp__batchrec *r) {
     gp__stats *st = &p->stats;
     uint64_t ok = 0, tmo = 0, can = 0, bad = 0, calls = 0;
     uint64_t t0 = gp__now_ns();
-    int canceling = atomic_load_explicit(&p->canceling, memory_order_relaxed);
     /* Variable-size outputs are packed from r->out_start in the batch's order (every item of a
        device batch has its place, dead or not); fixed ones sit in the ring's output slots. */
     uint64_t out_pos = r->out_start, out_mask = p->out_arena_bytes - 1;
@@ -175,7 +174,7 @@ static void run_callbacks(gp_pipeline *p, const gp__batchrec *r) {
         if (s == GP_OK) s = r->status;
         /* GP_DESTROY_CANCEL: every callback not yet run says GP_ECANCELED, whatever the item's
            own outcome (gpupipe.h); a failed batch's error is in the last error and the log. */
-        if (canceling) s = GP_ECANCELED;
+        if (atomic_load_explicit(&p->canceling, memory_order_relaxed)) s = GP_ECANCELED;
         if (s == GP_OK) {
             it->done(it->user, GP_OK, out, out_bytes);
             ok++;

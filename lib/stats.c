@@ -280,6 +280,8 @@ void gp__stats_widen(const gp_stats *s, gp_stats *full) {
     memset(full, 0, sizeof *full);
     memcpy(full, s, s->struct_size);
     full->struct_size = sizeof *full;
+    /* A snapshot from elsewhere may leave its text unterminated: read no further than it. */
+    full->fallback_reason[sizeof full->fallback_reason - 1] = '\0';
 }
 
 void gp__stats_copy_out(const gp_stats *full, gp_stats *out) {

@@ -429,8 +429,10 @@ GP_API int gp_pipeline_create(const gp_config *cfg, gp_pipeline **out, char *err
  * Stop the pipeline without freeing it. From the call on, the submit family returns
  * GP_ESHUTDOWN. GP_DESTROY_DRAIN completes every accepted item normally; GP_DESTROY_CANCEL
  * completes items not yet delivered with GP_ECANCELED (batches already on the device are
- * waited for, their outputs are dropped). Either way every accepted item has had its callback
- * when this returns, and the pipeline's threads have ended (batcher, completion, prep; the
+ * waited for, their outputs are dropped), in place of any outcome the item would otherwise
+ * have had (an output, a compute's GP_ECOMPUTE, gp_batch_fail_item's code, a timeout; a batch
+ * that fails is still recorded in the last error). Either way every accepted item has had its
+ * callback when this returns, and the pipeline's threads have ended (batcher, completion, prep; the
  * host backend's per-slot stream threads are idle and end at gp_pipeline_destroy). The pipeline
  * stays valid: stats, report and last error still work, and submits keep returning GP_ESHUTDOWN, so
  * producer threads can be stopped and joined before gp_pipeline_destroy. Reservations

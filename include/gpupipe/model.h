@@ -144,8 +144,8 @@ typedef struct gp_tensor_info {
  * `struct_size` bytes. Strings are read during the load call only.
  */
 typedef struct gp_model_options {
-    size_t struct_size; /* set by gp_model_options_init(); one that ends before `precision`:
-                           GP_EINVAL */
+    size_t struct_size; /* set by gp_model_options_init(); one shorter than spec_path and
+                           spec_text: GP_EINVAL */
 
     const char *spec_path;  /* spec file; NULL: __metadata__ "gpupipe.spec", then beside */
     const char *spec_text;  /* the spec itself; overrides spec_path and the metadata */

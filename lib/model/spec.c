@@ -311,20 +311,24 @@ static int parse_adaptive(lctx *c, tok *tk, int *nt) {
                         "spec line %d: AdaptiveAvgPool2d: give the output size, as in "
                         "'AdaptiveAvgPool2d 1' (only 1 is supported: it is globalavgpool)",
                         c->line);
+    /* A second word only after a comma: "(1," "1)" is PyTorch's tuple, "1 1" is two words. */
     char joined[32];
     size_t n = 0;
-    for (int i = 1; i < *nt && n < sizeof joined; i++)
+    int words = *nt == 3 && tk[1].n && tk[1].p[tk[1].n - 1] == ',' ? 2 : 1;
+    for (int i = 1; i <= words && n < sizeof joined; i++)
         for (size_t k = 0; k < tk[i].n && n < sizeof joined; k++)
             joined[n++] = tk[i].p[k];
     tok v = {joined, n};
     if (v.n > 12 && memcmp(v.p, "output_size=", 12) == 0) v.p += 12, v.n -= 12;
-    if (n == sizeof joined || *nt > 3 ||
+    const char *last = tk[*nt - 1].p + tk[*nt - 1].n; /* the words as written, for the error */
+    int shown = (int)(last - tk[1].p > 80 ? 80 : last - tk[1].p);
+    if (n == sizeof joined || *nt > 1 + words ||
         !(tok_is(v, "1") || tok_is(v, "1x1") || tok_is(v, "(1,1)")))
         return gp__errf(c->e, GP_EMODEL,
                         "spec line %d: AdaptiveAvgPool2d: only output size 1 is supported (it is "
                         "globalavgpool); got '%.*s': for a larger output, use avgpool2d with "
                         "kernel = stride = input size / output size",
-                        c->line, (int)(n > 30 ? 30 : n), joined);
+                        c->line, shown, tk[1].p);
     *nt = 1;
     return GP_OK;
 }

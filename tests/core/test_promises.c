@@ -655,9 +655,14 @@ static int failing_compute(void *user, const gp_batch *b) {
 }
 
 static void *open_fail_gate(void *arg) {
-    (void)arg;
-    struct timespec t = {0, 100 * 1000000};
-    nanosleep(&t, NULL); /* shutdown has begun by now, or soon: either way it is not done */
+    gp_pipeline *p = arg;
+    /* Once shutdown has begun (the submit family says GP_ESHUTDOWN, whatever its arguments;
+       before, NULL arguments are GP_EINVAL and submit nothing), the batch may fail. */
+    struct timespec t = {0, 1000000};
+    while (gp_pipeline_submit(p, NULL, 0, NULL, NULL) != GP_ESHUTDOWN)
+        nanosleep(&t, NULL);
+    t.tv_nsec = 50 * 1000000; /* the close comes just before the cancel mark (stop_threads) */
+    nanosleep(&t, NULL);
     atomic_store(&g_fail_gate, 1);
     return NULL;
 }
@@ -675,7 +680,7 @@ static void cancel_mode_failed_batch(void) {
         nanosleep(&t, NULL);
     }
     pthread_t t;
-    GPT_EQ(pthread_create(&t, NULL, open_fail_gate, NULL), 0);
+    GPT_EQ(pthread_create(&t, NULL, open_fail_gate, p), 0);
     GPT_RC(gp_pipeline_shutdown(p, GP_DESTROY_CANCEL), GP_OK);
     GPT_EQ(pthread_join(t, NULL), 0);
     GPT_EQ(atomic_load(&d.calls), 1);

@@ -221,7 +221,8 @@ static void pytorch_aliases(void) {
                 "AdaptiveAvgPool2d: give the output size, as in 'AdaptiveAvgPool2d 1'");
     parse_error("input f32 4x8x8\nAdaptiveAvgPool2d 1 1\n", "only output size 1");
     parse_error("input f32 4x8x8\nAdaptiveAvgPool2d (2, 2)\n",
-                "only output size 1 is supported (it is globalavgpool); got '(2,2)'");
+                "only output size 1 is supported (it is globalavgpool); got '(2, 2)'");
+    parse_error("input f32 4x8x8\nAdaptiveAvgPool2d 1 x1\n", "got '1 x1'");
     parse_error("input f32 4x8x8\nAdaptiveAvgPool2d (1, 1) x\n", "only output size 1");
     parse_error("input f32 4\nSoftmax dim=0\n",
                 "spec line 2: softmax: bad value (softmax runs over the features of a flat "

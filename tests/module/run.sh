@@ -11,7 +11,10 @@ set -euo pipefail
 build=$1 probe=$2 cc=${3:-cc} has_cuda=${4:-1}
 lib=$build/lib
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# Case 1b's directory: a short, known prefix (not $TMPDIR's), so the stats' cut lands among
+# its 2-byte characters.
+short=$(mktemp -d /tmp/gp.XXXXXX)
+trap 'rm -rf "$tmp" "$short"' EXIT
 
 echo "== libgpupipe.so needs:"
 readelf -d "$lib/libgpupipe.so" | grep NEEDED | tee "$tmp/needed"
@@ -38,7 +41,7 @@ LD_LIBRARY_PATH="$nomod" "$probe" "libgpupipe-cuda.so not found" cut "the loader
 
 echo "== 1b. a directory named in UTF-8, at two offsets: the stats' cut keeps whole characters"
 for pre in "" x; do
-  u="$tmp/u$pre/$pre$(printf '\303\251%.0s' $(seq 1 100))"
+  u="$short/u$pre/$pre$(printf '\303\251%.0s' $(seq 1 100))"
   mkdir -p "$u"
   cp -P "$lib"/libgpupipe.so* "$u/"
   LD_LIBRARY_PATH="$u" "$probe" "libgpupipe-cuda.so not found" cut "the loader's search path)"
