@@ -114,8 +114,9 @@ typedef enum gp_close_reason {
  * One batch, as the compute function sees it. Items [0, n) are contiguous in `in`/`out`:
  * item k's input is at (char *)in + k * in_bytes (variable-size items: at in + in_offsets[k],
  * in_offsets[k + 1] - in_offsets[k] bytes; see below). `in` and `out` are device pointers on the
- * CUDA backend and host pointers on the host backend; both hold `capacity` items, so a
- * compute may read and write up to `capacity` items (CUDA graphs pad up to a bucket).
+ * CUDA backend and host pointers on the host backend; fixed-size, both hold `capacity` items, so
+ * a compute may read and write up to `capacity` items (CUDA graphs pad up to a bucket);
+ * variable-size, they hold in_capacity / out_capacity bytes.
  * Valid only during the compute call (and, for the slot's template, during compute_setup and
  * compute_teardown).
  *
@@ -151,7 +152,8 @@ typedef struct gp_batch {
        in_offsets / out_offsets are in the same memory as `in` / `out` (device memory on CUDA,
        copied with the batch); the *_host arrays hold the same values in host memory for the
        compute's own planning. n + 1 entries each. NULL when that side has fixed-size items
-       (then offsets are k * in_bytes / k * out_bytes). */
+       (then offsets are k * in_bytes / k * out_bytes), and in compute_setup /
+       compute_teardown (no items). */
     const uint64_t *in_offsets, *in_offsets_host;
     const uint64_t *out_offsets, *out_offsets_host;
     size_t in_total;  /* bytes of input in this batch (in_offsets_host[n], or n * in_bytes) */
@@ -378,17 +380,18 @@ typedef struct gp_config {
     /* Appended in 0.2.0: variable-size items, packed with no padding (docs/DESIGN.md §8).
        Set max_item_in_bytes instead of item_in_bytes, and/or max_item_out_bytes instead of
        item_out_bytes; the compute then finds its items through gp_batch's offsets. */
-    size_t max_item_in_bytes;  /* > 0: inputs are 1..max bytes each (max < 4 GiB), packed in
-                                  an arena */
+    size_t max_item_in_bytes;  /* > 0: inputs are 1..max bytes each, packed in an arena (max
+                                  at most max_batch_bytes, so at most 1 GiB) */
     size_t max_item_out_bytes; /* > 0: each item's output size is given at submit, 1..max (max
                                   < 4 GiB, and max * the larger of capacity and 2 * max_batch
                                   at most 2 GiB: the output arena) */
     size_t arena_bytes;        /* input arena, a power of two >= 2 * max_item_in_bytes and
-                                  <= 2 GiB; default 0: 4 * inflight * max_batch_bytes, rounded.
-                                  While less than 2 * max_item_in_bytes of it is free, a
-                                  partial batch is not held for max_delay_us (it closes, reason
-                                  bytes): a producer waiting for space never waits out the
-                                  delay */
+                                  <= 2 GiB; default 0: 4 * inflight * max_batch_bytes, rounded
+                                  up to a power of two, at most 2 GiB. While less than
+                                  2 * max_item_in_bytes of it is free after the published items
+                                  (an open reservation's bytes count once committed), a partial
+                                  batch is not held for max_delay_us (it closes, reason bytes):
+                                  a producer waiting for space never waits out the delay */
     size_t max_batch_bytes;    /* input bytes a batch may carry (a token budget), from
                                   max_item_in_bytes to 1 GiB; a batch closes when the next item
                                   would not fit; default 0: max_batch * max_item_in_bytes (which
@@ -697,7 +700,7 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
     X(NS, uint64_t, prep_busy_ns, , "ns", "stage_busy_seconds_total{stage=\"prep\"}",              \
       "time prep workers spent in prep, summed over workers")                                      \
     X(BYTES, uint64_t, h2d_bytes, , "bytes", "copy_bytes_total{direction=\"h2d\"}",                \
-      "bytes copied host to device")                                                               \
+      "item bytes copied host to device (not a variable-size batch's offsets)")                    \
     X(BYTES, uint64_t, d2h_bytes, , "bytes", "copy_bytes_total{direction=\"d2h\"}",                \
       "bytes copied device to host")                                                               \
     X(NS, uint64_t, starved_ns, , "ns", "batcher_starved_seconds_total",                           \
@@ -726,8 +729,10 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
       "sum of submit to dispatch over batch_items items (the queue wait histogram's sum)")         \
     X(CONFIG, uint64_t, max_batch, , "items", "", "largest batch")                                 \
     X(CONFIG, uint64_t, capacity, , "items", "", "ring items")                                     \
-    X(CONFIG, uint64_t, item_in_bytes, , "bytes", "", "bytes of one input item")                   \
-    X(CONFIG, uint64_t, item_out_bytes, , "bytes", "", "bytes of one output item")                 \
+    X(CONFIG, uint64_t, item_in_bytes, , "bytes", "",                                              \
+      "bytes of one input item (0 with variable-size inputs)")                                     \
+    X(CONFIG, uint64_t, item_out_bytes, , "bytes", "",                                             \
+      "bytes of one output item (0 with variable-size outputs)")                                   \
     X(CONFIG, uint32_t, max_delay_us, , "us", "", "how long a small batch may wait")               \
     X(CONFIG, int, inflight, , "slots", "", "in-flight batch slots")                               \
     X(CONFIG, int, prep_workers, , "threads", "", "prep workers")                                  \
