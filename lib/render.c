@@ -30,7 +30,6 @@ static const char *field_text(const gp_stats *s, const gp__stat_field *f) {
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
-/* `s` as a JSON string literal, escaped. */
 /* Bytes of the well-formed UTF-8 sequence at c (RFC 3629: no overlong form, no surrogate,
    nothing above U+10FFFF), 0 if there is none. */
 static int utf8_len(const unsigned char *c) {
@@ -50,8 +49,9 @@ static int utf8_len(const unsigned char *c) {
     return n;
 }
 
-/* A JSON string (gpupipe.h: "one JSON object"): text from elsewhere (a path in a fallback
-   reason, a device name) may hold bytes that are not UTF-8; each such byte is U+FFFD. */
+/* `s` as a JSON string literal, escaped (gpupipe.h: "one JSON object"): text from elsewhere (a path
+   in a fallback reason, a device name) may hold bytes that are not UTF-8; each such byte is U+FFFD.
+ */
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *c = (const unsigned char *)s; *c;) {

@@ -405,10 +405,10 @@ static int model_compute(void *user, const gp_batch *b) {
 int gp_model_configure(gp_model *m, gp_config *cfg) {
     if (!m || !cfg) return GP_EINVAL;
     if (cfg->struct_size < offsetof(gp_config, prep_workers)) return GP_EINVAL;
-        /* The item sizes are the model's, of either kind: the other kind's fields are cleared, each
-           as far as cfg->struct_size reaches, so a gp_config configured for one model can be
-           configured for another (model.h). */
 #define REACHES(f) (cfg->struct_size >= offsetof(gp_config, f) + sizeof cfg->f)
+    /* The item sizes are the model's, of either kind: the other kind's fields are cleared,
+       each as far as cfg->struct_size reaches, so a gp_config configured for one model can be
+       configured for another (model.h). */
     if (m->token_bytes) { /* variable length: items of 1..max_tokens tokens, packed */
         if (!REACHES(max_batch_bytes)) return GP_EINVAL;
         cfg->item_in_bytes = 0;

@@ -60,6 +60,16 @@ int gp_model_profile_reset(gp_model *m) {
     return GP_OK;
 }
 
+/* The op's kind with what it carries (model_impl.h): a folded residual add, a fused
+   activation ("conv2d+add+relu"); an activation op names its function ("act:gelu"). Returns
+   its length. */
+static int op_kind(const gp__op *op, char kind[40]) {
+    return snprintf(kind, 40, "%s%s%s%s", gp__op_name(op->kind),
+                    op->kind == GP__OP_CONV2D && gp__op_has_src2(op) ? "+add" : "",
+                    op->act ? (op->kind == GP__OP_ACT ? ":" : "+") : "",
+                    op->act ? gp__act_name(op->act) : "");
+}
+
 int gp_model_profile(const gp_model *m, FILE *f) {
     if (!m || !f) return GP_EINVAL;
     struct gp__prof *p = m->prof;
@@ -78,21 +88,11 @@ int gp_model_profile(const gp_model *m, FILE *f) {
     double per_batch = batches ? 1e-6 / (double)batches : 0; /* ns -> ms per batch */
     double per_item = items ? 1e-3 / (double)items : 0;      /* ns -> us per item */
     int w = 20, kw = 16; /* the name column, as gp_model_describe's; the kind column */
-    char(*kinds)[40] = calloc((size_t)n + 1, sizeof *kinds);
-    if (!kinds) {
-        free(v);
-        return GP_ENOMEM;
-    }
+    char kind[40];
     for (int i = 0; i < n; i++) {
-        const gp__op *op = &m->ops[i];
-        int l = (int)strlen(op->name);
+        int l = (int)strlen(m->ops[i].name);
         if (l > w) w = l;
-        /* What the op carries (model_impl.h): a folded residual add, a fused activation; an
-           activation op names its function. */
-        l = snprintf(kinds[i], sizeof kinds[i], "%s%s%s%s", gp__op_name(op->kind),
-                     op->kind == GP__OP_CONV2D && gp__op_has_src2(op) ? "+add" : "",
-                     op->act ? (op->kind == GP__OP_ACT ? ":" : "+") : "",
-                     op->act ? gp__act_name(op->act) : "");
+        l = op_kind(&m->ops[i], kind);
         if (l > kw) kw = l;
     }
     int bad = fprintf(f,
@@ -106,6 +106,7 @@ int gp_model_profile(const gp_model *m, FILE *f) {
     for (int i = 0; i < n; i++) {
         const gp__op *op = &m->ops[i];
         char so[32], line[16];
+        op_kind(op, kind);
         gp__shape_str(op->out, so, sizeof so);
         snprintf(line, sizeof line, "line %d", op->line);
         /* The op's arithmetic rate: its flops per item (fixed-size models; a token model's
@@ -114,11 +115,11 @@ int gp_model_profile(const gp_model *m, FILE *f) {
         if (!m->token_bytes && v[i] && op->flops > 0)
             snprintf(rate, sizeof rate, "%.1f", op->flops * (double)items / (double)v[i]);
         if (!batches)
-            bad |= fprintf(f, "%3d  %-8s %-*s %-*s %-14s %10s %10s %7s %10s\n", i, line, kw,
-                           kinds[i], w, op->name[0] ? op->name : "-", so, "-", "-", "-", "-") < 0;
+            bad |= fprintf(f, "%3d  %-8s %-*s %-*s %-14s %10s %10s %7s %10s\n", i, line, kw, kind,
+                           w, op->name[0] ? op->name : "-", so, "-", "-", "-", "-") < 0;
         else
             bad |= fprintf(f, "%3d  %-8s %-*s %-*s %-14s %10.3f %10.3f %6.1f%% %10s\n", i, line, kw,
-                           kinds[i], w, op->name[0] ? op->name : "-", so, (double)v[i] * per_batch,
+                           kind, w, op->name[0] ? op->name : "-", so, (double)v[i] * per_batch,
                            (double)v[i] * per_item,
                            sum_ns ? 100.0 * (double)v[i] / (double)sum_ns : 0.0, rate) < 0;
     }
@@ -129,7 +130,6 @@ int gp_model_profile(const gp_model *m, FILE *f) {
     else
         bad |= fprintf(f, "%3s  %-8s %-*s %-*s %-14s %10s %10s %7s\n", "", "sum", kw, "", w, "", "",
                        "-", "-", "-") < 0;
-    free(kinds);
     free(v);
     bad |= fflush(f) != 0 || ferror(f);
     return bad ? GP_EIO : GP_OK;
