@@ -281,7 +281,10 @@ void gp__stats_widen(const gp_stats *s, gp_stats *full) {
     memcpy(full, s, s->struct_size);
     full->struct_size = sizeof *full;
     /* A snapshot from elsewhere may leave its text unterminated: read no further than it. */
-    full->fallback_reason[sizeof full->fallback_reason - 1] = '\0';
+    for (size_t i = 0; i < gp__stat_nfields; i++) {
+        const gp__stat_field *f = &gp__stat_fields[i];
+        if (f->kind == GP__STAT_TEXT) ((char *)full)[f->offset + f->size * f->count - 1] = '\0';
+    }
 }
 
 void gp__stats_copy_out(const gp_stats *full, gp_stats *out) {

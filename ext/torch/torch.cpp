@@ -719,14 +719,18 @@ int gp_torch_model_load(const char *path, const gp_torch_options *opt, gp_torch_
             return !opt ? "options are required: the input item's dtype and shape"
                         : "NULL argument";
         });
-    if (opt->struct_size < offsetof(gp_torch_options, precision))
+    /* Larger than this library's struct: a caller built against a newer header, whose new
+       fields would be ignored without a word (gp_config does the same). */
+    if (opt->struct_size < offsetof(gp_torch_options, precision) ||
+        opt->struct_size > sizeof(gp_torch_options))
         return put_err(err, err_len, GP_EINVAL, [] {
-            return "options.struct_size is too small: fill the options with "
+            return "options.struct_size is not a gp_torch_options size of this library (too "
+                   "small, or from a newer header): fill the options with "
                    "gp_torch_options_init()";
         });
     gp_torch_options o;
     gp_torch_options_init(&o);
-    std::memcpy(&o, opt, opt->struct_size < sizeof o ? opt->struct_size : sizeof o);
+    std::memcpy(&o, opt, opt->struct_size);
     try {
         std::unique_ptr<gp_torch_model> m(new gp_torch_model);
         load_impl(path, o, m);
@@ -812,6 +816,7 @@ int gp_torch_configure(gp_torch_model *m, gp_config *cfg) {
 }
 
 int gp_torch_last_error(const gp_torch_model *m, char *buf, size_t len) {
+    if (buf && len) buf[0] = '\0';
     if (!m) return GP_EINVAL;
     try {
         std::lock_guard<std::mutex> g(m->err_mu);

@@ -319,7 +319,8 @@ typedef void (*gp_log_fn)(void *user, gp_log_level level, const char *msg);
 /*
  * Pipeline configuration. Fill with gp_config_init(), then set what you need. The library
  * reads only the first `struct_size` bytes, so code built against an older header keeps
- * working. Everything is copied at create; the config may be freed afterwards.
+ * working; a struct_size larger than this header's (code built against a newer one) is
+ * GP_EINVAL. Everything is copied at create; the config may be freed afterwards.
  */
 typedef struct gp_config {
     size_t struct_size; /* set by gp_config_init() */
@@ -502,7 +503,7 @@ GP_API int gp_pipeline_submit_prep(gp_pipeline *p, const void *src, size_t src_b
                                    uint64_t deadline_ns, gp_done_fn done, void *user);
 
 /* One item for gp_pipeline_submit_ex. Fill with gp_submit_args_init(); the library reads only
-   the first `struct_size` bytes. */
+   the first `struct_size` bytes (larger than this header's: GP_EINVAL, as for gp_config). */
 typedef struct gp_submit_args {
     size_t struct_size;    /* set by gp_submit_args_init() */
     const void *input;     /* the item's bytes, copied into the ring (NULL with prep_src) */
@@ -774,8 +775,9 @@ typedef struct gp_stats {
     GP_STATS_FIELDS(GP__STATS_MEMBER)
 } gp_stats;
 
-/* Fill `s` (s->struct_size must be set) with a consistent-enough snapshot: counters are read
-   one by one without stopping the pipeline. Any thread. @return GP_OK or GP_EINVAL. */
+/* Fill `s` (s->struct_size must be set, at most this header's size: a larger one is GP_EINVAL)
+   with a consistent-enough snapshot: counters are read one by one without stopping the
+   pipeline. Any thread. @return GP_OK or GP_EINVAL. */
 GP_API int gp_pipeline_stats(gp_pipeline *p, gp_stats *s);
 
 /*

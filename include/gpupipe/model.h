@@ -145,7 +145,7 @@ typedef struct gp_tensor_info {
  */
 typedef struct gp_model_options {
     size_t struct_size; /* set by gp_model_options_init(); one shorter than spec_path and
-                           spec_text: GP_EINVAL */
+                           spec_text, or larger than this header's: GP_EINVAL */
 
     const char *spec_path;  /* spec file; NULL: __metadata__ "gpupipe.spec", then beside */
     const char *spec_text;  /* the spec itself; overrides spec_path and the metadata */
@@ -161,7 +161,9 @@ typedef struct gp_model_options {
     size_t max_batch_tokens; /* tokens one batch may carry (gp_config.max_batch_bytes); default
                                 0: max_batch * max_tokens. Variable-length inputs: below the
                                 tokens one item may have (max_tokens, or a shorter position
-                                table) is GP_EINVAL at load; fixed-size inputs ignore it */
+                                table), or so many that their bytes overflow size_t, is
+                                GP_EINVAL at load (over max_batch_bytes' 1 GiB: at create);
+                                fixed-size inputs ignore it */
     /* Appended after 0.2.0: per-op time (gp_model_op_time, gp_model_profile). */
     int profile; /* 1: every batch a pipeline runs with the model times each of its ops; 0
                     (default): nothing is timed; any other value: GP_EINVAL at load. The host

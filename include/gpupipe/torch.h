@@ -98,7 +98,8 @@ typedef struct gp_torch_item {
 
 /*
  * Load options. Fill with gp_torch_options_init(). The library reads only the first
- * `struct_size` bytes, so code built against an older header keeps working.
+ * `struct_size` bytes, so code built against an older header keeps working; a struct_size
+ * larger than this header's (code built against a newer one) is GP_EINVAL.
  */
 typedef struct gp_torch_options {
     size_t struct_size; /* set by gp_torch_options_init() */
@@ -151,8 +152,8 @@ GP_API void gp_torch_options_init(gp_torch_options *o);
 /*
  * Load the TorchScript file `path` on the CPU (torch::jit::load), in eval mode; find the
  * output item when opt->output.rank is 0. `opt` is required (the input item).
- * @return GP_OK; GP_EINVAL (NULL argument, struct_size too small, unset or bad input item, bad
- *         output item, precision TF32 or unknown, negative warmup, intra_op_threads outside
+ * @return GP_OK; GP_EINVAL (NULL argument, struct_size too small or too large, unset or bad input
+ * item, bad output item, precision TF32 or unknown, negative warmup, intra_op_threads outside
  *         0..1024); GP_EIO (cannot
  *         open the file); GP_EMODEL (not a TorchScript file, no forward method, or the output
  *         forward failed or returned something other than one tensor [2, ...] whose item has

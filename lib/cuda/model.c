@@ -894,7 +894,12 @@ static void prof_read(gp__model *m, slot_state *st, const gp_batch *b) {
     }
     for (int i = 0; i < st->n_steps; i++) {
         float ms = 0;
-        if (cudaEventElapsedTime(&ms, st->prof_ev[i], st->prof_ev[i + 1]) != cudaSuccess) {
+        cudaError_t e = cudaEventElapsedTime(&ms, st->prof_ev[i], st->prof_ev[i + 1]);
+        if (e != cudaSuccess) {
+            /* Its error stays the thread's last (the completion thread's, which runs the
+               application's callbacks: their cudaGetLastError() would read it as their own),
+               as backend.c's spin_query clears a query's "not yet". */
+            if (cudaPeekAtLastError() == e) (void)cudaGetLastError();
             gp__prof_untimed(m);
             return;
         }

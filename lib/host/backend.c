@@ -9,6 +9,7 @@
  * direction, so the stage overlap of the pipeline can be checked and shown without a GPU.
  */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -83,7 +84,10 @@ static void engine_busy(host_ctx *c, int which, uint64_t ticket, double us) {
     while (e->serving != ticket)
         pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
-    if (us > 0) sleep_ns((uint64_t)(us * 1000.0));
+    /* A cost beyond uint64_t nanoseconds (a rate near 0, a huge config value) sleeps that
+       long rather than converting out of range (undefined). */
+    double ns = us * 1000.0;
+    if (ns > 0) sleep_ns(ns < 18446744073709549568.0 ? (uint64_t)ns : UINT64_MAX);
     pthread_mutex_lock(&e->mu);
     e->serving++;
     pthread_cond_broadcast(&e->cv);
@@ -195,6 +199,12 @@ static void host_close(void *ctx) {
 
 static int host_alloc(void *ctx, size_t bytes, void **p) {
     host_ctx *c = ctx;
+    /* aligned_alloc wants a multiple of the alignment; a size within 63 of SIZE_MAX would
+       round to 0 (a 64-byte block behind a huge ring): no memory holds it. */
+    if (bytes > SIZE_MAX - 63) {
+        *p = NULL;
+        return GP__ERR(c->sink, GP_ENOMEM, "host buffer of %zu bytes", bytes);
+    }
     size_t rounded = (bytes + 63) & ~(size_t)63;
     *p = aligned_alloc(64, rounded ? rounded : 64);
     return *p ? GP_OK : GP__ERR(c->sink, GP_ENOMEM, "host buffer of %zu bytes", bytes);

@@ -65,12 +65,14 @@ void gp_model_options_init(gp_model_options *o) {
 int gp__model_options_copy(gp_model_options *dst, const gp_model_options *src, gp__err *e) {
     gp_model_options_init(dst);
     if (!src) return GP_OK;
-    if (src->struct_size < offsetof(gp_model_options, precision))
+    /* Larger than this library's struct: a caller built against a newer header, whose new
+       fields would be ignored without a word (gp_config does the same, pipeline.c). */
+    if (src->struct_size < offsetof(gp_model_options, precision) || src->struct_size > sizeof *dst)
         return gp__errf(e, GP_EINVAL,
-                        "options.struct_size is %zu: fill options with gp_model_options_init()",
-                        src->struct_size);
-    size_t n = src->struct_size < sizeof *dst ? src->struct_size : sizeof *dst;
-    memcpy(dst, src, n);
+                        "options.struct_size is %zu, not a gp_model_options size of this "
+                        "library (%zu at most): fill options with gp_model_options_init()",
+                        src->struct_size, sizeof *dst);
+    memcpy(dst, src, src->struct_size);
     dst->struct_size = sizeof *dst;
     if ((unsigned)dst->precision > GP_PRECISION_BF16)
         return gp__errf(e, GP_EINVAL, "options.precision %d is not a gp_precision",

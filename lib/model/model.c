@@ -118,6 +118,11 @@ static int load_image(const void *img, size_t len, const gp_model_options *opt,
     m->max_batch_tokens = opt->max_batch_tokens;
     rc = gp__model_build(m, spec, &st, e);
     gp__st_free(&st);
+    if (rc == GP_OK && m->token_bytes && m->max_batch_tokens > SIZE_MAX / m->token_bytes)
+        rc = gp__errf(e, GP_EINVAL,
+                      "options.max_batch_tokens %zu times the %zu bytes of a token overflows "
+                      "size_t (gp_config.max_batch_bytes is at most 1 GiB)",
+                      m->max_batch_tokens, m->token_bytes);
     if (rc == GP_OK && m->token_bytes && m->max_batch_tokens && m->max_batch_tokens < m->max_tokens)
         rc = gp__errf(e, GP_EINVAL,
                       "options.max_batch_tokens %zu is below the %zu tokens one item may have "

@@ -123,6 +123,33 @@ static void invalid_fields(void) {
     printf("%zu invalid configs rejected with the field named\n", sizeof cases / sizeof cases[0]);
 }
 
+/* Item sizes that fit size_t times capacity but no memory: create says GP_ENOMEM, never GP_OK
+   with a buffer smaller than the ring it promised (the host backend rounded SIZE_MAX - 62 up
+   to a 64-byte block, a reserve then handed out SIZE_MAX - 62 bytes over it). */
+static void sizes_no_memory_holds(void) {
+    static const size_t below_max[] = {0, 1, 62, 63, 64, 4096};
+    for (int side = 0; side < 2; side++)
+        for (size_t i = 0; i < sizeof below_max / sizeof below_max[0]; i++) {
+            gp_config c;
+            base(&c);
+            c.capacity = 1;
+            c.max_batch = 1;
+            if (side == 0)
+                c.item_in_bytes = SIZE_MAX - below_max[i];
+            else
+                c.item_out_bytes = SIZE_MAX - below_max[i];
+            gp_pipeline *p = (gp_pipeline *)&c;
+            char err[256] = "";
+            int rc = gp_pipeline_create(&c, &p, err, sizeof err);
+            if (rc != GP_ENOMEM || p != NULL || !err[0]) {
+                fprintf(stderr, "item_%s_bytes SIZE_MAX - %zu: rc %s, detail '%s'\n",
+                        side ? "out" : "in", below_max[i], gp_err_name(rc), err);
+                exit(1);
+            }
+        }
+    printf("item sizes within 4 KiB of SIZE_MAX: GP_ENOMEM\n");
+}
+
 static void null_arguments(void) {
     gp_config c;
     base(&c);
@@ -235,6 +262,7 @@ static void error_table(void) {
 int main(void) {
     error_table();
     invalid_fields();
+    sizes_no_memory_holds();
     null_arguments();
     submit_after_shutdown();
     return 0;

@@ -313,6 +313,18 @@ static void embedding_cases(void) {
         snprintf(want, sizeof want, "below the %zu tokens one item may have (%s)", limit,
                  cases[ci].pos ? "the position embeddings' rows" : "options.max_tokens");
         GPT_CHECK(strstr(err, want) != NULL);
+        /* ... and to size_t: a count whose bytes wrap was configured as the wrapped budget (2^62
+           + 600 tokens of 4 bytes: 2400 bytes, 600 tokens, accepted at create). */
+        size_t wraps[] = {SIZE_MAX / b.tb + 1, ((size_t)1 << 62) + 600, SIZE_MAX};
+        for (int k = 0; k < 3; k++) {
+            GPT_CHECK(load_opt(&t, cases[ci].spec, 0, wraps[k], err, sizeof err, &lrc) == NULL);
+            GPT_RC(lrc, GP_EINVAL);
+            if (!strstr(err, "overflows size_t")) fprintf(stderr, "wrapping budget: '%s'\n", err);
+            GPT_CHECK(strstr(err, "overflows size_t") != NULL);
+        }
+        mb = load_opt(&t, cases[ci].spec, 0, SIZE_MAX / b.tb, err, sizeof err, &lrc);
+        GPT_RC(lrc, GP_OK); /* no wrap: over max_batch_bytes' 1 GiB, refused at create */
+        gp_model_free(mb);
         batch_free(&o);
         free(y), free(ref);
         batch_free(&b);

@@ -329,6 +329,20 @@ static void test_renderer_errors(gp_pipeline *p, const gp_stats *s) {
     check_json_text(ut, ulen);
     GPT_CHECK(strstr(ut, "\"caf\xC3\xA9 \\ufffd cut \\ufffd\"") != NULL);
     free(ut);
+    /* Text fields from elsewhere with no NUL: each renders cut at its own size, never read
+       past (the JSON of an unterminated backend_note read on into the next field). */
+    gp_stats nt = *s;
+    nt.fell_back = 1;
+    memset(nt.fallback_reason, 'r', sizeof nt.fallback_reason);
+    memset(nt.backend_note, 'n', sizeof nt.backend_note);
+    char *ntt = capture_stats(gp_stats_json, &nt, &ulen);
+    check_json_text(ntt, ulen);
+    char note[sizeof nt.backend_note + 2]; /* "nnn...n": 159 of them, quotes around */
+    note[0] = '"';
+    memset(note + 1, 'n', sizeof nt.backend_note - 1);
+    strcpy(note + sizeof nt.backend_note, "\"");
+    GPT_CHECK(strstr(ntt, note) != NULL);
+    free(ntt);
     /* An older, shorter snapshot renders: the fields it lacks read as 0. */
     gp_stats old = *s;
     old.struct_size = offsetof(gp_stats, latency_sum_ns);

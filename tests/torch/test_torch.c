@@ -279,6 +279,8 @@ static void test_load_errors(void) {
     gp_torch_options bad = o;
     bad.struct_size = 4;
     load_fails(fixture("mlp.pt"), &bad, GP_EINVAL, "struct_size");
+    bad.struct_size = sizeof bad + 8; /* built against a newer header: its fields unread */
+    load_fails(fixture("mlp.pt"), &bad, GP_EINVAL, "struct_size");
     bad = o;
     bad.input.rank = 0;
     load_fails(fixture("mlp.pt"), &bad, GP_EINVAL, "options.input.rank is 0");
@@ -352,7 +354,9 @@ static void test_load_errors(void) {
     GPT_RC(gp_torch_configure(m, &reused), GP_OK);
     GPT_CHECK(reused.max_item_in_bytes == 0 && reused.max_item_out_bytes == 0);
     GPT_RC(gp_torch_input(NULL, &in), GP_EINVAL);
+    strcpy(err, "stale");
     GPT_RC(gp_torch_last_error(NULL, err, sizeof err), GP_EINVAL);
+    GPT_CHECK(err[0] == '\0'); /* "copies a NUL-terminated string", as the others do */
     GPT_EQ(gp_torch_input_bytes(NULL), 0);
     gp_torch_model_free(m);
     gp_torch_model_free(NULL);
