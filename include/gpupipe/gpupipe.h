@@ -397,7 +397,7 @@ typedef struct gp_config {
                                   max_item_in_bytes to 1 GiB; a batch closes when the next item
                                   would not fit; default 0: max_batch * max_item_in_bytes (which
                                   must then be at most 1 GiB) */
-    /* Appended after 0.2.0. */
+    /* Appended in 0.3.0. */
     size_t item_in_multiple; /* variable-size inputs: each input's bytes must be a whole
                                 number of these (a token's bytes: gp_model_configure sets it),
                                 else the submit family (submit, submit_ex, reserve_ex) returns
@@ -768,7 +768,7 @@ GP_API int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us);
  * A snapshot of the pipeline's counters, GP_STATS_FIELDS in order. Layout history (fields are
  * only appended, so code built against an older header keeps working): struct_size ..
  * graph_eager_reason first; latency_sum_ns .. delay_wait_ns appended in 0.1.0; queue_wait_hist
- * .. backend_note appended in 0.2.0; launch_ns and spin_wait appended after 0.2.0.
+ * .. backend_note appended in 0.2.0; launch_ns and spin_wait appended in 0.3.0.
  */
 #define GP__STATS_MEMBER(kind, type, name, dim, unit, prom, help) type name dim;
 typedef struct gp_stats {

@@ -164,7 +164,7 @@ typedef struct gp_model_options {
                                 table), or so many that their bytes overflow size_t, is
                                 GP_EINVAL at load (over max_batch_bytes' 1 GiB: at create);
                                 fixed-size inputs ignore it */
-    /* Appended after 0.2.0: per-op time (gp_model_op_time, gp_model_profile). */
+    /* Appended in 0.3.0: per-op time (gp_model_op_time, gp_model_profile). */
     int profile; /* 1: every batch a pipeline runs with the model times each of its ops; 0
                     (default): nothing is timed; any other value: GP_EINVAL at load. The host
                     backend times an op's wall time on the slot's thread; the CUDA backend
