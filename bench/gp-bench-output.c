@@ -286,9 +286,9 @@ void gb_print_table(const gb_run *r, FILE *f) {
 
 /* ---- CSV -------------------------------------------------------------------------------- */
 
-int gb_write_csv(const gb_run *r, const char *path) {
+int gb_write_csv(const gb_run *r, const char *path, int *removed) {
     FILE *f = fopen(path, "w");
-    if (!f) return -1;
+    if (!f) return gb_close_output(NULL, path, removed);
     fprintf(f, "kind,batch,inflight,producers,max_delay_us,items_per_s,offered_per_s,p50_us,"
                "p95_us,p99_us,compute_busy_pct,h2d_busy_pct,d2h_busy_pct,h2d_gbps,d2h_gbps,"
                "enqueue_us,mean_batch,verdict,bound_items_per_s,pipeline_over_bound,repeats,"
@@ -320,7 +320,7 @@ int gb_write_csv(const gb_run *r, const char *path) {
                 naive_tokens_per_s(r), naive_tokens_per_s(r) * (double)r->token_bytes,
                 mean * (double)r->token_bytes, mean, mean);
     }
-    return fclose(f) == 0 ? 0 : -1;
+    return gb_close_output(f, path, removed);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------- */
@@ -329,10 +329,10 @@ static double fin(double v) {
     return isfinite(v) ? v : 0;
 }
 
-int gb_write_json(const gb_run *r, const char *path) {
+int gb_write_json(const gb_run *r, const char *path, int *removed) {
     const gb_opts *o = r->o;
     FILE *f = fopen(path, "w");
-    if (!f) return -1;
+    if (!f) return gb_close_output(NULL, path, removed);
     char arr[128];
     fprintf(f, "{\"tool\":\"gp-bench\",\"version\":");
     gb_json_str(f, gp_version());
@@ -434,7 +434,7 @@ int gb_write_json(const gb_run *r, const char *path) {
     else
         fputs("null,\"above_bound\":false", f);
     fputs("}}\n", f);
-    return fclose(f) == 0 ? 0 : -1;
+    return gb_close_output(f, path, removed);
 }
 
 /* ---- SVG -------------------------------------------------------------------------------- */
@@ -638,9 +638,9 @@ static void series(FILE *f, const gb_run *r, const panel *p, const xaxis *x, int
     }
 }
 
-int gb_write_svg(const gb_run *r, const char *path) {
+int gb_write_svg(const gb_run *r, const char *path, int *removed) {
     FILE *f = fopen(path, "w");
-    if (!f) return -1;
+    if (!f) return gb_close_output(NULL, path, removed);
     xaxis x = {INFINITY, -INFINITY};
     double tmax = 0, tmin = INFINITY, lmin = INFINITY, lmax = 0;
     for (int i = 0; i < r->o->nbatch; i++) {
@@ -711,5 +711,5 @@ int gb_write_svg(const gb_run *r, const char *path) {
         memcpy(cmdline + 106, "...", 4);
     xml_text(f, cmdline);
     fprintf(f, "</text>\n</svg>\n");
-    return fclose(f) == 0 ? 0 : -1;
+    return gb_close_output(f, path, removed);
 }

@@ -271,6 +271,22 @@ static int gb_check_writable(const char *path, char *why, size_t len) {
     return 0;
 }
 
+int gb_close_output(FILE *f, const char *path, int *removed) {
+    int e = f ? 0 : (errno ? errno : EIO);
+    if (f) {
+        /* ferror: an earlier buffer flush failed (its error is not repeated by fclose). */
+        int bad = fflush(f) != 0 || ferror(f);
+        if (bad) e = errno ? errno : EIO;
+        if (fclose(f) != 0 && !bad) e = errno ? errno : EIO;
+    }
+    *removed = 0;
+    if (!e) return 0;
+    struct stat st; /* a regular file, not a device, FIFO or a link's target */
+    *removed = f && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && unlink(path) == 0;
+    errno = e;
+    return -1;
+}
+
 int gb_check_outputs(const char *tool, const char *const (*outputs)[2], size_t n) {
     for (size_t i = 0; i < n; i++) {
         char why[8192]; /* a path and its directory, up to PATH_MAX each */

@@ -451,7 +451,7 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                                           : "--vocab",
                  o->precision && o->vocab ? "they apply" : "it applies");
         free(w);
-        return GP_EINVAL;
+        return GB_EUSAGE;
     }
     if (!strcmp(o->workload, "synthetic")) {
         w->synthetic = 1;
@@ -468,7 +468,7 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                          "--host-spin: fixed-size items only; the compute of variable-size "
                          "items is simulated per token (one compute engine, as on a GPU)");
                 free(w);
-                return GP_EINVAL;
+                return GB_EUSAGE;
             }
             w->varlen = 1;
             w->token_bytes = o->token_bytes;
@@ -478,7 +478,7 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                          "--lengths %s with --token-bytes %zu: the longest item is over %zu MiB",
                          w->len.spec, w->token_bytes, GB_MAX_ITEM_BYTES >> 20);
                 free(w);
-                return GP_EINVAL;
+                return GB_EUSAGE;
             }
             w->in_bytes = w->max_tokens * w->token_bytes;
             describe_lengths(w, lens, sizeof lens);
@@ -493,7 +493,7 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                      "--max-batch-tokens: a token budget needs variable-size items (--lengths); "
                      "these are fixed-size (--batch limits them)");
             free(w);
-            return GP_EINVAL;
+            return GB_EUSAGE;
         } else {
             snprintf(w->desc, sizeof w->desc,
                      "synthetic: %zu B in, %zu B out per item; compute %.4g us/batch + %.4g "
@@ -515,7 +515,7 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                  "--workload %s: expected synthetic, mlp, cnn, encoder or FILE.safetensors",
                  o->workload);
         free(w);
-        return GP_EINVAL;
+        return GB_EUSAGE;
     }
     if (o->synthetic_only) { /* a model has its own item sizes and compute */
         snprintf(err, len,
@@ -523,7 +523,7 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                  "compute: leave it out",
                  o->synthetic_only, o->workload);
         free(w);
-        return GP_EINVAL;
+        return GB_EUSAGE;
     }
 #ifdef GB_HAVE_MODEL
     gp_model_options mo;
@@ -531,14 +531,17 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
     if (o->precision && gp_precision_parse(o->precision, &mo.precision) != GP_OK) {
         snprintf(err, len, "--precision %s: expected fp32, tf32, fp16 or bf16", o->precision);
         free(w);
-        return GP_EINVAL;
+        return GB_EUSAGE;
     }
     if (w->len.kind == GB_LEN_NONE) gb_lengths_parse(default_model_lengths, &w->len, err, len);
     /* Only a variable-length input reads max_tokens. */
     mo.max_tokens = w->len.hi;
-    int rc = is_demo_name(o->workload) ? gp_model_demo(o->workload, &mo, &w->model, err, len)
-                                       : gp_model_load(o->workload, &mo, &w->model, err, len);
-    if (rc != GP_OK) {
+    char why[448] = "";
+    int rc = is_demo_name(o->workload)
+                 ? gp_model_demo(o->workload, &mo, &w->model, why, sizeof why)
+                 : gp_model_load(o->workload, &mo, &w->model, why, sizeof why);
+    if (rc != GP_OK) { /* the file (or demo) named, as gp-infer does */
+        snprintf(err, len, "--workload %s: %s: %s", o->workload, gp_err_name(rc), why);
         free(w);
         return rc;
     }
@@ -565,13 +568,13 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                  "variable-length input (`input f32 *xF` or token ids)",
                  o->lengths.spec, gp_dtype_name(w->in_info.dtype), ind);
         gb_workload_close(w);
-        return GP_EINVAL;
+        return GB_EUSAGE;
     }
     if (o->vocab && !gb_is_ids(w->in_info.dtype)) {
         snprintf(err, len, "--vocab: the model's input %s[%s] is not token ids; leave it out",
                  gp_dtype_name(w->in_info.dtype), ind);
         gb_workload_close(w);
-        return GP_EINVAL;
+        return GB_EUSAGE;
     }
     if (w->varlen) {
         w->token_bytes = w->in_info.bytes;
@@ -589,21 +592,21 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                      "lengths",
                      w->len.spec, (unsigned)w->len.hi, limit);
             gb_workload_close(w);
-            return GP_EINVAL;
+            return GB_EUSAGE;
         }
         w->max_tokens = w->len.hi;
         if (w->max_tokens > GB_MAX_ITEM_BYTES / w->token_bytes) {
             snprintf(err, len, "--lengths %s: the longest item is over %zu MiB", w->len.spec,
                      GB_MAX_ITEM_BYTES >> 20);
             gb_workload_close(w);
-            return GP_EINVAL;
+            return GB_EUSAGE;
         }
         if (o->token_bytes_set && o->token_bytes != w->token_bytes) {
             snprintf(err, len,
                      "--token-bytes %zu: the model's tokens are %zu B (%s[%s]); leave it out",
                      o->token_bytes, w->token_bytes, gp_dtype_name(w->in_info.dtype), ind);
             gb_workload_close(w);
-            return GP_EINVAL;
+            return GB_EUSAGE;
         }
         char ids[96] = "";
         if (gb_is_ids(w->in_info.dtype)) {
@@ -617,7 +620,7 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                          (unsigned long long)o->vocab, (unsigned long long)model_vocab,
                          (unsigned long long)model_vocab - 1);
                 gb_workload_close(w);
-                return GP_EINVAL;
+                return GB_EUSAGE;
             }
             w->vocab = o->vocab ? o->vocab : model_vocab;
             snprintf(ids, sizeof ids, ", token ids uniform in [0, %llu)%s",
@@ -635,7 +638,7 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                                        : "--packing",
                  gp_dtype_name(w->in_info.dtype), ind);
         gb_workload_close(w);
-        return GP_EINVAL;
+        return GB_EUSAGE;
     } else {
         w->len.kind = GB_LEN_NONE; /* the default lengths were for a variable-length input */
     }

@@ -97,17 +97,18 @@ static const char usage[] =
     "  --report              print the doctor's full report for every point\n"
     "  -q, --quiet           no progress line on stderr\n"
     "  -h, --help            this text\n"
-    "exit status: 0 every point ran; 1 the workload, a backend or a point failed (options the\n"
-    "workload cannot take among them); 2 a bad option or value, an output path that cannot be\n"
-    "written\n";
+    "exit status: 0 every point ran; 1 the workload (a model that does not load), a backend or\n"
+    "a point failed; 2 a bad option or value, options that do not go together or that the\n"
+    "workload cannot take, an output path that cannot be written\n";
 
 /* ---- option parsing --------------------------------------------------------------------- */
 
 static int bad(const char *flag, const char *val, const char *why) {
     if (val)
-        fprintf(stderr, "gp-bench: %s %s: %s\n\n%s", flag, val, why, usage);
+        fprintf(stderr, "gp-bench: %s %s: %s\n", flag, val, why);
     else
-        fprintf(stderr, "gp-bench: %s: %s\n\n%s", flag, why, usage);
+        fprintf(stderr, "gp-bench: %s: %s\n", flag, why);
+    fprintf(stderr, "(gp-bench --help lists the options)\n");
     return 2;
 }
 
@@ -277,6 +278,11 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         }
         if (!val) {
             if (i + 1 >= argc) return bad(a, NULL, "needs a value");
+            /* "--json --quiet" is a forgotten value, not a file named --quiet. */
+            if (!strncmp(argv[i + 1], "--", 2))
+                return bad(a, NULL,
+                           "needs a value (the next word is an option; a value that starts "
+                           "with --: write OPTION=VALUE, or ./NAME for a file)");
             val = argv[++i];
         }
         if (valued[known].synthetic && !o->synthetic_only) /* the static name, not name[] */
@@ -1273,7 +1279,7 @@ static int pick_packing(gb_opts *o, const gb_workload *w, char *err, size_t len)
     return 0;
 }
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     static gb_opts o;
     static gb_run r;
     static char cmd[2048];
@@ -1295,7 +1301,7 @@ int main(int argc, char **argv) {
     int rc = gb_workload_open(&o, &w, err, sizeof err);
     if (rc != GP_OK) {
         fprintf(stderr, "gp-bench: %s\n", err);
-        return 1;
+        return rc == GB_EUSAGE ? 2 : 1;
     }
     snprintf(r.workload_desc, sizeof r.workload_desc, "%s", gb_workload_describe(w));
     if (pick_packing(&o, w, err, sizeof err) != 0) {
@@ -1429,18 +1435,33 @@ int main(int argc, char **argv) {
     if (!o.quiet && isatty(2)) fputc('\n', stderr);
 
     gb_print_table(&r, stdout);
-    if (o.csv && gb_write_csv(&r, o.csv) != 0) {
-        fprintf(stderr, "gp-bench: cannot write %s: %s\n", o.csv, strerror(errno));
-        failures++;
-    }
-    if (o.json && gb_write_json(&r, o.json) != 0) {
-        fprintf(stderr, "gp-bench: cannot write %s: %s\n", o.json, strerror(errno));
-        failures++;
-    }
-    if (o.svg && gb_write_svg(&r, o.svg) != 0) {
-        fprintf(stderr, "gp-bench: cannot write %s: %s\n", o.svg, strerror(errno));
-        failures++;
+    /* A file not written whole is removed, and the run fails: a report that did not reach its
+       file does not pass for one that did (README); stdout's in main. */
+    static const char *const what[] = {"csv", "json", "svg"};
+    int (*const write[])(const gb_run *, const char *, int *) = {gb_write_csv, gb_write_json,
+                                                                 gb_write_svg};
+    const char *const paths[] = {o.csv, o.json, o.svg};
+    for (int i = 0; i < 3; i++) {
+        int removed;
+        if (paths[i] && write[i](&r, paths[i], &removed) != 0) {
+            fprintf(stderr, "gp-bench: --%s %s: not written: %s%s\n", what[i], paths[i],
+                    strerror(errno), removed ? " (the partial file was removed)" : "");
+            failures++;
+        }
     }
     gb_workload_close(w);
     return failures || r.npts == 0 ? 1 : 0;
+}
+
+/* What reached standard output is the result (the table, the description, the per-op time): a
+   write that failed there fails the run, as a file's does (README: a report that did not reach
+   its file does not pass for one that did). */
+int main(int argc, char **argv) {
+    int rc = tool_main(argc, argv);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s: standard output: a write failed: %s\n", "gp-bench",
+                strerror(errno ? errno : EIO));
+        if (rc == 0) rc = 1;
+    }
+    return rc;
 }

@@ -159,6 +159,10 @@ size_t gb_utf8_len(const unsigned char *s);
    (NULL paths skipped) must be an existing file we may write or a new one in a directory we
    may write; the first that is not is printed as "TOOL: FLAG why" on stderr and gives -1. */
 int gb_check_outputs(const char *tool, const char *const (*outputs)[2], size_t n);
+/* Close output file `f` (NULL: fopen failed), written at `path`: 0 when every write and the
+   close succeeded; else -1 with errno set, and a regular file at `path` removed (*removed
+   1: no half-written file stays behind to pass for a whole one). */
+int gb_close_output(FILE *f, const char *path, int *removed);
 
 /* Parse a --lengths value into *l; 0, or -1 with the reason in `why`. */
 int gb_lengths_parse(const char *s, gb_lengths *l, char *why, size_t len);
@@ -193,6 +197,9 @@ typedef struct gb_run {
 typedef struct gb_workload gb_workload;
 
 /* Open the workload named by o->workload. GP_OK, or an error with a message in err. */
+/* An option or value the workload cannot take: gb_workload_open's answer for a usage error
+   (gp-bench exits 2), not a GP_E* code (a model that does not load: exit 1). */
+#define GB_EUSAGE 1
 int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len);
 void gb_workload_close(gb_workload *w);
 const char *gb_workload_describe(const gb_workload *w);
@@ -299,9 +306,9 @@ int gb_workload_naive(gb_workload *w, gp_backend backend, double seconds, gb_nai
 
 void gb_print_header(const gb_run *r, FILE *f);
 void gb_print_table(const gb_run *r, FILE *f);
-int gb_write_csv(const gb_run *r, const char *path);
-int gb_write_json(const gb_run *r, const char *path);
-int gb_write_svg(const gb_run *r, const char *path);
+int gb_write_csv(const gb_run *r, const char *path, int *removed);
+int gb_write_json(const gb_run *r, const char *path, int *removed);
+int gb_write_svg(const gb_run *r, const char *path, int *removed);
 /* The best pipeline point (highest items/s); -1 when none. */
 int gb_best_point(const gb_run *r);
 

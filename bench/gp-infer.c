@@ -319,20 +319,17 @@ static int npy_write(const char *path, const char *descr, const int64_t *shape, 
        the partial regular file and says so: no half-written .npy stays behind unannounced. */
     FILE *fp = fopen(path, "wb");
     if (!fp) return snprintf(err, len, "cannot create: %s", strerror(errno)), -1;
-    int bad = fwrite(pre, 1, 10, fp) != 10 || fwrite(dict, 1, o, fp) != o;
-    for (size_t i = 0; i < pad && !bad; i++)
-        bad = fputc(' ', fp) == EOF;
-    bad = bad || fputc('\n', fp) == EOF || fwrite(data, 1, bytes, fp) != bytes || fflush(fp) != 0;
-    int e = bad ? errno : 0;
-    if (fclose(fp) != 0 && !bad) bad = 1, e = errno;
-    if (bad) {
-        struct stat st; /* a regular file, not a device, FIFO or a link's target */
-        int removed = lstat(path, &st) == 0 && S_ISREG(st.st_mode) && unlink(path) == 0;
-        return snprintf(err, len, "not written: %s%s", strerror(e ? e : EIO),
+    /* A failed write sets ferror, which gb_close_output reads. */
+    (void)(fwrite(pre, 1, 10, fp) == 10 && fwrite(dict, 1, o, fp) == o);
+    for (size_t i = 0; i < pad; i++)
+        fputc(' ', fp);
+    (void)(fputc('\n', fp) != EOF && fwrite(data, 1, bytes, fp) == bytes);
+    int removed;
+    if (gb_close_output(fp, path, &removed) != 0)
+        return snprintf(err, len, "not written: %s%s", strerror(errno),
                         removed ? " (the partial file was removed)"
                                 : " (what was written so far is left there)"),
                -1;
-    }
     return 0;
 }
 
@@ -508,7 +505,7 @@ static int parse_size(const char *s, size_t lo, size_t hi, size_t *out) {
     return 1;
 }
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     const char *model_path = NULL, *demo = NULL, *save_demo = NULL, *spec = NULL;
     const char *in_path = NULL, *out_path = NULL, *backend_s = "auto", *prec_s = "fp32";
     const char *len_path = NULL, *report_path = NULL, *log_s = NULL;
@@ -583,6 +580,13 @@ int main(int argc, char **argv) {
             fprintf(stderr, "gp-infer: %s needs a value\n", a);
             return EXIT_USAGE;
         }
+        if (!strncmp(argv[i + 1], "--", 2)) { /* "--output --quiet": a forgotten value */
+            fprintf(stderr,
+                    "gp-infer: %s needs a value (the next word, %s, is an option; for a file "
+                    "whose name starts with --, write ./%s)\n",
+                    a, argv[i + 1], argv[i + 1]);
+            return EXIT_USAGE;
+        }
         const char *v = argv[++i];
         if (sval) {
             *sval = v;
@@ -649,11 +653,12 @@ int main(int argc, char **argv) {
             rc = gp_model_demo_safetensors(demo, &opt, &img, &len, err, sizeof err);
             if (rc == GP_OK) {
                 FILE *f = fopen(save_demo, "wb");
-                int bad = !f || fwrite(img, 1, len, f) != len;
-                bad = (f && fclose(f) != 0) || bad;
+                int removed;
+                if (f) (void)fwrite(img, 1, len, f); /* a short write sets ferror */
                 free(img);
-                if (bad) {
-                    fprintf(stderr, "gp-infer: %s: cannot write: %s\n", save_demo, strerror(errno));
+                if (gb_close_output(f, save_demo, &removed) != 0) {
+                    fprintf(stderr, "gp-infer: --save-demo %s: not written: %s%s\n", save_demo,
+                            strerror(errno), removed ? " (the partial file was removed)" : "");
                     gp_model_free(m);
                     return EXIT_RUN;
                 }
@@ -679,7 +684,11 @@ int main(int argc, char **argv) {
         gp_model_free(m);
         return EXIT_USAGE;
     }
-    if (describe) gp_model_describe(m, stdout);
+    if (describe && (rc = gp_model_describe(m, stdout)) != GP_OK) {
+        fprintf(stderr, "gp-infer: --describe: %s\n", gp_err_name(rc));
+        gp_model_free(m);
+        return EXIT_RUN;
+    }
     if (!in_path) {
         gp_model_free(m);
         return 0;
@@ -954,32 +963,30 @@ int main(int argc, char **argv) {
     }
     if (report_path) {
         FILE *f = fopen(report_path, "w");
-        int bad = !f;
         if (f) {
-            bad = fprintf(f,
-                          "{\"items\": %zu, \"seconds\": %.9f, \"items_per_s\": %.3f, "
-                          "\"windows\": %zu, "
-                          "\"t_start_ns\": %" PRIu64 ", \"t_end_ns\": %" PRIu64 ", "
-                          "\"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
-                          "\"backend\": \"%s\", \"precision\": \"%s\", "
-                          "\"cuda_graphs\": %s, \"graph_replays\": %" PRIu64
-                          ", \"max_batch\": %zu, \"inflight\": %zu, "
-                          "\"producers\": %zu, \"batches\": %" PRIu64 ", \"mean_batch\": %.2f, "
-                          "\"h2d_busy_ns\": %" PRIu64 ", \"compute_busy_ns\": %" PRIu64
-                          ", \"d2h_busy_ns\": %" PRIu64 ", \"window_items_per_s\": [",
-                          total, secs, ips, ran, t0, t1, pct_ms(lat, nlat, 500),
-                          pct_ms(lat, nlat, 990), pct_ms(lat, nlat, 1000),
-                          gp_backend_name(st.backend), prec_name, st.cuda_graphs ? "true" : "false",
-                          st.graph_replays, batch, inflight, producers, st.batches, mean_batch,
-                          st.h2d_busy_ns, st.compute_busy_ns, st.d2h_busy_ns) < 0;
+            fprintf(f,
+                    "{\"items\": %zu, \"seconds\": %.9f, \"items_per_s\": %.3f, "
+                    "\"windows\": %zu, "
+                    "\"t_start_ns\": %" PRIu64 ", \"t_end_ns\": %" PRIu64 ", "
+                    "\"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
+                    "\"backend\": \"%s\", \"precision\": \"%s\", "
+                    "\"cuda_graphs\": %s, \"graph_replays\": %" PRIu64
+                    ", \"max_batch\": %zu, \"inflight\": %zu, "
+                    "\"producers\": %zu, \"batches\": %" PRIu64 ", \"mean_batch\": %.2f, "
+                    "\"h2d_busy_ns\": %" PRIu64 ", \"compute_busy_ns\": %" PRIu64
+                    ", \"d2h_busy_ns\": %" PRIu64 ", \"window_items_per_s\": [",
+                    total, secs, ips, ran, t0, t1, pct_ms(lat, nlat, 500), pct_ms(lat, nlat, 990),
+                    pct_ms(lat, nlat, 1000), gp_backend_name(st.backend), prec_name,
+                    st.cuda_graphs ? "true" : "false", st.graph_replays, batch, inflight, producers,
+                    st.batches, mean_batch, st.h2d_busy_ns, st.compute_busy_ns, st.d2h_busy_ns);
             for (size_t k = 0; k < ran; k++)
-                bad = fprintf(f, "%s%.3f", k ? ", " : "", rate[k]) < 0 || bad;
-            bad = fprintf(f, "]}\n") < 0 || bad;
-            bad = fclose(f) != 0 || bad;
+                fprintf(f, "%s%.3f", k ? ", " : "", rate[k]);
+            fprintf(f, "]}\n"); /* a failed write sets ferror, which the close reads */
         }
-        if (bad) {
-            fprintf(stderr, "gp-infer: report %s: cannot write: %s\n", report_path,
-                    strerror(errno));
+        int removed;
+        if (gb_close_output(f, report_path, &removed) != 0) {
+            fprintf(stderr, "gp-infer: --report %s: not written: %s%s\n", report_path,
+                    strerror(errno), removed ? " (the partial file was removed)" : "");
             exit_code = EXIT_RUN;
         }
     }
@@ -1022,4 +1029,17 @@ out:
     free(x.data);
     gp_model_free(m);
     return exit_code;
+}
+
+/* What reached standard output is the result (the table, the description, the per-op time): a
+   write that failed there fails the run, as a file's does (README: a report that did not reach
+   its file does not pass for one that did). */
+int main(int argc, char **argv) {
+    int rc = tool_main(argc, argv);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s: standard output: a write failed: %s\n", "gp-infer",
+                strerror(errno ? errno : EIO));
+        if (rc == 0) rc = 1;
+    }
+    return rc;
 }

@@ -159,7 +159,7 @@ int main(void) {
     gp_stats s;
     s.struct_size = sizeof s;
     gp_pipeline_stats(pipe_, &s);
-    gp_pipeline_last_error(pipe_, err, sizeof err);
+    int last = gp_pipeline_last_error(pipe_, err, sizeof err);
     gp_pipeline_destroy(pipe_, GP_DESTROY_DRAIN);
 
     uint64_t ok = 0, canceled = 0, rejected = 0, other = 0;
@@ -176,7 +176,7 @@ int main(void) {
            (unsigned long long)canceled, (unsigned long long)atomic_load(&cancel_ok),
            (unsigned long long)atomic_load(&cancel_late), (unsigned long long)rejected,
            (unsigned long long)atomic_load(&wrong), (unsigned long long)other);
-    printf("the pipeline's last error: %s\n", err);
+    printf("the pipeline's last error, %s: %s\n", gp_err_name(last), err);
     printf("%llu batches, mean %.1f requests, %llu closed by the token budget; H2D %llu bytes for "
            "%llu bytes of requests (no padding)\n",
            (unsigned long long)s.batches, (double)s.batch_items / (double)s.batches,

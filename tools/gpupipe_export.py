@@ -2021,6 +2021,9 @@ def main(argv=None):
         except ValueError:
             raise ExportError(f"--input-shape '{a.input_shape}': comma-separated integers, "
                               "e.g. 3,224,224") from None
+        if not shape or any(v <= 0 for v in shape):
+            raise ExportError(f"--input-shape '{a.input_shape}': every dimension must be "
+                              "positive, e.g. 3,224,224")
         module = load_module(a.model, a.weights)
         ex = torch.randn([1] + shape, generator=torch.Generator().manual_seed(0))
         r = export(module, ex, a.output, input_dtype=a.input_dtype, input_layout=a.layout,

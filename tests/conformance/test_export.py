@@ -460,6 +460,8 @@ def cli(gp_infer, work):
     mistakes = [
         ("a wrong --input-shape", [f"{mod}:build", out, "--input-shape", "5,12,12"],
          "failed on one item of shape [5, 12, 12]"),
+        ("a negative --input-shape dimension", [f"{mod}:build", out, "--input-shape", "3,-1,12"],
+         "every dimension must be positive"),
         ("a --mean that is not numbers", [f"{mod}:build", out, "--input-shape", "3,12,12",
                                           "--mean", "a,b,c"], "--mean 'a,b,c'"),
         ("a module that does not import", ["nosuchpkg.mod:foo", out, "--input-shape", "3"],

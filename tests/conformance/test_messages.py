@@ -334,6 +334,24 @@ def main():
     record(p.returncode == 1 and "not written" in p.stderr
            and "(the partial file was removed)" in p.stderr and not os.path.exists(w("y.npy")),
            "a failed output write: exit 1, said, no partial y.npy left", p.stderr.strip())
+    # The same for --save-demo and --report: whole or removed.
+    p = subprocess.run([gp, "--demo", "mlp", "--save-demo", w("cut.safetensors")],
+                       capture_output=True, text=True, preexec_fn=small_files)
+    record(p.returncode == 1 and "--save-demo" in p.stderr
+           and "(the partial file was removed)" in p.stderr
+           and not os.path.exists(w("cut.safetensors")),
+           "a failed --save-demo write: exit 1, said, no partial model left", p.stderr.strip())
+    # Standard output that cannot be written (the description is the result): exit 1.
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([gp, "--demo", "mlp", "--describe"], stdout=full,
+                           stderr=subprocess.PIPE, text=True)
+    record(p.returncode == 1 and "standard output: a write failed" in p.stderr,
+           "--describe to a full stdout: exit 1, said", p.stderr.strip())
+    # A path option followed by another option: a forgotten value, not a file named --quiet.
+    expect(gp, "--output followed by an option", lin_in + ["--input", w("x.npy"), "--output",
+           "--quiet"], 2, "--output needs a value (the next word, --quiet, is an option")
+    record(not os.path.exists("--quiet") and not os.path.exists(w("--quiet")),
+           "no file named --quiet written")
 
     # The error code's name once: a backend this machine may not have.
     rc, _, err = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",

@@ -383,7 +383,8 @@ int main(int argc, char **argv) {
     mkdir(dir, 0755);
     char *out, *err, args[4096];
 
-    /* Bad flags: usage, nonzero exit, no crash. */
+    /* Bad flags: a one-line error pointing at --help, exit 2 (the help's "a bad option or
+       value"), no crash. */
     const char *bad[] = {"--bogus",
                          "--batch 0",
                          "--batch 1,x",
@@ -410,23 +411,24 @@ int main(int argc, char **argv) {
                          "--baseline ''",
                          "--packing packed,,padmax",
                          "--batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,"
-                         "25,26,27,28,29,30,31,32,33"};
+                         "25,26,27,28,29,30,31,32,33",
+                         "--json --quiet"}; /* a forgotten value, not a file named --quiet */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = run(bad[i], &out, &err);
-        GPT_CHECK(rc > 0);
-        GPT_CHECK(strstr(err, "usage: gp-bench") != NULL);
+        GPT_EQ(rc, 2);
+        GPT_CHECK(strstr(err, "(gp-bench --help lists the options)") != NULL);
         free(out);
         free(err);
     }
     expect_refused("--batch 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,"
                    "26,27,28,29,30,31,32,33",
                    2, "expected a list of at most 32 sizes");
-    /* Options the workload does not read are refused, not ignored. */
-    expect_refused("--backend host --precision fp16 --duration 0.05", 1,
+    /* Options the workload does not read are refused, not ignored: usage errors (2). */
+    expect_refused("--backend host --precision fp16 --duration 0.05", 2,
                    "--precision: the synthetic workload has no layers");
-    expect_refused("--backend host --vocab 5 --duration 0.05", 1,
+    expect_refused("--backend host --vocab 5 --duration 0.05", 2,
                    "--vocab: the synthetic workload");
-    expect_refused("--backend host --workload mlp --vocab 5 --duration 0.05", 1,
+    expect_refused("--backend host --workload mlp --vocab 5 --duration 0.05", 2,
                    "--vocab: the model's input f32[784] is not token ids");
     /* Output paths are checked before the sweep (they were found unwritable after it). */
     snprintf(args, sizeof args, "--backend host --json '%s/no/such/dir/x.json'", dir);
@@ -538,14 +540,14 @@ int main(int argc, char **argv) {
     GPT_CHECK(strstr(err, "needs variable-size items") != NULL);
     free(out);
     free(err);
-    GPT_CHECK(run("--backend host --lengths uniform:1,8 --host-spin", &out, &err) == 1);
+    GPT_CHECK(run("--backend host --lengths uniform:1,8 --host-spin", &out, &err) == 2);
     GPT_CHECK(strstr(err, "--host-spin: fixed-size items only") != NULL);
     free(out);
     free(err);
-    expect_refused("--backend host --max-batch-tokens 64 --batch 4", 1,
+    expect_refused("--backend host --max-batch-tokens 64 --batch 4", 2,
                    "a token budget needs variable-size items");
     /* The synthetic workload's options with a model: refused, not silently ignored. */
-    expect_refused("--workload mlp --backend host --compute-us=99 --batch 4", 1,
+    expect_refused("--workload mlp --backend host --compute-us=99 --batch 4", 2,
                    "--compute-us: the synthetic workload's; the model mlp");
     /* Option names before values: unknown is unknown, a flag takes no value, none stands
        alone, and the points limit is said before anything is printed. */
@@ -689,7 +691,7 @@ int main(int argc, char **argv) {
     GPT_CHECK(strstr(err, "only the synthetic compute can pad") != NULL);
     free(out);
     free(err);
-    GPT_CHECK(run("--backend host --workload mlp --lengths uniform:1,4", &out, &err) == 1);
+    GPT_CHECK(run("--backend host --workload mlp --lengths uniform:1,4", &out, &err) == 2);
     GPT_CHECK(strstr(err, "is fixed-size") != NULL);
     free(out);
     free(err);
@@ -709,7 +711,7 @@ int main(int argc, char **argv) {
              "--backend host --workload '%s' --lengths uniform:4,40 --batch 2 --duration 0.05 "
              "--warmup 0 -q",
              model);
-    GPT_EQ(run(args, &out, &err), 1);
+    GPT_EQ(run(args, &out, &err), 2); /* options the workload cannot take: a usage error */
     GPT_CHECK(strstr(err, "items of up to 40 tokens, but the model takes 1..16 per item") != NULL);
     free(out);
     free(err);
@@ -733,10 +735,57 @@ int main(int argc, char **argv) {
     snprintf(args, sizeof args,
              "--backend host --workload '%s' --vocab 31 --batch 2 --duration 0.05 --warmup 0 -q",
              model);
-    GPT_EQ(run(args, &out, &err), 1);
+    GPT_EQ(run(args, &out, &err), 2);
     GPT_CHECK(strstr(err, "--vocab 31: the model's embedding has 30 rows (ids 0..29)") != NULL);
     free(out);
     free(err);
+    /* A bad --workload value is a usage error (2); a model file that does not load fails the
+       run (1) with the file named. */
+    GPT_EQ(run("--backend host --workload nothing --batch 2 -q", &out, &err), 2);
+    GPT_CHECK(strstr(err, "--workload nothing: expected synthetic") != NULL);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "%s/empty.safetensors", dir);
+    FILE *ef = fopen(args, "w");
+    GPT_CHECK(ef && fclose(ef) == 0);
+    snprintf(args, sizeof args,
+             "--backend host --workload '%s/empty.safetensors' --batch 2 --duration 0.05 "
+             "--warmup 0 -q",
+             dir);
+    GPT_EQ(run(args, &out, &err), 1);
+    snprintf(args, sizeof args, "gp-bench: --workload %s/empty.safetensors: GP_E", dir);
+    GPT_CHECK(strstr(err, args) != NULL);
+    free(out);
+    free(err);
+    /* Outputs are whole or absent: stdout that cannot be written fails the run; a file whose
+       write fails is removed (RLIMIT_FSIZE: a 2 KiB SVG cut short). */
+    char cut_cmd[4096];
+    snprintf(cut_cmd, sizeof cut_cmd,
+             "'%s' --backend host --batch 2 --duration 0.05 --warmup 0 --baseline none -q "
+             ">/dev/full 2>'%s/stderr.txt'; echo $? >'%s/rc.txt'",
+             bench, dir, dir);
+    GPT_CHECK(system(cut_cmd) != -1);
+    char *full_err = slurp("stderr.txt", NULL), *full_rc = slurp("rc.txt", NULL);
+    GPT_CHECK(strstr(full_err, "gp-bench: standard output: a write failed") != NULL);
+    GPT_CHECK(strcmp(full_rc, "1\n") == 0);
+    free(full_err);
+    free(full_rc);
+    snprintf(args, sizeof args, "%s/cut.svg", dir);
+    unlink(args);
+    snprintf(cut_cmd, sizeof cut_cmd,
+             "(trap '' XFSZ; ulimit -f 2; '%s' --backend host --batch 2,4,8 --duration 0.05 "
+             "--warmup 0 --baseline none -q --svg '%s/cut.svg' >/dev/null 2>'%s/stderr.txt'); "
+             "echo $? >'%s/rc.txt'",
+             bench, dir, dir, dir);
+    GPT_CHECK(system(cut_cmd) != -1);
+    snprintf(args, sizeof args, "%s/cut.svg", dir);
+    struct stat cut_st;
+    GPT_CHECK(stat(args, &cut_st) != 0); /* removed */
+    char *cut_err = slurp("stderr.txt", NULL), *cut_rc = slurp("rc.txt", NULL);
+    GPT_CHECK(strstr(cut_err, "--svg") && strstr(cut_err, "(the partial file was removed)"));
+    GPT_CHECK(strcmp(cut_rc, "1\n") == 0);
+    free(cut_err);
+    free(cut_rc);
 
     /* AUTO: the verdict column is the report's first verdict (gpu-not-used when AUTO fell back,
        then the bottleneck is its own column). */
