@@ -907,8 +907,10 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
         /* Timed already: by an earlier slot (conv_pick made its choice the only candidate) or by
            an op of the same geometry before this one in this slot. */
         int hit = has_memo ? conv_memo_hit(bk, memo) : -1;
-        int best = 0, best_fused = cp->relu != NULL && bk->n_cand > 0; /* untimed: fused where
-                                                                          cuDNN takes it */
+        /* Untimed (one candidate, one form: no relu to fuse): unfused. A fused form runs only
+           once conv_verify passed it (a memo's fused choice was verified by the slot that
+           timed it; docs/DESIGN.md §6). */
+        int best = 0, best_fused = 0;
         if (hit >= 0) {
             best = hit;
             best_fused = hit < bk->n_cand ? memo[2] : 0;
@@ -923,8 +925,10 @@ static int conv_bind(slot_state *st, step *sp, const gp_batch *slot, ck *c) {
                 }
                 if (ds != CUDNN_STATUS_SUCCESS) {
                     (void)cudaGetLastError(); /* what a refused call may have left */
-                    best = bk->n_cand > 0 ? 0 : bk->n_cand + ng;     /* the stand-in: n_cand 0 */
-                    best_fused = cp->relu != NULL && bk->n_cand > 0; /* as untimed */
+                    best = bk->n_cand > 0 ? 0 : bk->n_cand + ng; /* the stand-in: n_cand 0 */
+                    /* The heuristic's first legacy algorithm, unfused: the one form trusted
+                       unchecked (a fused form here would run unverified). */
+                    best_fused = 0;
                     char name[64];
                     cand_name(bk, best, name, sizeof name);
                     gp__slot_info(slot,
