@@ -10,8 +10,12 @@
  *    compute reads slots[b->slot] without a lock. compute_setup (which writes the entry) runs
  *    on the creating thread before any of the pipeline's threads exist, and
  *    compute_teardown after they have ended, so thread start and join order those accesses.
- *    The price: one live pipeline per model (both entry points detect a second one). When
- *    gp_batch grows a per-slot user pointer this array is the only thing that changes.
+ *    The price: one live pipeline per model (both entry points detect a second one). The
+ *    array predates gp_batch.slot_user (0.2.0), which would lift that: setup would store the
+ *    Slot with gp_batch_set_slot_user, compute and teardown read b->slot_user, and `slots`,
+ *    `live` and both refusals would go, with torch.h's one-pipeline rule and test_torch's check
+ *    of it (gp_torch_model_free would no longer find the slots a pipeline not destroyed first
+ *    left).
  *  - Modules: the loaded one runs on the host (shared by the slots' threads: TorchScript's
  *    executor locks its own compilation); each CUDA device gets one deep copy, converted to
  *    the precision, shared by that device's slots. Parameters and buffers are converted one

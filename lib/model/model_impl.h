@@ -43,9 +43,11 @@
  *              (0-based); weight = word [vocab][out.c], weight2 = pos [positions][out.c] (NULL:
  *              no position term), bias = the token-type-0 row [out.c] (zeros when none). The
  *              host adds in BertEmbeddings' order, (word + type0) + pos. An id outside
- *              0..vocab-1 or a position >= positions fails the batch on the host; a backend
- *              that cannot report it per batch must at least never read out of bounds (and
- *              documents what it computes then). The loader lowers m->max_tokens to
+ *              0..vocab-1 inside a pipeline fails only its item (gp_batch_fail_item, its rows
+ *              NaN; docs/DESIGN.md §8.7); on the host, outside one (or for a batch not the
+ *              pipeline's) it fails the run. A position >= positions fails the batch on the
+ *              host. A backend that cannot report them must at least never read out of bounds
+ *              (and documents what it computes then). The loader lowers m->max_tokens to
  *              `positions` when the table is shorter, so a valid batch has no such position.
  *              Always the first op; it reads GP__BUF_INPUT (ids, token_bytes = 4 or 8).
  *  LAYERNORM   per row (token, or item of rank 1) over its c features:
