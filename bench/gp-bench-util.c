@@ -271,6 +271,28 @@ static int gb_check_writable(const char *path, char *why, size_t len) {
     return 0;
 }
 
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return !strcmp(a, b) || (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+                             sa.st_ino == sb.st_ino);
+}
+
+int gb_check_distinct(const char *tool, const char *const (*outputs)[2], size_t nout,
+                      const char *const (*inputs)[2], size_t nin) {
+    for (size_t i = 0; i < nout; i++) {
+        const char *p = outputs[i][1];
+        if (!p) continue;
+        for (size_t j = 0; j < nout + nin; j++) {
+            const char *const *o = j < nout ? outputs[j] : inputs[j - nout];
+            if ((j < nout && j <= i) || !o[1] || !same_file(p, o[1])) continue;
+            fprintf(stderr, "%s: %s %s: also %s's file%s\n", tool, outputs[i][0], p, o[0],
+                    j < nout ? " (one would overwrite the other)" : " (it would be overwritten)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int gb_close_output(FILE *f, const char *path, int *removed) {
     int e = f ? 0 : (errno ? errno : EIO);
     if (f) {

@@ -1288,7 +1288,10 @@ static int tool_main(int argc, char **argv) {
     if (prc) return prc;
     /* The outputs' paths, before a sweep of minutes rather than after it. */
     const char *const outputs[][2] = {{"--csv", o.csv}, {"--json", o.json}, {"--svg", o.svg}};
-    if (gb_check_outputs("gp-bench", outputs, 3) != 0) return 2;
+    const char *const inputs[][2] = {{"--workload", o.workload}};
+    if (gb_check_outputs("gp-bench", outputs, 3) != 0 ||
+        gb_check_distinct("gp-bench", outputs, 3, inputs, 1) != 0)
+        return 2;
     run_info(&r, argc, argv, cmd, sizeof cmd);
     o.command = cmd;
     r.o = &o;

@@ -159,6 +159,11 @@ size_t gb_utf8_len(const unsigned char *s);
    (NULL paths skipped) must be an existing file we may write or a new one in a directory we
    may write; the first that is not is printed as "TOOL: FLAG why" on stderr and gives -1. */
 int gb_check_outputs(const char *tool, const char *const (*outputs)[2], size_t n);
+/* Each output path of `outputs` (NULL skipped) names a file no other output and no input of
+   `inputs` names (the same string, or an existing file's device and inode): the first that
+   does is printed as "TOOL: FLAG PATH: also FLAG2's file" on stderr and gives -1. */
+int gb_check_distinct(const char *tool, const char *const (*outputs)[2], size_t nout,
+                      const char *const (*inputs)[2], size_t nin);
 /* Close output file `f` (NULL: fopen failed), written at `path`: 0 when every write and the
    close succeeded; else -1 with errno set, and a regular file at `path` removed (*removed
    1: no half-written file stays behind to pass for a whole one). */

@@ -634,10 +634,17 @@ static int tool_main(int argc, char **argv) {
     if (!in_path && !save_demo && !describe)
         return usage_error("nothing to do: give --input X.npy --output Y.npy to run the model, "
                            "or --describe to print it");
-    /* The outputs' paths, before the run (gp-bench-util.c). */
+    if ((report_path || profile) && !in_path)
+        return usage_error(report_path ? "--report goes with --input (it reports a run)"
+                                       : "--profile goes with --input (it times a run)");
+    /* The outputs' paths, before the run (gp-bench-util.c): writable, and none another's. */
     const char *const outputs[][2] = {
         {"--output", out_path}, {"--report", report_path}, {"--save-demo", save_demo}};
-    if (gb_check_outputs("gp-infer", outputs, 3) != 0) return EXIT_USAGE;
+    const char *const inputs[][2] = {
+        {"--input", in_path}, {"--lengths", len_path}, {"--model", model_path}, {"--spec", spec}};
+    if (gb_check_outputs("gp-infer", outputs, 3) != 0 ||
+        gb_check_distinct("gp-infer", outputs, 3, inputs, 4) != 0)
+        return EXIT_USAGE;
     opt.spec_path = spec;
     if (max_tokens) opt.max_tokens = max_tokens;
     opt.profile = profile;

@@ -352,6 +352,11 @@ def main():
            "--quiet"], 2, "--output needs a value (the next word, --quiet, is an option")
     record(not os.path.exists("--quiet") and not os.path.exists(w("--quiet")),
            "no file named --quiet written")
+    # An output that is an input's file (or another output's) is refused before the run.
+    expect(gp, "--output onto --input", lin_in + ["--input", w("x.npy"), "--output",
+           w("x.npy")], 2, "--output", "also --input's file (it would be overwritten)")
+    expect(gp, "--report without --input", ["--demo", "mlp", "--describe", "--report",
+           w("r.json")], 2, "--report goes with --input")
 
     # The error code's name once: a backend this machine may not have.
     rc, _, err = run(gp, "--model", w("lin.safetensors"), "--input", w("x.npy"), "--output",

@@ -436,6 +436,9 @@ int main(int argc, char **argv) {
     snprintf(why, sizeof why, "--json %s/no/such/dir/x.json: no directory", dir);
     expect_refused(args, 2, why);
     expect_refused("--backend host --csv ''", 2, "an empty path");
+    snprintf(args, sizeof args, "--backend host --csv '%s/same.out' --json '%s/same.out'", dir,
+             dir);
+    expect_refused(args, 2, "also --json's file (one would overwrite the other)");
     char link[600], target[600];
     snprintf(link, sizeof link, "%s/dangling.json", dir);
     snprintf(target, sizeof target, "%s/no/such/dir/x.json", dir);
