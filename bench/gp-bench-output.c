@@ -347,6 +347,13 @@ int gb_write_json(const gb_run *r, const char *path, int *removed) {
     fprintf(f, ",\"backend\":\"%s\",\"fell_back\":%s,\"fallback_reason\":",
             gp_backend_name(r->backend), r->fell_back ? "true" : "false");
     gb_json_str(f, r->fell_back ? r->fallback_reason : "");
+    /* What the model computed in (the workload string quotes --precision as given): the host
+       computes in fp32 whatever was asked (model.h); null for the synthetic workload. */
+    if (strcmp(o->workload, "synthetic") == 0)
+        fprintf(f, ",\"precision\":null");
+    else
+        fprintf(f, ",\"precision\":\"%s\"",
+                r->backend == GP_BACKEND_HOST || !o->precision ? "fp32" : o->precision);
     fprintf(f,
             ",\"cuda_graphs\":%s,\"spin_wait\":%s,\"arrival\":", o->cuda_graphs ? "true" : "false",
             o->spin_wait ? "true" : "false");

@@ -475,6 +475,23 @@ int main(int argc, char **argv) {
     check_csv(2, 1);
     check_json(2);
     check_svg();
+    char *sj = slurp("out.json", NULL);
+    GPT_CHECK(strstr(sj, "\"precision\":null") != NULL); /* the synthetic workload has none */
+    free(sj);
+    /* A model on the host: the JSON says the precision it computed in (fp32), not the one
+       asked for, as the text header does. */
+    snprintf(args, sizeof args,
+             "--backend host --workload mlp --precision fp16 --batch 4 --duration 0.05 "
+             "--warmup 0 --baseline none -q --json '%s/out.json'",
+             dir);
+    GPT_EQ(run(args, &out, &err), 0);
+    GPT_CHECK(strstr(out, "--precision fp16 applies on CUDA: the host computes in fp32") != NULL);
+    free(out);
+    free(err);
+    check_json(1);
+    sj = slurp("out.json", NULL);
+    GPT_CHECK(strstr(sj, "\"precision\":\"fp32\"") != NULL);
+    free(sj);
 
     /* A path that is not UTF-8 (a Latin-1 name) and has a control character: JSON stays valid
        (U+FFFD for the byte, \u0001 for the control), as the command line it records shows. */
