@@ -808,6 +808,11 @@ HOT void fill(gp_pipeline *p, uint64_t idx, gp_done_fn done, void *user, uint64_
         memory_order_relaxed);
 }
 
+/* An item accepted (stats.submitted), counted on the call's shard before it is published. */
+HOT void count_accepted(gp_pipeline *p, unsigned call) {
+    GP__BUMP(p->stats.accepted[call].n, 1);
+}
+
 HOT void publish(gp_pipeline *p, uint64_t idx) {
     gp__ring_publish(&p->ring, idx);
     gp__notify_wake(&p->bwake);
@@ -833,6 +838,7 @@ HOT int submit_copy(gp_pipeline *p, const void *input, size_t in_bytes, size_t o
     if ((rc = claim(p, in_len, &idx, &at, NULL)) != GP_OK) return call_leave(p, call, rc);
     memcpy(at, input, in_bytes);
     fill(p, idx, done, user, deadline_ns, out_len);
+    count_accepted(p, call);
     if (seq) *seq = idx;
     publish(p, idx);
     return call_leave(p, call, GP_OK);
@@ -865,6 +871,7 @@ static int submit_prep_item(gp_pipeline *p, const gp_submit_args *a, uint64_t *s
     it->src = a->prep_src;
     it->src_bytes = (uint32_t)a->prep_src_bytes;
     fill(p, idx, a->done, a->user, a->deadline_ns, out_len);
+    count_accepted(p, call);
     if (seq) *seq = idx;
     prepq_push(p, idx, at_pos); /* the prep worker publishes */
     return call_leave(p, call, GP_OK);
@@ -990,6 +997,7 @@ int gp_pipeline_commit(gp_pipeline *p, gp_reservation *r, gp_done_fn done, void 
                                    : !done ? "done is NULL"
                                            : NOT_OPEN_WHY));
     fill(p, r->seq, done, user, r->deadline_ns, gp__ring_item(&p->ring, r->seq)->out_len);
+    count_accepted(p, call);
     publish(p, r->seq);
     r->data = NULL;
     return call_leave(p, call, GP_OK);
@@ -1004,10 +1012,6 @@ int gp_pipeline_abandon(gp_pipeline *p, gp_reservation *r) {
     /* The reserved sizes stay: a compute never sees an empty output, dead item or not. */
     fill(p, r->seq, NULL, NULL, 0, gp__ring_item(&p->ring, r->seq)->out_len);
     publish(p, r->seq);
-    /* After the publish: until then a snapshot counts it open (not submitted); counted
-       abandoned too, it would be subtracted twice and `submitted` could fall below
-       `completed` for a moment (stats.c). */
-    GP__BUMP(p->stats.abandoned, 1);
     r->data = NULL;
     return call_leave(p, call, GP_OK);
 }
@@ -1172,8 +1176,7 @@ static void read_stats(gp_pipeline *p, gp_stats *s, uint64_t *qw, uint64_t *lat)
                                .cfg = &p->cfg,
                                .backend = p->be->id,
                                .fell_back = p->fell_back,
-                               .fallback_reason = p->fallback_reason,
-                               .ring = &p->ring};
+                               .fallback_reason = p->fallback_reason};
     gp__stats_read(&src, s, qw, lat);
     if (p->ops && p->ops->stats) p->ops->stats(p->dev, s);
 }

@@ -22,8 +22,6 @@
 #include "ring.h"
 #include "stats.h"
 
-#define GP__CALL_SHARDS 16
-
 enum { GP__EV_START, GP__EV_H2D, GP__EV_COMPUTE, GP__EV_D2H, GP__EV_COUNT };
 
 /* An in-flight slot: its stream, device buffers of max_batch items, stage events, and the

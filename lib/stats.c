@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ring.h"
 #include "stats.h"
 
 /* ---- histograms ------------------------------------------------------------------------- */
@@ -156,10 +155,12 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
     s->timed_out = GP__READ(t->timed_out);
     s->canceled = GP__READ(t->canceled);
     s->failed = GP__READ(t->failed);
-    uint64_t abandoned = GP__READ(t->abandoned), claimed, open, accepted_end;
-    /* Accepted items only: not an open reservation or a submit still copying (gpupipe.h). */
-    gp__ring_pending(src->ring, &claimed, &open, &accepted_end);
-    s->submitted = claimed > abandoned + open ? claimed - abandoned - open : 0;
+    /* Accepted items only (gpupipe.h): each shard counts before its item is published, so
+       after `completed` the sum holds every completed item; each shard only grows, so later
+       snapshots never read less. */
+    s->submitted = 0;
+    for (int i = 0; i < GP__CALL_SHARDS; i++)
+        s->submitted += GP__READ(t->accepted[i].n);
     s->rejected_full = GP__READ(t->rejected_full);
     s->batches = GP__READ(t->batches);
     s->batch_items = GP__READ(t->batch_items);

@@ -17,6 +17,10 @@
 
 /* Log-linear histogram of nanoseconds: 16 sub-buckets per power of two, so a bucket's width
    is at most 1/16 of its lower bound. No allocation per value. */
+/* Shards of the producers' per-call counters (pipeline.h's calls in progress, the accepted
+   count below): threads rarely share one. */
+#define GP__CALL_SHARDS 16
+
 #define GP__HIST_SUB 16
 #define GP__HIST_BUCKETS (61 * GP__HIST_SUB)
 
@@ -95,10 +99,18 @@ typedef struct gp__stats {
     uint64_t t_create_ns; /* read-only: set when create has done its setup, before the threads */
     _Atomic uint64_t t_end_ns; /* when shutdown ended the threads; 0 before: the clock stops */
 
+    /* producers: items accepted (submit, submit_ex, commit; not an abandoned reservation),
+       counted before the item is published, on the shard of the call in progress
+       (pipeline.h's calls[]) so producers do not share a line; a snapshot sums them. Counted
+       directly: derived from the ring's claim count less the abandoned, a snapshot counted
+       reservations abandoned while it read (never accepted, and falling later). */
+    struct {
+        _Alignas(64) _Atomic uint64_t n;
+    } accepted[GP__CALL_SHARDS];
+
     /* producers (rare paths only) */
     _Alignas(64) _Atomic uint64_t rejected_full;
     _Atomic uint64_t backpressure_ns;
-    _Atomic uint64_t abandoned;
     _Atomic uint64_t cancels;               /* gp_pipeline_cancel calls that canceled an item */
     _Atomic uint64_t pad_useful, pad_total; /* gp_batch_report_padding sums (computes) */
 
@@ -134,7 +146,6 @@ typedef struct gp__stats_src {
     gp_backend backend;
     int fell_back;
     const char *fallback_reason; /* NUL-terminated */
-    struct gp__ring *ring;       /* claimed indices: submitted + abandoned */
 } gp__stats_src;
 
 /* A snapshot with the fine latency histograms it was computed from: a window's start, and the

@@ -697,7 +697,68 @@ static void cancel_mode_failed_batch(void) {
            err);
 }
 
+/* stats.submitted counts accepted items only and never falls: with reservations reserved and
+   abandoned on two threads while snapshots are taken, it stays 0; then with commits beside the
+   abandons, it never falls between snapshots and ends at the commits' count. (Derived from the
+   ring's claims less the abandoned, it counted reservations abandoned during a snapshot: up to
+   23016 with no item ever accepted, and fell in 4% of snapshots.) */
+static _Atomic int abandon_stop, abandon_commit;
+static _Atomic uint64_t committed;
+static done_log commit_log;
+
+static void *abandoner(void *arg) {
+    gp_pipeline *p = arg;
+    for (uint64_t i = 0; !atomic_load(&abandon_stop); i++) {
+        gp_reservation r;
+        if (gp_pipeline_reserve(p, &r) != GP_OK) continue;
+        if (atomic_load(&abandon_commit) && i % 4 == 0) {
+            memset(r.data, 0, r.bytes);
+            GPT_RC(gp_pipeline_commit(p, &r, on_done, &commit_log), GP_OK);
+            atomic_fetch_add(&committed, 1);
+        } else {
+            GPT_RC(gp_pipeline_abandon(p, &r), GP_OK);
+        }
+    }
+    return NULL;
+}
+
+static void submitted_counts_accepted(void) {
+    gp_config c;
+    base(&c);
+    gp_pipeline *p = gpt_create(&c);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        GPT_EQ(pthread_create(&th[i], NULL, abandoner, p), 0);
+    gp_stats s = {.struct_size = sizeof s};
+    uint64_t prev = 0, snaps = 0;
+    for (double t0 = gpt_now(); gpt_now() - t0 < 0.3; snaps++) {
+        GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+        if (s.submitted != 0)
+            fprintf(stderr, "abandons only: submitted %llu\n", (unsigned long long)s.submitted);
+        GPT_EQ(s.submitted, 0);
+    }
+    atomic_store(&abandon_commit, 1);
+    for (double t0 = gpt_now(); gpt_now() - t0 < 0.3; snaps++) {
+        GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+        GPT_CHECK(s.submitted >= prev && s.submitted >= s.completed);
+        prev = s.submitted;
+    }
+    atomic_store(&abandon_stop, 1);
+    for (int i = 0; i < 2; i++)
+        GPT_EQ(pthread_join(th[i], NULL), 0);
+    GPT_RC(gp_pipeline_drain(p, -1), GP_OK);
+    GPT_RC(gp_pipeline_stats(p, &s), GP_OK);
+    GPT_EQ(s.submitted, atomic_load(&committed));
+    GPT_EQ(s.completed, atomic_load(&committed));
+    GPT_EQ((uint64_t)atomic_load(&commit_log.calls), atomic_load(&committed));
+    GPT_CHECK(atomic_load(&committed) > 0);
+    GPT_RC(gp_pipeline_destroy(p, GP_DESTROY_DRAIN), GP_OK);
+    printf("submitted counts accepted items: %llu snapshots, %llu committed\n",
+           (unsigned long long)snaps, (unsigned long long)atomic_load(&committed));
+}
+
 int main(void) {
+    submitted_counts_accepted();
     own_threads();
     reused_ids();
     drain_forever();
