@@ -806,7 +806,10 @@ GP_API int gp_pipeline_last_error(gp_pipeline *p, char *buf, size_t len);
  * A window: the counters over an interval instead of since create. Take a mark, later ask for
  * the stats since it: COUNT, NS, BYTES and histogram fields are differences, wall_ns is the
  * interval, percentiles come from the difference of the latency histograms, and the other
- * fields are the later snapshot's (see GP_STATS_FIELDS). Measure after a warm-up so.
+ * fields are the later snapshot's (see GP_STATS_FIELDS). Measure after a warm-up so. Each
+ * difference is exact only up to the events while either snapshot was read: a snapshot keeps
+ * pad_useful <= pad_total and completed <= completed_ok + timed_out + canceled + failed, a
+ * window may not, by those events (a difference that would be negative reads 0).
  */
 typedef struct gp_stats_mark gp_stats_mark;
 
