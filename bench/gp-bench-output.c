@@ -255,8 +255,11 @@ void gb_print_table(const gb_run *r, FILE *f) {
                 varlen(r) ? "mean: variable-size batches differ in cost" : "median", compute,
                 p->batch, sig3(p->bound_h2d_us).s, sig3(p->bound_d2h_us).s,
                 rate(p->bound_items_per_s).s);
+    } else if (o->bound && best < 0) {
+        fprintf(f, "  bound  not measured: no point ran\n");
     } else if (o->bound) {
-        fprintf(f, "  bound  not measured at the best point (see the notes above)\n");
+        fprintf(f, "  bound  not measured at the best point (batch %zu)%s%s\n", r->pts[best].batch,
+                r->pts[best].bound_note[0] ? ": " : "", r->pts[best].bound_note);
     } else {
         fprintf(f, "  bound  not run\n");
     }

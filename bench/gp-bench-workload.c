@@ -432,6 +432,11 @@ static void describe_lengths(const gb_workload *w, char *buf, size_t len) {
    most 2 GiB; gp-bench keeps items to 256 MiB. */
 #define GB_MAX_ITEM_BYTES ((size_t)256 << 20)
 
+/* gp_config.cuda_graphs's rule (gpupipe.h), said before any point runs rather than by each. */
+#define CUDA_GRAPHS_FIXED                                                                          \
+    "fixed-size items only (a graph replays the work captured for one batch size; variable-size "  \
+    "items change it batch to batch)"
+
 int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len) {
     *out = NULL;
     gb_workload *w = calloc(1, sizeof *w);
@@ -470,6 +475,11 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                 free(w);
                 return GB_EUSAGE;
             }
+            if (o->cuda_graphs) {
+                snprintf(err, len, "--cuda-graphs: %s", CUDA_GRAPHS_FIXED);
+                free(w);
+                return GB_EUSAGE;
+            }
             w->varlen = 1;
             w->token_bytes = o->token_bytes;
             w->max_tokens = w->len.hi;
@@ -488,10 +498,13 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                      "engine; CUDA: spin kernel); copies %s",
                      lens, w->token_bytes, w->out_bytes, o->compute_us, o->compute_us_per_item,
                      o->compute_us_per_token, copies);
-        } else if (o->max_batch_tokens) {
+        } else if (o->max_batch_tokens || o->token_bytes_set || o->compute_us_per_token_set) {
             snprintf(err, len,
-                     "--max-batch-tokens: a token budget needs variable-size items (--lengths); "
-                     "these are fixed-size (--batch limits them)");
+                     "%s: tokens need variable-size items (--lengths); these are fixed-size "
+                     "(--batch limits them)",
+                     o->max_batch_tokens  ? "--max-batch-tokens"
+                     : o->token_bytes_set ? "--token-bytes"
+                                          : "--compute-us-per-token");
             free(w);
             return GB_EUSAGE;
         } else {
@@ -551,6 +564,12 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
     w->in_bytes = gp_model_input_bytes(w->model);
     w->out_bytes = gp_model_output_bytes(w->model);
     w->varlen = w->in_info.rank > 0 && w->in_info.dims[0] < 0;
+    if (o->cuda_graphs && w->varlen) {
+        snprintf(err, len, "--cuda-graphs: the model %s takes variable-length items; %s",
+                 o->workload, CUDA_GRAPHS_FIXED);
+        gb_workload_close(w);
+        return GB_EUSAGE;
+    }
     char ind[48] = "", outd[48] = "";
     for (int i = 0; i < w->in_info.rank; i++) {
         if (w->in_info.dims[i] < 0)

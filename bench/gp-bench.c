@@ -382,6 +382,7 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         } else if (!strcmp(a, "--compute-us-per-token")) {
             if (parse_double(val, 0, 1e6, &o->compute_us_per_token))
                 return bad(a, val, "expected microseconds in 0..1e6");
+            o->compute_us_per_token_set = 1;
         } else if (!strcmp(a, "--max-batch-tokens")) {
             if (parse_u64(val, 1, 1u << 30, v) != 0)
                 return bad(a, val, "expected tokens in 1..1073741824");
@@ -420,6 +421,11 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
             return bad(a, NULL, "unknown option");
         }
     }
+    /* Refused, not ignored: a setting the chosen load never reads. */
+    if (o->window && o->arrival != GB_CLOSED)
+        return bad("--window", NULL,
+                   "sets the closed loop's items in flight; --arrival rate/poisson sets the load "
+                   "by its rate: leave one out");
     return 0;
 }
 

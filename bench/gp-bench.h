@@ -76,7 +76,8 @@ typedef struct gb_opts {
     size_t token_bytes; /* synthetic: bytes per token */
     int token_bytes_set;
     double compute_us_per_token; /* synthetic: compute per computed token, us */
-    size_t max_batch_tokens;     /* token budget per batch; 0 = none (max_batch only) */
+    int compute_us_per_token_set;
+    size_t max_batch_tokens; /* token budget per batch; 0 = none (max_batch only) */
     gb_packing packing[GB_PACKING_COUNT_];
     int npacking;   /* 0: the default for the workload */
     uint64_t vocab; /* token-id inputs: ids in [0, vocab); 0: the model's vocabulary */

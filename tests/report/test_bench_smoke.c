@@ -565,7 +565,15 @@ int main(int argc, char **argv) {
     free(out);
     free(err);
     expect_refused("--backend host --max-batch-tokens 64 --batch 4", 2,
-                   "a token budget needs variable-size items");
+                   "--max-batch-tokens: tokens need variable-size items");
+    expect_refused("--backend host --token-bytes 8 --batch 4", 2,
+                   "--token-bytes: tokens need variable-size items");
+    expect_refused("--backend host --lengths uniform:1,8 --cuda-graphs --batch 4", 2,
+                   "--cuda-graphs: fixed-size items only");
+    expect_refused("--backend host --workload encoder --cuda-graphs --batch 4", 2,
+                   "--cuda-graphs: the model encoder takes variable-length items");
+    expect_refused("--backend host --arrival rate=1000 --window 4 --batch 4", 2,
+                   "--window: sets the closed loop's items in flight");
     /* The synthetic workload's options with a model: refused, not silently ignored. */
     expect_refused("--workload mlp --backend host --compute-us=99 --batch 4", 2,
                    "--compute-us: the synthetic workload's; the model mlp");
