@@ -271,10 +271,18 @@ static int gb_check_writable(const char *path, char *why, size_t len) {
     return 0;
 }
 
+int gb_is_option(const char *arg) {
+    return arg[0] == '-' &&
+           (arg[1] == '-' || (arg[1] >= 'a' && arg[1] <= 'z') || (arg[1] >= 'A' && arg[1] <= 'Z'));
+}
+
+/* The same regular file (by name, or device and inode: another spelling, a link); /dev/null
+   and other devices are shared by design. */
 static int same_file(const char *a, const char *b) {
     struct stat sa, sb;
-    return !strcmp(a, b) || (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-                             sa.st_ino == sb.st_ino);
+    if (stat(a, &sa) == 0 && !S_ISREG(sa.st_mode)) return 0;
+    return !strcmp(a, b) || (stat(a, &sa) == 0 && stat(b, &sb) == 0 && S_ISREG(sb.st_mode) &&
+                             sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
 }
 
 int gb_check_distinct(const char *tool, const char *const (*outputs)[2], size_t nout,

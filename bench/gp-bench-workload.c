@@ -432,6 +432,17 @@ static void describe_lengths(const gb_workload *w, char *buf, size_t len) {
    most 2 GiB; gp-bench keeps items to 256 MiB. */
 #define GB_MAX_ITEM_BYTES ((size_t)256 << 20)
 
+/* --max-batch-tokens below the longest item: said before any point runs (apply_budget says
+   it again per point, for callers other than gb_workload_open's). */
+static int budget_too_small(const gb_opts *o, size_t max_tokens, char *err, size_t len) {
+    if (!o->max_batch_tokens || o->max_batch_tokens >= max_tokens) return 0;
+    snprintf(err, len,
+             "--max-batch-tokens %zu: below the longest item (%zu tokens); every item must fit a "
+             "batch alone",
+             o->max_batch_tokens, max_tokens);
+    return 1;
+}
+
 /* gp_config.cuda_graphs's rule (gpupipe.h), said before any point runs rather than by each. */
 #define CUDA_GRAPHS_FIXED                                                                          \
     "fixed-size items only (a graph replays the work captured for one batch size; variable-size "  \
@@ -487,6 +498,10 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
                 snprintf(err, len,
                          "--lengths %s with --token-bytes %zu: the longest item is over %zu MiB",
                          w->len.spec, w->token_bytes, GB_MAX_ITEM_BYTES >> 20);
+                free(w);
+                return GB_EUSAGE;
+            }
+            if (budget_too_small(o, w->max_tokens, err, len)) {
                 free(w);
                 return GB_EUSAGE;
             }
@@ -617,6 +632,10 @@ int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len)
         if (w->max_tokens > GB_MAX_ITEM_BYTES / w->token_bytes) {
             snprintf(err, len, "--lengths %s: the longest item is over %zu MiB", w->len.spec,
                      GB_MAX_ITEM_BYTES >> 20);
+            gb_workload_close(w);
+            return GB_EUSAGE;
+        }
+        if (budget_too_small(o, w->max_tokens, err, len)) {
             gb_workload_close(w);
             return GB_EUSAGE;
         }

@@ -279,10 +279,10 @@ static int parse_args(int argc, char **argv, gb_opts *o) {
         if (!val) {
             if (i + 1 >= argc) return bad(a, NULL, "needs a value");
             /* "--json --quiet" is a forgotten value, not a file named --quiet. */
-            if (!strncmp(argv[i + 1], "--", 2))
+            if (gb_is_option(argv[i + 1]))
                 return bad(a, NULL,
                            "needs a value (the next word is an option; a value that starts "
-                           "with --: write OPTION=VALUE, or ./NAME for a file)");
+                           "with -: write OPTION=VALUE, or ./NAME for a file)");
             val = argv[++i];
         }
         if (valued[known].synthetic && !o->synthetic_only) /* the static name, not name[] */
@@ -1294,7 +1294,11 @@ static int tool_main(int argc, char **argv) {
     if (prc) return prc;
     /* The outputs' paths, before a sweep of minutes rather than after it. */
     const char *const outputs[][2] = {{"--csv", o.csv}, {"--json", o.json}, {"--svg", o.svg}};
-    const char *const inputs[][2] = {{"--workload", o.workload}};
+    /* The workload is an input file only as FILE.safetensors (not synthetic or a demo name). */
+    size_t wl = strlen(o.workload);
+    const char *const inputs[][2] = {
+        {"--workload",
+         wl > 12 && !strcmp(o.workload + wl - 12, ".safetensors") ? o.workload : NULL}};
     if (gb_check_outputs("gp-bench", outputs, 3) != 0 ||
         gb_check_distinct("gp-bench", outputs, 3, inputs, 1) != 0)
         return 2;

@@ -165,6 +165,9 @@ int gb_check_outputs(const char *tool, const char *const (*outputs)[2], size_t n
    does is printed as "TOOL: FLAG PATH: also FLAG2's file" on stderr and gives -1. */
 int gb_check_distinct(const char *tool, const char *const (*outputs)[2], size_t nout,
                       const char *const (*inputs)[2], size_t nin);
+/* Whether an argument reads as an option ("--name", "-q"), not a value (a negative number is
+   a value): a value option followed by one was given no value. */
+int gb_is_option(const char *arg);
 /* Close output file `f` (NULL: fopen failed), written at `path`: 0 when every write and the
    close succeeded; else -1 with errno set, and a regular file at `path` removed (*removed
    1: no half-written file stays behind to pass for a whole one). */

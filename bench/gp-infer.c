@@ -580,10 +580,10 @@ static int tool_main(int argc, char **argv) {
             fprintf(stderr, "gp-infer: %s needs a value\n", a);
             return EXIT_USAGE;
         }
-        if (!strncmp(argv[i + 1], "--", 2)) { /* "--output --quiet": a forgotten value */
+        if (gb_is_option(argv[i + 1])) { /* "--output --quiet": a forgotten value */
             fprintf(stderr,
                     "gp-infer: %s needs a value (the next word, %s, is an option; for a file "
-                    "whose name starts with --, write ./%s)\n",
+                    "whose name starts with -, write ./%s)\n",
                     a, argv[i + 1], argv[i + 1]);
             return EXIT_USAGE;
         }

@@ -148,8 +148,8 @@ void gp__stats_read(const gp__stats_src *src, gp_stats *s, uint64_t qw[GP__HIST_
     if (end && end < now) now = end;
     s->wall_ns = now - t->t_create_ns;
 
-    /* `completed` first (acquire): the per-status counts added before it are visible; the
-       ring's claim count after it, so submitted >= completed. */
+    /* `completed` first (acquire): the per-status counts added before it are visible, and so
+       is every completed item's accepted count (read below), so submitted >= completed. */
     s->completed = atomic_load_explicit(&t->completed, memory_order_acquire);
     s->completed_ok = GP__READ(t->completed_ok);
     s->timed_out = GP__READ(t->timed_out);

@@ -15,12 +15,12 @@
 #include "clock.h"
 #include "gpupipe/gpupipe.h"
 
-/* Log-linear histogram of nanoseconds: 16 sub-buckets per power of two, so a bucket's width
-   is at most 1/16 of its lower bound. No allocation per value. */
 /* Shards of the producers' per-call counters (pipeline.h's calls in progress, the accepted
    count below): threads rarely share one. */
 #define GP__CALL_SHARDS 16
 
+/* Log-linear histogram of nanoseconds: 16 sub-buckets per power of two, so a bucket's width
+   is at most 1/16 of its lower bound. No allocation per value. */
 #define GP__HIST_SUB 16
 #define GP__HIST_BUCKETS (61 * GP__HIST_SUB)
 

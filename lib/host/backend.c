@@ -9,6 +9,7 @@
  * direction, so the stage overlap of the pipeline can be checked and shown without a GPU.
  */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,9 +200,10 @@ static void host_close(void *ctx) {
 
 static int host_alloc(void *ctx, size_t bytes, void **p) {
     host_ctx *c = ctx;
-    /* aligned_alloc wants a multiple of the alignment; a size within 63 of SIZE_MAX would
-       round to 0 (a 64-byte block behind a huge ring): no memory holds it. */
-    if (bytes > SIZE_MAX - 63) {
+    /* No allocation holds more than PTRDIFF_MAX bytes (glibc refuses them; a sanitizer's
+       allocator aborts on them), and a size within 63 of SIZE_MAX would round up to 0 (a
+       64-byte block behind a huge ring). */
+    if (bytes > PTRDIFF_MAX) {
         *p = NULL;
         return GP__ERR(c->sink, GP_ENOMEM, "host buffer of %zu bytes", bytes);
     }
