@@ -456,7 +456,9 @@ st_build() {
 st_test() {
   need_gpu || return
   need_build || return
-  budget_for 330 60 || return
+  # GPU_RUN_TEST_CAP: the step's cap (default 330 s). Command 1 (build test convs, 420 s) sets
+  # it lower so that a test hanging to its own TIMEOUT cannot leave convs under its 60 s minimum.
+  budget_for "${GPU_RUN_TEST_CAP:-330}" 60 || return
   local log=$OUT/ctest-gpu.log rc stop
   # --stop-time ends the tests ctest is running when the step's time is up (they report
   # "Timeout"), so the log still has a summary; the outer timeout is the backstop. Local time
@@ -473,7 +475,10 @@ st_test() {
   failed=$(sed -n '/The following tests FAILED:/,$p' "$log" | grep -E '^\s+[0-9]+ - ' | head -20)
   skipped=$(sed -n '/The following tests did not run:/,/^$/p' "$log" | grep -E '^\s+[0-9]+ - ' | head -20)
   if is_timeout $rc; then
-    ST_STATUS=timeout ST_DETAIL="ctest cut at $STEP_T s; ${line:-no summary}"
+    # ctest's line counts only the tests it started: say how many were listed.
+    local total
+    total=$(cd "$BUILD" && ctest -N -L 'gpu|conformance' 2>/dev/null | grep -o 'Total Tests: [0-9]*')
+    ST_STATUS=timeout ST_DETAIL="ctest cut at $STEP_T s; ${line:-no summary}${total:+ (of ${total#Total Tests: } listed)}"
   elif [ $rc -ne 0 ]; then
     ST_STATUS=failed ST_DETAIL="ctest exit $rc; ${line:-no summary (see ctest-gpu.log)}"
   else
@@ -712,7 +717,7 @@ run_py_bench() {
     ST_STATUS=timeout ST_DETAIL="$script cut at $STEP_T s ($log has what finished)"
   elif [ $rc -ne 0 ]; then
     ST_STATUS=failed ST_DETAIL="$script exit $rc: a run failed or disagreed ($log)"
-    tail -5 "$OUT/$log" | notes_raw
+    tail -5 "$OUT/$log" | grep -v -E "$pat|^[[:space:]]*$" | notes_raw # (matching lines: above)
   else
     ST_DETAIL="$script ok ($log)"
   fi
@@ -729,7 +734,8 @@ st_symptom() {
 # which op. The third run's layers took 121 s; the per-op pass adds one gp-infer run and one
 # profiled PyTorch pass per precision and layout (an estimate: under a minute).
 st_layers() {
-  run_py_bench layer layer-bench.py layers.txt 360 90 '^(\||fp|layer-bench)'
+  run_py_bench layer layer-bench.py layers.txt 360 90 \
+    '^(\| (stage|stem|layer[0-9]|fc \(whole)|\|---\|---\|---\|---\|---|fp|layer-bench)'
 }
 
 # ---- convs ----------------------------------------------------------------------------------

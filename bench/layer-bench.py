@@ -324,6 +324,11 @@ def main():
         else:
             for cl, tr in tops:
                 total = sum(r[2] for r in tr)
+                if not tr:  # CUPTI gave no kernel times (a sandbox such as gVisor may refuse it)
+                    print(f"\n{prec}: PyTorch per aten op, {'channels_last' if cl else 'NCHW'}: "
+                          "no op has a time (torch.profiler recorded no device activity)")
+                    bad = 1
+                    continue
                 print(f"\n{prec}: PyTorch per aten op, whole model, "
                       f"{'channels_last' if cl else 'NCHW'}, batch {a.batch} (torch.profiler, "
                       + ("device time of each op's kernels" if cuda else "CPU self time")

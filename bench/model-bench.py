@@ -202,10 +202,11 @@ def run_gpupipe(gp_infer, path, xpath, ypath, device, batch, precision, graphs, 
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(f"{' '.join(cmd)}: still running after {limit:g} s, killed; "
-                           f"its stderr so far: {(exc.stderr or b'')[-2000:]!r}") from None
+        # The reason first: gpu-run.sh's summary keeps a failure line's first 300 characters.
+        raise RuntimeError(f"gp-infer still running after {limit:g} s, killed; its stderr so "
+                           f"far: {(exc.stderr or b'')[-2000:]!r}; {' '.join(cmd)}") from None
     if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
+        raise RuntimeError(f"gp-infer exit {p.returncode}: {p.stderr.strip()}; {' '.join(cmd)}")
     m = re.search(r"\(([0-9.]+) items/s\)", p.stderr)
     if not m:
         raise RuntimeError(f"{' '.join(cmd)}: no '(N items/s)' in its stderr: {p.stderr.strip()}")
