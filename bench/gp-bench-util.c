@@ -271,6 +271,15 @@ static int gb_check_writable(const char *path, char *why, size_t len) {
     return 0;
 }
 
+int gb_stdout_checked(const char *tool, int rc) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s: standard output: a write failed: %s\n", tool,
+                strerror(errno ? errno : EIO));
+        if (rc == 0) rc = 1;
+    }
+    return rc;
+}
+
 int gb_is_option(const char *arg) {
     return arg[0] == '-' &&
            (arg[1] == '-' || (arg[1] >= 'a' && arg[1] <= 'z') || (arg[1] >= 'A' && arg[1] <= 'Z'));

@@ -1466,15 +1466,6 @@ static int tool_main(int argc, char **argv) {
     return failures || r.npts == 0 ? 1 : 0;
 }
 
-/* What reached standard output is the result (the table, the description, the per-op time): a
-   write that failed there fails the run, as a file's does (README: a report that did not reach
-   its file does not pass for one that did). */
 int main(int argc, char **argv) {
-    int rc = tool_main(argc, argv);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "%s: standard output: a write failed: %s\n", "gp-bench",
-                strerror(errno ? errno : EIO));
-        if (rc == 0) rc = 1;
-    }
-    return rc;
+    return gb_stdout_checked("gp-bench", tool_main(argc, argv));
 }

@@ -168,6 +168,11 @@ int gb_check_distinct(const char *tool, const char *const (*outputs)[2], size_t 
 /* Whether an argument reads as an option ("--name", "-q"), not a value (a negative number is
    a value): a value option followed by one was given no value. */
 int gb_is_option(const char *arg);
+/* What reached standard output is the result (a table, a description, the per-op time): a
+   write that failed there fails the run, as a file's does (README: a report that did not reach
+   its file does not pass for one that did). Returns `rc`, or 1 for a 0 when stdout failed
+   (said on stderr as "TOOL: standard output: ..."). */
+int gb_stdout_checked(const char *tool, int rc);
 /* Close output file `f` (NULL: fopen failed), written at `path`: 0 when every write and the
    close succeeded; else -1 with errno set, and a regular file at `path` removed (*removed
    1: no half-written file stays behind to pass for a whole one). */
