@@ -289,8 +289,9 @@ int gb_is_option(const char *arg) {
    and other devices are shared by design. */
 static int same_file(const char *a, const char *b) {
     struct stat sa, sb;
-    if (stat(a, &sa) == 0 && !S_ISREG(sa.st_mode)) return 0;
-    return !strcmp(a, b) || (stat(a, &sa) == 0 && stat(b, &sb) == 0 && S_ISREG(sb.st_mode) &&
+    int a_exists = stat(a, &sa) == 0;
+    if (a_exists && !S_ISREG(sa.st_mode)) return 0;
+    return !strcmp(a, b) || (a_exists && stat(b, &sb) == 0 && S_ISREG(sb.st_mode) &&
                              sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
 }
 

@@ -409,11 +409,13 @@ static int is_demo_name(const char *s) {
     return !strcmp(s, "mlp") || !strcmp(s, "cnn") || !strcmp(s, "encoder");
 }
 
+int gb_is_model_file(const char *s) {
+    size_t n = strlen(s), e = strlen(".safetensors");
+    return n > e && !strcmp(s + n - e, ".safetensors");
+}
+
 static int is_model_name(const char *s) {
-    size_t n = strlen(s);
-    const char *ext = ".safetensors";
-    size_t e = strlen(ext);
-    return is_demo_name(s) || (n > e && !strcmp(s + n - e, ext));
+    return is_demo_name(s) || gb_is_model_file(s);
 }
 
 /* A variable-length model without --lengths gets text-like lengths. */
@@ -432,8 +434,7 @@ static void describe_lengths(const gb_workload *w, char *buf, size_t len) {
    most 2 GiB; gp-bench keeps items to 256 MiB. */
 #define GB_MAX_ITEM_BYTES ((size_t)256 << 20)
 
-/* --max-batch-tokens below the longest item: said before any point runs (apply_budget says
-   it again per point, for callers other than gb_workload_open's). */
+/* --max-batch-tokens below the longest item: a usage error, said before any point runs. */
 static int budget_too_small(const gb_opts *o, size_t max_tokens, char *err, size_t len) {
     if (!o->max_batch_tokens || o->max_batch_tokens >= max_tokens) return 0;
     snprintf(err, len,
@@ -828,17 +829,11 @@ static int padmax_table(gb_feed *f, gp_config *cfg, char *err, size_t len) {
 }
 
 /* The token budget: packed items count their own bytes; padmax batches hold budget / max_tokens
-   items (each computes max_tokens). */
+   items (each computes max_tokens). A budget below the longest item was refused at open
+   (budget_too_small). */
 static int apply_budget(gb_feed *f, gp_config *cfg, char *err, size_t len) {
     const gb_opts *o = f->w->o;
     if (!o->max_batch_tokens) return GP_OK;
-    if (o->max_batch_tokens < f->max_tokens) {
-        snprintf(err, len,
-                 "--max-batch-tokens %zu: below the longest item (%zu tokens); every item must "
-                 "fit a batch alone",
-                 o->max_batch_tokens, f->max_tokens);
-        return GP_EINVAL;
-    }
     if (f->packing == GB_PADMAX) {
         size_t n = o->max_batch_tokens / f->max_tokens;
         if (n < cfg->max_batch) cfg->max_batch = n;

@@ -1294,11 +1294,8 @@ static int tool_main(int argc, char **argv) {
     if (prc) return prc;
     /* The outputs' paths, before a sweep of minutes rather than after it. */
     const char *const outputs[][2] = {{"--csv", o.csv}, {"--json", o.json}, {"--svg", o.svg}};
-    /* The workload is an input file only as FILE.safetensors (not synthetic or a demo name). */
-    size_t wl = strlen(o.workload);
     const char *const inputs[][2] = {
-        {"--workload",
-         wl > 12 && !strcmp(o.workload + wl - 12, ".safetensors") ? o.workload : NULL}};
+        {"--workload", gb_is_model_file(o.workload) ? o.workload : NULL}};
     if (gb_check_outputs("gp-bench", outputs, 3) != 0 ||
         gb_check_distinct("gp-bench", outputs, 3, inputs, 1) != 0)
         return 2;

@@ -210,12 +210,15 @@ typedef struct gb_run {
 
 typedef struct gb_workload gb_workload;
 
-/* Open the workload named by o->workload. GP_OK, or an error with a message in err. */
 /* An option or value the workload cannot take: gb_workload_open's answer for a usage error
    (gp-bench exits 2), not a GP_E* code (a model that does not load: exit 1). */
 #define GB_EUSAGE 1
+/* Open the workload named by o->workload. GP_OK, GB_EUSAGE or an error, with a message in
+   err. */
 int gb_workload_open(const gb_opts *o, gb_workload **out, char *err, size_t len);
 void gb_workload_close(gb_workload *w);
+/* Whether a --workload value names a model file (FILE.safetensors), not synthetic or a demo. */
+int gb_is_model_file(const char *workload);
 const char *gb_workload_describe(const gb_workload *w);
 /* GP_OK when the workload can run on `backend` (host or cuda), else GP_ENOTSUP + why. */
 int gb_workload_supports(const gb_workload *w, gp_backend backend, char *err, size_t len);
