@@ -1138,8 +1138,7 @@ int gp_pipeline_drain(gp_pipeline *p, int64_t timeout_us) {
     if (!p || from_own_thread(p, "gp_pipeline_drain")) return GP_EINVAL;
     /* Up to the last item accepted before this call: an open reservation (or a submit still
        copying) is not submitted yet, unless an item after it is, which waits for it anyway. */
-    uint64_t claimed, open, target;
-    gp__ring_pending(&p->ring, &claimed, &open, &target);
+    uint64_t target = gp__ring_accepted_end(&p->ring);
     gp_pipeline_flush(p);
     /* A timeout too long for the clock (~292 years of ns from now) is no timeout. */
     uint64_t now = gp__now_ns(), deadline = 0;

@@ -205,27 +205,19 @@ uint64_t gp__ring_claimed(gp__ring *r) {
     return rebuild(rel, (w >> 32) & IDX_MASK, IDX_MASK);
 }
 
-void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *open, uint64_t *accepted_end) {
+uint64_t gp__ring_accepted_end(gp__ring *r) {
     uint64_t rel = atomic_load_explicit(&r->released, memory_order_acquire);
-    uint64_t end = gp__ring_claimed(r), n_open = 0, last = rel;
+    uint64_t end = gp__ring_claimed(r), last = rel;
     /* Accepted: published as accepted (an abandoned reservation is published too, with no
        caller: not accepted, not open), released meanwhile (its word moved past 2i + 1 to
        2(i + capacity)), or filled as accepted with this lap's tag and not published yet: a prep
-       item whose submit has returned. Open: claimed, not filled as accepted. */
+       item whose submit has returned. Open (skipped): claimed, not filled as accepted. */
     for (uint64_t i = rel; i < end; i++) {
         const gp__item *it = gp__ring_item(r, i);
         uint64_t seq = atomic_load_explicit(&it->seq, memory_order_acquire);
         uint32_t st = atomic_load_explicit(&it->state, memory_order_relaxed);
         int accepted = (st >> 16) == (gp__ring_lap(r, i) & 0xffffu) && (st & GP__ST_ACCEPTED);
-        if (seq == 2 * i + 1) {
-            if (accepted) last = i + 1;
-        } else if (seq != 2 * i || accepted) {
-            last = i + 1;
-        } else {
-            n_open++;
-        }
+        if (seq == 2 * i + 1 ? accepted : seq != 2 * i || accepted) last = i + 1;
     }
-    *claimed = end;
-    *open = n_open;
-    *accepted_end = last;
+    return last;
 }

@@ -162,12 +162,11 @@ uint64_t gp__ring_close(gp__ring *r);
 /* Claimed indices so far. */
 uint64_t gp__ring_claimed(gp__ring *r);
 
-/* The claimed indices not yet released, read once each (a snapshot, as the counters are):
-   *claimed as gp__ring_claimed; *open how many of them are not accepted yet (a submit still
-   copying, an open reservation; a prep item is accepted once filled, before its worker
-   publishes it); *accepted_end one past the last accepted one (an abandoned reservation's
-   published index is not accepted), `released` when none. Any thread; O(capacity) at most. */
-void gp__ring_pending(gp__ring *r, uint64_t *claimed, uint64_t *open, uint64_t *accepted_end);
+/* One past the last accepted index among those claimed and not yet released, each read once
+   (a submit still copying and an open reservation are not accepted yet; a prep item is
+   accepted once filled, before its worker publishes it; an abandoned reservation's published
+   index is not accepted); `released` when none. Any thread; O(capacity) at most. */
+uint64_t gp__ring_accepted_end(gp__ring *r);
 
 /* Largest contiguous run of ring slots starting at idx, at most n long (a span wraps at the
    ring's end, so a batch moves in one or two copies). */
